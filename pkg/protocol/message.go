@@ -1,0 +1,234 @@
+// Package protocol owns the wire: the messages that election nodes exchange,
+// their JSON encoding, their validation, the leader announcement that
+// applications consume, and every NATS subject name.
+//
+// Every message carries a version field. Decoding is strict: a payload that
+// is too large, is not JSON, has a field of the wrong type or an unknown
+// field, names an unknown message type or a different version is rejected
+// with a *ValidationError whose Reason says why. Validate then checks the
+// fields against the cluster's membership and the subject the message came
+// on, so a message that could not have been sent by a member is rejected too.
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Version is the version of the node-to-node message format.
+const Version = 1
+
+// MaxPayload is the largest encoded message a node accepts, in bytes.
+const MaxPayload = 1024
+
+// Type names a kind of node-to-node message.
+type Type string
+
+// The message types. Bully uses Election, Answer and Coordinator; the ring
+// uses Election (carrying a candidate), Elected and Ack; both use Heartbeat,
+// Resign and Stale.
+const (
+	// TypeElection starts or carries an election. Bully broadcasts it to
+	// every node (only higher IDs act on it); the ring sends it to the
+	// successor with the largest ID seen so far in Candidate.
+	TypeElection Type = "election"
+	// TypeAnswer tells a Bully candidate that a higher node is alive and
+	// takes over the election.
+	TypeAnswer Type = "answer"
+	// TypeCoordinator is the Bully winner's broadcast: From leads with Term.
+	TypeCoordinator Type = "coordinator"
+	// TypeElected is the ring's "elected" round: Candidate leads with Term.
+	TypeElected Type = "elected"
+	// TypeAck acknowledges a ring message (matched by Seq), so a sender can
+	// tell a dead successor from a live one and skip it.
+	TypeAck Type = "ack"
+	// TypeHeartbeat is broadcast by a leader while it leads; followers that
+	// stop hearing it suspect the leader and start an election.
+	TypeHeartbeat Type = "heartbeat"
+	// TypeResign is broadcast by a node that leaves cleanly, so the others
+	// stop waiting for it and, if it led, elect a successor at once.
+	TypeResign Type = "resign"
+	// TypeStale answers a message whose term is older than the receiver's:
+	// Term is the receiver's term and Candidate its leader (0 if none).
+	TypeStale Type = "stale"
+)
+
+// Types lists every message type, in a fixed order (for metrics and docs).
+var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale}
+
+// Message is one node-to-node message. The zero value of To means the
+// message is broadcast; of Candidate, that it carries no candidate.
+type Message struct {
+	// V is the format version; always Version.
+	V int `json:"v"`
+	// Type is the kind of message.
+	Type Type `json:"type"`
+	// From is the sender's ID.
+	From uint64 `json:"from"`
+	// To is the receiver's ID for point-to-point messages, 0 when broadcast.
+	To uint64 `json:"to,omitempty"`
+	// Term is the sender's term: the term it claims for Coordinator,
+	// Elected, Heartbeat and Resign, the highest term it knows otherwise.
+	Term uint64 `json:"term"`
+	// Candidate is the ID carried by ring Election and Elected messages, and
+	// the sender's leader in Stale messages.
+	Candidate uint64 `json:"candidate,omitempty"`
+	// Seq numbers a ring message so that its Ack can be matched to it.
+	Seq uint64 `json:"seq,omitempty"`
+	// Hops counts how many nodes forwarded a ring message, so a message
+	// whose candidate has died cannot circle forever.
+	Hops int `json:"hops,omitempty"`
+}
+
+// String renders a message compactly for logs and simulator traces.
+func (m Message) String() string {
+	s := fmt.Sprintf("%s %d→", m.Type, m.From)
+	if m.To == 0 {
+		s += "*"
+	} else {
+		s += fmt.Sprint(m.To)
+	}
+	s += fmt.Sprintf(" term=%d", m.Term)
+	if m.Candidate != 0 {
+		s += fmt.Sprintf(" cand=%d", m.Candidate)
+	}
+	if m.Seq != 0 {
+		s += fmt.Sprintf(" seq=%d", m.Seq)
+	}
+	return s
+}
+
+// Reason classifies why a message was rejected. Reasons are stable strings,
+// used as metric labels.
+type Reason string
+
+// The reasons a message is rejected.
+const (
+	ReasonOversized    Reason = "oversized"
+	ReasonMalformed    Reason = "malformed"
+	ReasonVersion      Reason = "version"
+	ReasonUnknownType  Reason = "unknown_type"
+	ReasonInvalidField Reason = "invalid_field"
+	ReasonNotMember    Reason = "not_member"
+	ReasonWrongSubject Reason = "wrong_subject"
+	ReasonSignature    Reason = "bad_signature"
+)
+
+// Reasons lists every rejection reason, in a fixed order.
+var Reasons = []Reason{ReasonOversized, ReasonMalformed, ReasonVersion, ReasonUnknownType, ReasonInvalidField, ReasonNotMember, ReasonWrongSubject, ReasonSignature}
+
+// ValidationError is the error for a message that is rejected.
+type ValidationError struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *ValidationError) Error() string {
+	return "protocol: " + string(e.Reason) + ": " + e.Detail
+}
+
+func reject(r Reason, format string, args ...any) error {
+	return &ValidationError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// ReasonOf returns the Reason of a *ValidationError in err's chain, or
+// ReasonMalformed for any other error.
+func ReasonOf(err error) Reason {
+	var v *ValidationError
+	if errors.As(err, &v) {
+		return v.Reason
+	}
+	return ReasonMalformed
+}
+
+// Encode returns the wire form of m, setting its version.
+func Encode(m Message) ([]byte, error) {
+	m.V = Version
+	return json.Marshal(m)
+}
+
+// Decode parses a wire payload strictly. It checks size, syntax, field
+// types, the version and the message type, but not membership: see Validate.
+func Decode(data []byte) (Message, error) {
+	var m Message
+	if len(data) > MaxPayload {
+		return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxPayload)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return Message{}, reject(ReasonInvalidField, "field %q: %s is not %s", typeErr.Field, typeErr.Value, typeErr.Type)
+		}
+		return Message{}, reject(ReasonMalformed, "%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Message{}, reject(ReasonMalformed, "trailing data after message")
+	}
+	if m.V != Version {
+		return Message{}, reject(ReasonVersion, "version %d, want %d", m.V, Version)
+	}
+	if !slices.Contains(Types, m.Type) {
+		return Message{}, reject(ReasonUnknownType, "type %q", m.Type)
+	}
+	return m, nil
+}
+
+// Validate checks that m could have been sent by a member of the sorted
+// membership members: the sender is a member, every ID it names is a member,
+// the fields its type needs are set, and it addresses a single receiver
+// exactly when its type is point-to-point.
+func Validate(m Message, members []uint64) error {
+	isMember := func(id uint64) bool {
+		_, ok := slices.BinarySearch(members, id)
+		return ok
+	}
+	if !isMember(m.From) {
+		return reject(ReasonNotMember, "sender %d is not a member", m.From)
+	}
+	if m.To != 0 && !isMember(m.To) {
+		return reject(ReasonNotMember, "receiver %d is not a member", m.To)
+	}
+	if m.Candidate != 0 && !isMember(m.Candidate) {
+		return reject(ReasonNotMember, "candidate %d is not a member", m.Candidate)
+	}
+	if m.To == m.From {
+		return reject(ReasonInvalidField, "message from %d to itself", m.From)
+	}
+	if m.Hops < 0 {
+		return reject(ReasonInvalidField, "negative hops %d", m.Hops)
+	}
+	switch m.Type {
+	case TypeResign:
+		if m.To != 0 {
+			return reject(ReasonInvalidField, "resign must be broadcast")
+		}
+	case TypeCoordinator, TypeHeartbeat:
+		if m.To != 0 {
+			return reject(ReasonInvalidField, "%s must be broadcast", m.Type)
+		}
+		if m.Term == 0 {
+			return reject(ReasonInvalidField, "%s without a term", m.Type)
+		}
+	case TypeAnswer, TypeAck, TypeStale:
+		if m.To == 0 {
+			return reject(ReasonInvalidField, "%s needs a receiver", m.Type)
+		}
+	case TypeElected:
+		if m.To == 0 || m.Candidate == 0 || m.Term == 0 {
+			return reject(ReasonInvalidField, "elected needs a receiver, a candidate and a term")
+		}
+	case TypeElection:
+		// Bully broadcasts Election without a candidate; the ring sends it
+		// to one successor with one.
+		if (m.To == 0) != (m.Candidate == 0) {
+			return reject(ReasonInvalidField, "election must be a broadcast without a candidate or point-to-point with one")
+		}
+	}
+	return nil
+}

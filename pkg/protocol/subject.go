@@ -1,0 +1,114 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Every subject of a cluster lives under "election.<cluster>.":
+//
+//	election.<cluster>.leader        leader announcements (JSON Announcement)
+//	election.<cluster>.election      Bully Election, broadcast
+//	election.<cluster>.coordinator   Bully Coordinator, broadcast
+//	election.<cluster>.heartbeat     leader heartbeats, broadcast
+//	election.<cluster>.resign        clean leave, broadcast
+//	election.<cluster>.node.<id>     one node's inbox (Answer, Stale, ring messages)
+//	election.<cluster>.query         request/reply: the leader answers with its Announcement
+const (
+	// Root is the first token of every subject.
+	Root = "election"
+	// AllLeaders matches the leader subject of every cluster.
+	AllLeaders = Root + ".*.leader"
+)
+
+// Subject kinds: the token after the cluster name.
+const (
+	KindLeader      = "leader"
+	KindElection    = "election"
+	KindCoordinator = "coordinator"
+	KindHeartbeat   = "heartbeat"
+	KindResign      = "resign"
+	KindNode        = "node"
+	KindQuery       = "query"
+)
+
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// ErrClusterName is returned for a cluster name outside [A-Za-z0-9_-]+.
+var ErrClusterName = errors.New("protocol: cluster name must match [A-Za-z0-9_-]+")
+
+// ValidateCluster reports whether name can be used as a cluster name.
+func ValidateCluster(name string) error {
+	if !clusterName.MatchString(name) {
+		return fmt.Errorf("%w: %q", ErrClusterName, name)
+	}
+	return nil
+}
+
+// LeaderSubject is where a cluster's leader announcements are published.
+func LeaderSubject(cluster string) string { return Root + "." + cluster + "." + KindLeader }
+
+// QuerySubject is where an application asks for the current leader: a
+// request on it is answered by the node that leads, with its Announcement.
+// No answer means no leader is known.
+func QuerySubject(cluster string) string { return Root + "." + cluster + "." + KindQuery }
+
+// InboxSubject is the inbox of one node of a cluster.
+func InboxSubject(cluster string, id uint64) string {
+	return Root + "." + cluster + "." + KindNode + "." + strconv.FormatUint(id, 10)
+}
+
+// BroadcastSubject is the subject of a broadcast message type, or "" if t is
+// never broadcast.
+func BroadcastSubject(cluster string, t Type) string {
+	switch t {
+	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign:
+		return Root + "." + cluster + "." + string(t)
+	}
+	return ""
+}
+
+// BroadcastSubjects lists the broadcast subjects of a cluster.
+func BroadcastSubjects(cluster string) []string {
+	return []string{
+		BroadcastSubject(cluster, TypeElection),
+		BroadcastSubject(cluster, TypeCoordinator),
+		BroadcastSubject(cluster, TypeHeartbeat),
+		BroadcastSubject(cluster, TypeResign),
+	}
+}
+
+// SubjectFor is the subject m is published on in cluster: the receiver's
+// inbox for point-to-point messages, the type's broadcast subject otherwise.
+func SubjectFor(cluster string, m Message) string {
+	if m.To != 0 {
+		return InboxSubject(cluster, m.To)
+	}
+	return BroadcastSubject(cluster, m.Type)
+}
+
+// CheckRoute verifies that m arrived on the subject it must be published on
+// in cluster, so a message cannot be replayed onto another subject or
+// another cluster.
+func CheckRoute(cluster, subject string, m Message) error {
+	want := SubjectFor(cluster, m)
+	if want == "" || subject != want {
+		return reject(ReasonWrongSubject, "%s on %q, want %q", m.Type, subject, want)
+	}
+	return nil
+}
+
+// ClusterOf extracts the cluster name from any subject of this package.
+func ClusterOf(subject string) (string, error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) < 3 || parts[0] != Root {
+		return "", fmt.Errorf("protocol: %q is not an election subject", subject)
+	}
+	if err := ValidateCluster(parts[1]); err != nil {
+		return "", err
+	}
+	return parts[1], nil
+}

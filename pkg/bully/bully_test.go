@@ -1,0 +1,213 @@
+package bully
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+var members = []uint64{2, 4, 9}
+
+func newNode(t *testing.T, id uint64) *Machine {
+	t.Helper()
+	m, err := New(election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func msg(typ protocol.Type, from, to, term uint64) protocol.Message {
+	return protocol.Message{V: protocol.Version, Type: typ, From: from, To: to, Term: term}
+}
+
+// types lists the types of msgs, with receivers, for compact comparison.
+func types(msgs []protocol.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		s := string(m.Type)
+		if m.To != 0 {
+			s += "→" + strconv.FormatUint(m.To, 10)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func ticks(m *Machine, n int) election.Ready {
+	var all election.Ready
+	for range n {
+		m.Tick()
+		r := m.Ready()
+		all.Messages = append(all.Messages, r.Messages...)
+		if r.Claimed != 0 {
+			all.Claimed = r.Claimed
+		}
+	}
+	return all
+}
+
+func TestBully(t *testing.T) {
+	T := election.DefaultAnswerTicks
+	tests := []struct {
+		name string
+		rule string
+		id   uint64
+		// run drives the node after Start and returns what it wants done
+		// after the last event.
+		run        func(m *Machine) election.Ready
+		wantMsgs   []string
+		wantRole   election.Role
+		wantLeader uint64
+		wantClaim  bool
+	}{
+		{
+			name: "start sends Election to the higher IDs",
+			rule: "a node that starts holds an election: it sends Election to every higher ID",
+			id:   4,
+			run:  func(m *Machine) election.Ready { return election.Ready{} },
+			// Start's output is checked by the driver below.
+			wantMsgs: nil, wantRole: election.Candidate,
+		},
+		{
+			name:     "no Answer within T: leader",
+			rule:     "a candidate that gets no Answer within T becomes leader and broadcasts Coordinator",
+			id:       4,
+			run:      func(m *Machine) election.Ready { return ticks(m, T) },
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+		},
+		{
+			name: "Answer: wait for Coordinator, not lead",
+			rule: "one that got an Answer waits for a Coordinator",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeAnswer, 9, 4, 0))
+				return ticks(m, T)
+			},
+			wantRole: election.Candidate,
+		},
+		{
+			name: "Answer but no Coordinator: start again",
+			rule: "one that got an Answer but no Coordinator within CoordinatorTicks starts again",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeAnswer, 9, 4, 0))
+				return ticks(m, election.DefaultTiming(3).CoordinatorTicks)
+			},
+			wantMsgs: []string{"election"}, wantRole: election.Candidate,
+		},
+		{
+			name: "Election from a lower ID: Answer and hold own election",
+			rule: "a node that receives Election from a lower ID answers with Answer and holds its own election",
+			id:   9,
+			run: func(m *Machine) election.Ready {
+				ticks(m, T) // leads
+				m.Ready()
+				m.Step(msg(protocol.TypeElection, 2, 0, 0))
+				return m.Ready()
+			},
+			wantMsgs: []string{"answer→2", "coordinator"}, wantRole: election.Leader, wantLeader: 9,
+		},
+		{
+			name: "Election from a higher ID: no Answer",
+			rule: "lower IDs do not act on Election",
+			id:   2,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeElection, 9, 0, 0))
+				return m.Ready()
+			},
+			wantRole: election.Candidate,
+		},
+		{
+			name: "Coordinator from a higher ID is accepted",
+			rule: "a node records the coordinator announced with Coordinator",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				return m.Ready()
+			},
+			wantRole: election.Follower, wantLeader: 9,
+		},
+		{
+			name: "heartbeats stop: new election",
+			rule: "a node that suspects the leader (its heartbeats stopped) holds an election",
+			id:   2,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				return ticks(m, election.DefaultLeaderTimeoutTicks)
+			},
+			wantMsgs: []string{"election"}, wantRole: election.Candidate,
+		},
+		{
+			name: "leader resigns: next highest leads at once",
+			rule: "a node whose leader resigned holds an election; none of its higher members can be alive, so it does not wait T",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				m.Ready()
+				m.Step(msg(protocol.TypeResign, 9, 0, 3))
+				return m.Ready()
+			},
+			wantMsgs: []string{"election", "coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+		},
+		{
+			name: "a working lower coordinator is challenged by a recovered higher node",
+			rule: "a node that recovers starts an election at once even if the coordinator is working; if its ID is the highest live one it takes over",
+			id:   9,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 4, 0, 2))
+				return ticks(m, T)
+			},
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newNode(t, tt.id)
+			m.Start()
+			start := m.Ready()
+			if got := types(start.Messages); !slices.Equal(got, []string{"election"}) {
+				t.Fatalf("Start (rule: a node that starts holds an election): got %v, want [election]", got)
+			}
+			r := tt.run(m)
+			if got := types(r.Messages); !slices.Equal(got, tt.wantMsgs) {
+				t.Errorf("rule %q: messages got %v, want %v", tt.rule, got, tt.wantMsgs)
+			}
+			st := m.Status()
+			if st.Role != tt.wantRole || st.Leader != tt.wantLeader {
+				t.Errorf("rule %q: role, leader got %v, %d, want %v, %d", tt.rule, st.Role, st.Leader, tt.wantRole, tt.wantLeader)
+			}
+			if (r.Claimed != 0) != tt.wantClaim {
+				t.Errorf("rule %q: claimed got %d, want a claim: %v", tt.rule, r.Claimed, tt.wantClaim)
+			}
+			if r.Claimed != 0 && r.Claimed != st.Term {
+				t.Errorf("claimed term got %d, want the status term %d", r.Claimed, st.Term)
+			}
+		})
+	}
+}
+
+// Terms: a higher node that starts without knowing the current term is
+// told it by a Stale reply to its Election, and claims above it.
+func TestBullyRestartLearnsTerm(t *testing.T) {
+	low := newNode(t, 4)
+	low.Start()
+	low.Step(msg(protocol.TypeCoordinator, 9, 0, 6))
+	low.Ready()
+	low.Step(msg(protocol.TypeElection, 9, 0, 0))
+	r := low.Ready()
+	if got := types(r.Messages); !slices.Equal(got, []string{"stale→9"}) || r.Messages[0].Term != 6 {
+		t.Fatalf("reply to a restarted higher node: got %v, want [stale→9] with term 6", r.Messages)
+	}
+	high := newNode(t, 9)
+	high.Start()
+	high.Ready()
+	high.Step(r.Messages[0])
+	got := ticks(high, election.DefaultAnswerTicks)
+	if got.Claimed <= 6 {
+		t.Errorf("claim after the Stale reply: got term %d, want above 6", got.Claimed)
+	}
+}

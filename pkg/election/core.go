@@ -1,0 +1,336 @@
+package election
+
+import (
+	"slices"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Core is the state and the rules that Bully and the ring share. An
+// algorithm keeps a *Core and adds its own messages and timers.
+type Core struct {
+	id      uint64
+	members []uint64 // sorted
+	index   int      // position of id in members
+	timing  Timing
+
+	role    Role
+	leader  uint64 // 0 while undefined
+	term    uint64 // term of the last leadership accepted or claimed
+	maxTerm uint64 // highest term seen anywhere
+	silent  int    // ticks since the leader was heard (or since the last heartbeat, as leader)
+	gone    map[uint64]absence
+	seq     uint64
+	left    bool // resigned: ignore every later event
+
+	out     []protocol.Message
+	claimed uint64
+}
+
+// NewCore validates cfg and returns a follower with no leader.
+func NewCore(cfg Config) (*Core, error) {
+	members, err := cfg.Validate()
+	if err != nil {
+		return nil, err
+	}
+	index, _ := slices.BinarySearch(members, cfg.ID)
+	return &Core{
+		id:      cfg.ID,
+		members: members,
+		index:   index,
+		timing:  cfg.Timing,
+		gone:    make(map[uint64]absence),
+	}, nil
+}
+
+// ID is this node's ID.
+func (c *Core) ID() uint64 { return c.id }
+
+// Members is the sorted membership. The caller must not modify it.
+func (c *Core) Members() []uint64 { return c.members }
+
+// Timing is the configured timing.
+func (c *Core) Timing() Timing { return c.timing }
+
+// Role is this node's role.
+func (c *Core) Role() Role { return c.role }
+
+// Leader is the current leader, 0 while undefined.
+func (c *Core) Leader() uint64 { return c.leader }
+
+// Term is the term of the last leadership accepted or claimed.
+func (c *Core) Term() uint64 { return c.term }
+
+// MaxTerm is the highest term this node has seen.
+func (c *Core) MaxTerm() uint64 { return c.maxTerm }
+
+// Left reports whether this node has resigned.
+func (c *Core) Left() bool { return c.left }
+
+// Status returns the node's view.
+func (c *Core) Status() Status {
+	return Status{ID: c.id, Leader: c.leader, Term: c.term, Role: c.role}
+}
+
+// Ready returns and clears the pending output.
+func (c *Core) Ready() Ready {
+	r := Ready{Messages: c.out, Claimed: c.claimed}
+	c.out, c.claimed = nil, 0
+	return r
+}
+
+// Send queues m from this node.
+func (c *Core) Send(m protocol.Message) {
+	m.V = protocol.Version
+	m.From = c.id
+	c.out = append(c.out, m)
+}
+
+// NextSeq returns a fresh sequence number for a message that expects an Ack.
+func (c *Core) NextSeq() uint64 {
+	c.seq++
+	return c.seq
+}
+
+// Receive does what every message does to a node before its algorithm
+// looks at it: it learns the message's term and that its sender is alive.
+// It reports false for messages the algorithm must ignore: those from this
+// node itself, and everything once this node has resigned.
+func (c *Core) Receive(m protocol.Message) bool {
+	if c.left || m.From == c.id {
+		return false
+	}
+	c.maxTerm = max(c.maxTerm, m.Term)
+	if m.Type != protocol.TypeResign {
+		delete(c.gone, m.From)
+	}
+	return true
+}
+
+// absence is why a peer counts as gone.
+type absence int
+
+const (
+	// suspected: a message to it went unanswered, or the transport could
+	// not reach it. Forgotten when an election starts (ForgetGone).
+	suspected absence = iota + 1
+	// departed: it resigned, or it led and its heartbeats stopped. Kept
+	// until a message from it arrives.
+	departed
+)
+
+// MarkGone records that a peer cannot be reached, until a message from it
+// arrives or the next election starts.
+func (c *Core) MarkGone(id uint64) {
+	if id != c.id && c.gone[id] != departed {
+		c.gone[id] = suspected
+	}
+}
+
+// MarkDeparted records that a peer has left (it resigned, or it led and
+// fell silent), until a message from it arrives.
+func (c *Core) MarkDeparted(id uint64) {
+	if id != c.id {
+		c.gone[id] = departed
+	}
+}
+
+// ForgetGone forgets which peers were suspected, so that the next messages
+// probe them again. A node that never hears from a peer directly (round
+// the ring, only its predecessor writes to it) would otherwise skip it for
+// ever. Peers that departed stay gone: probing them would only cost a
+// time-out.
+func (c *Core) ForgetGone() {
+	for id, why := range c.gone {
+		if why == suspected {
+			delete(c.gone, id)
+		}
+	}
+}
+
+// MarkAlive forgets that a peer was gone, as a message from it does.
+func (c *Core) MarkAlive(id uint64) { delete(c.gone, id) }
+
+// IsGone reports whether a peer is known to have left or to be unreachable.
+func (c *Core) IsGone(id uint64) bool { return c.gone[id] != 0 }
+
+// HigherAlive reports whether some member with a higher ID is not known to
+// be gone.
+func (c *Core) HigherAlive() bool {
+	for _, id := range c.members[c.index+1:] {
+		if c.gone[id] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// nextTerm is the smallest term owned by this node above every term seen.
+func (c *Core) nextTerm() uint64 {
+	n := uint64(len(c.members))
+	own := uint64(c.index) + 1
+	t := c.maxTerm - c.maxTerm%n + own
+	if t <= c.maxTerm {
+		t += n
+	}
+	return t
+}
+
+// BecomeCandidate enters an election. With forget, the leader becomes
+// undefined (it failed, left, or this node just started); without, a
+// leader that is still working is kept while the election runs.
+func (c *Core) BecomeCandidate(forget bool) {
+	c.role = Candidate
+	c.silent = 0
+	if forget {
+		c.leader = 0
+	}
+}
+
+// Claim makes this node leader. A node that already leads under a term no
+// older than any it has seen keeps that term; otherwise it takes a new term
+// and Ready reports it to be announced. It returns the term.
+func (c *Core) Claim() uint64 {
+	if c.role != Leader || c.leader != c.id || c.term < c.maxTerm {
+		c.term = c.nextTerm()
+		c.maxTerm = c.term
+		c.claimed = c.term
+	}
+	c.role, c.leader, c.silent = Leader, c.id, 0
+	return c.term
+}
+
+// follow accepts leader with term.
+func (c *Core) follow(leader, term uint64) {
+	c.role, c.leader, c.term, c.silent = Follower, leader, term, 0
+	c.maxTerm = max(c.maxTerm, term)
+}
+
+// Verdict is the outcome of a leadership claim.
+type Verdict int
+
+// The verdicts.
+const (
+	// Accepted: the claimant is now this node's leader.
+	Accepted Verdict = iota
+	// Refreshed: the claim is for the leadership this node last accepted.
+	Refreshed
+	// Challenged: a lower node claims a newer term while this node is
+	// alive; this node must start an election, since the highest live ID
+	// wins.
+	Challenged
+	// Rejected: the claim is older than this node's term (a Stale reply
+	// has been queued), or its claimant does not own its term.
+	Rejected
+)
+
+// Owner is the member that may claim term, or 0 for term 0.
+func (c *Core) Owner(term uint64) uint64 {
+	if term == 0 {
+		return 0
+	}
+	return c.members[(term-1)%uint64(len(c.members))]
+}
+
+// Claimed applies the shared rule for a claim that leader leads with term
+// (a Coordinator, an elected round or a heartbeat), received from sender.
+func (c *Core) Claimed(sender, leader, term uint64) Verdict {
+	switch {
+	case leader == c.id || c.Owner(term) != leader:
+		// Our own claim coming back (the end of the elected round), or a
+		// term its claimant does not own: it tells us nothing.
+		return Rejected
+	case term < c.term:
+		c.ReplyStale(sender)
+		return Rejected
+	case term == c.term:
+		// The same leadership: the claimant owns the term, so it is the
+		// leader we accepted, perhaps suspected since.
+		c.follow(leader, term)
+		return Refreshed
+	case leader < c.id:
+		return Challenged
+	}
+	c.follow(leader, term)
+	return Accepted
+}
+
+// ReplyStale tells to that its term is older than this node's.
+func (c *Core) ReplyStale(to uint64) {
+	c.Send(protocol.Message{Type: protocol.TypeStale, To: to, Term: c.term, Candidate: c.leader})
+}
+
+// Staled applies a Stale reply and reports whether this node, a leader,
+// must claim again with a newer term: it must when the newer term belongs
+// to no leader or to a lower one (the highest live ID wins). When a higher
+// node leads under the newer term, this node steps down and waits to hear
+// from it.
+func (c *Core) Staled(m protocol.Message) (reclaim bool) {
+	if c.role != Leader || m.Term <= c.term {
+		return false
+	}
+	if m.Candidate > c.id {
+		c.role, c.leader, c.silent = Follower, 0, 0
+		return false
+	}
+	return true
+}
+
+// Resigned applies a Resign from a peer and reports whether it was this
+// node's leader, in which case the leader is now undefined and the
+// algorithm must elect a new one at once.
+func (c *Core) Resigned(m protocol.Message) bool {
+	c.MarkDeparted(m.From)
+	if m.From != c.leader || m.Term != c.term {
+		return false
+	}
+	c.leader = 0
+	return true
+}
+
+// Leave queues this node's Resign and makes it ignore every later event.
+func (c *Core) Leave() {
+	if c.left {
+		return
+	}
+	term := c.maxTerm
+	if c.role == Leader {
+		term = c.term
+	}
+	c.Send(protocol.Message{Type: protocol.TypeResign, Term: term})
+	c.role, c.leader, c.left = Follower, 0, true
+}
+
+// TickLeader advances a leader's clock, broadcasting a heartbeat when due.
+func (c *Core) TickLeader() {
+	c.silent++
+	if c.silent >= c.timing.HeartbeatTicks {
+		c.Heartbeat()
+	}
+}
+
+// Heartbeat broadcasts a leader's heartbeat now; the next one is due
+// HeartbeatTicks later. It does nothing unless this node leads.
+func (c *Core) Heartbeat() {
+	if c.role != Leader || c.left {
+		return
+	}
+	c.silent = 0
+	c.Send(protocol.Message{Type: protocol.TypeHeartbeat, Term: c.term})
+}
+
+// TickFollower advances a follower's clock and reports whether the leader
+// (or, while undefined, any leader) has been silent too long. The silent
+// leader is then suspected: it becomes undefined and counts as gone.
+func (c *Core) TickFollower() (timedOut bool) {
+	c.silent++
+	if c.silent < c.timing.LeaderTimeoutTicks {
+		return false
+	}
+	c.silent = 0
+	if c.leader != 0 {
+		c.MarkDeparted(c.leader)
+		c.leader = 0
+	}
+	return true
+}

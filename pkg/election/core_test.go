@@ -1,0 +1,190 @@
+package election
+
+import (
+	"testing"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// members of the tests: node 4 is at index 1 of 3.
+var testMembers = []uint64{9, 4, 2}
+
+func newTestCore(t *testing.T, id uint64) *Core {
+	t.Helper()
+	c, err := NewCore(Config{ID: id, Members: testMembers, Timing: DefaultTiming(len(testMembers))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Terms (package doc): the member at index i only claims terms t with
+// t mod n == (i+1) mod n, the smallest such above every term seen.
+func TestNextTerm(t *testing.T) {
+	tests := []struct {
+		id      uint64
+		maxTerm uint64
+		want    uint64
+	}{
+		{2, 0, 1}, {4, 0, 2}, {9, 0, 3},
+		{2, 1, 4}, {4, 1, 2}, {9, 1, 3},
+		{2, 3, 4}, {4, 3, 5}, {9, 3, 6},
+		{4, 5, 8}, {9, 100, 102}, {2, 102, 103},
+	}
+	for _, tt := range tests {
+		c := newTestCore(t, tt.id)
+		c.maxTerm = tt.maxTerm
+		got := c.nextTerm()
+		if got != tt.want {
+			t.Errorf("node %d after term %d: nextTerm got %d, want %d", tt.id, tt.maxTerm, got, tt.want)
+		}
+		if owner := c.Owner(got); owner != tt.id {
+			t.Errorf("node %d: Owner(%d) got %d, want %d", tt.id, got, owner, tt.id)
+		}
+	}
+}
+
+// Terms: no two members own the same term.
+func TestOwnerPartitionsTerms(t *testing.T) {
+	c := newTestCore(t, 4)
+	if got := c.Owner(0); got != 0 {
+		t.Errorf("Owner(0): got %d, want 0", got)
+	}
+	want := []uint64{2, 4, 9}
+	for term := uint64(1); term <= 30; term++ {
+		if got := c.Owner(term); got != want[(term-1)%3] {
+			t.Errorf("Owner(%d): got %d, want %d", term, got, want[(term-1)%3])
+		}
+	}
+}
+
+// Terms: a node accepts a leader only with a term at least as large as
+// the one it accepted before and answers an older term with Stale; the
+// highest live ID wins, so a lower claimant is challenged.
+func TestClaimed(t *testing.T) {
+	tests := []struct {
+		name           string
+		term           uint64 // term this node (4) accepted before
+		leader         uint64
+		claimLeader    uint64
+		claimTerm      uint64
+		want           Verdict
+		wantStale      bool
+		wantLeader     uint64
+		wantTerm       uint64
+		wantFollowRole bool
+	}{
+		{name: "higher claimant, newer term", term: 2, leader: 4, claimLeader: 9, claimTerm: 3, want: Accepted, wantLeader: 9, wantTerm: 3, wantFollowRole: true},
+		{name: "same leadership again", term: 3, leader: 9, claimLeader: 9, claimTerm: 3, want: Refreshed, wantLeader: 9, wantTerm: 3, wantFollowRole: true},
+		{name: "older term", term: 6, leader: 9, claimLeader: 9, claimTerm: 3, want: Rejected, wantStale: true, wantLeader: 9, wantTerm: 6},
+		{name: "lower claimant, newer term", term: 3, leader: 9, claimLeader: 2, claimTerm: 4, want: Challenged, wantLeader: 9, wantTerm: 3},
+		{name: "claimant does not own the term", term: 0, claimLeader: 9, claimTerm: 4, want: Rejected},
+		{name: "own claim coming back", term: 2, leader: 4, claimLeader: 4, claimTerm: 2, want: Rejected, wantLeader: 4, wantTerm: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCore(t, 4)
+			c.term, c.maxTerm, c.leader = tt.term, tt.term, tt.leader
+			got := c.Claimed(tt.claimLeader, tt.claimLeader, tt.claimTerm)
+			if got != tt.want {
+				t.Errorf("verdict: got %v, want %v", got, tt.want)
+			}
+			if c.Leader() != tt.wantLeader || c.Term() != tt.wantTerm {
+				t.Errorf("leader, term: got %d, %d, want %d, %d", c.Leader(), c.Term(), tt.wantLeader, tt.wantTerm)
+			}
+			if tt.wantFollowRole && c.Role() != Follower {
+				t.Errorf("role: got %v, want follower", c.Role())
+			}
+			msgs := c.Ready().Messages
+			stale := len(msgs) == 1 && msgs[0].Type == protocol.TypeStale && msgs[0].To == tt.claimLeader && msgs[0].Term == tt.term
+			if stale != tt.wantStale {
+				t.Errorf("Stale reply: got %v, want %v", msgs, tt.wantStale)
+			}
+		})
+	}
+}
+
+// Terms: a leader that learns a newer term from a Stale reply claims again
+// unless a higher node leads under it; then it steps down.
+func TestStaled(t *testing.T) {
+	tests := []struct {
+		name        string
+		staleTerm   uint64
+		staleLeader uint64
+		wantReclaim bool
+		wantRole    Role
+		wantLeader  uint64
+	}{
+		{name: "newer term, no leader", staleTerm: 7, wantReclaim: true, wantRole: Leader, wantLeader: 4},
+		{name: "newer term, lower leader", staleTerm: 7, staleLeader: 2, wantReclaim: true, wantRole: Leader, wantLeader: 4},
+		{name: "newer term, higher leader", staleTerm: 9, staleLeader: 9, wantRole: Follower, wantLeader: 0},
+		{name: "not newer", staleTerm: 5, staleLeader: 9, wantRole: Leader, wantLeader: 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCore(t, 4)
+			c.maxTerm = 4
+			if term := c.Claim(); term != 5 {
+				t.Fatalf("claim: got term %d, want 5", term)
+			}
+			c.Receive(protocol.Message{Type: protocol.TypeStale, From: 2, To: 4, Term: tt.staleTerm, Candidate: tt.staleLeader})
+			got := c.Staled(protocol.Message{Type: protocol.TypeStale, From: 2, To: 4, Term: tt.staleTerm, Candidate: tt.staleLeader})
+			if got != tt.wantReclaim {
+				t.Errorf("reclaim: got %v, want %v", got, tt.wantReclaim)
+			}
+			if c.Role() != tt.wantRole || c.Leader() != tt.wantLeader {
+				t.Errorf("role, leader: got %v, %d, want %v, %d", c.Role(), c.Leader(), tt.wantRole, tt.wantLeader)
+			}
+			if got {
+				if term := c.Claim(); term <= tt.staleTerm || c.Owner(term) != 4 {
+					t.Errorf("reclaim: got term %d, want one of node 4's above %d", term, tt.staleTerm)
+				}
+			}
+		})
+	}
+}
+
+// Resign: a node whose leader resigned elects a new one at once; a Resign
+// from anyone else only marks its sender gone.
+func TestResigned(t *testing.T) {
+	tests := []struct {
+		name       string
+		from, term uint64
+		want       bool
+		wantLeader uint64
+	}{
+		{name: "our leader", from: 9, term: 3, want: true, wantLeader: 0},
+		{name: "another node", from: 2, term: 3, want: false, wantLeader: 9},
+		{name: "our leader, another term", from: 9, term: 6, want: false, wantLeader: 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCore(t, 4)
+			c.Claimed(9, 9, 3)
+			got := c.Resigned(protocol.Message{Type: protocol.TypeResign, From: tt.from, Term: tt.term})
+			if got != tt.want || c.Leader() != tt.wantLeader {
+				t.Errorf("got %v leader %d, want %v leader %d", got, c.Leader(), tt.want, tt.wantLeader)
+			}
+			if !c.IsGone(tt.from) {
+				t.Errorf("IsGone(%d): got false, want true", tt.from)
+			}
+		})
+	}
+}
+
+// A leader re-asserting under the newest term keeps it; one that has seen
+// a newer term takes a new one.
+func TestClaimKeepsCurrentTerm(t *testing.T) {
+	c := newTestCore(t, 9)
+	first := c.Claim()
+	if c.Ready().Claimed != first {
+		t.Fatalf("first claim: want it announced")
+	}
+	if again := c.Claim(); again != first || c.Ready().Claimed != 0 {
+		t.Errorf("re-assert: got term %d, want %d and no new announcement", again, first)
+	}
+	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: first + 5})
+	if next := c.Claim(); next <= first+5 {
+		t.Errorf("after a newer term: got %d, want above %d", next, first+5)
+	}
+}

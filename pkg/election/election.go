@@ -1,0 +1,192 @@
+// Package election defines what an election algorithm exposes to the code
+// that drives it (the NATS runtime in production, the simulator in tests)
+// and the state and rules that Bully and the ring share: membership, terms,
+// leader tracking, heartbeats and failure suspicion.
+//
+// Algorithms are pure state machines. They import neither NATS nor time,
+// start no goroutines and do no I/O: the driver feeds them events (Start,
+// Tick, Step, Unreachable, Resign) and collects what they want done with
+// Ready.
+//
+// # Terms
+//
+// Every leadership has a term. Terms are partitioned among the members: the
+// member at index i of the sorted membership only ever claims terms t with
+// t mod n == (i+1) mod n, where n is the number of members. So no two
+// different nodes can ever claim the same term, whatever the network does.
+// A node claims the smallest term of its own that is larger than every term
+// it has seen, and every message carries a term, so a new leader's term is
+// larger than its predecessor's whenever the two heard of each other.
+//
+// A node accepts a leader only with a term at least as large as the one it
+// accepted before, and answers an older term with a Stale message that
+// tells the sender the newer term, so a leader that missed an election (a
+// restarted node, the far side of a healed partition) catches up at once.
+//
+// # What is not guaranteed
+//
+// Neither algorithm uses quorums. Nodes on both sides of a network partition
+// each elect a leader; the two leaders have different terms, and the side
+// that reconnects converges on the highest live ID with a term larger than
+// both. Applications that must not act on a stale leader fence with terms.
+package election
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Role is a node's part in the election.
+type Role int
+
+// The roles.
+const (
+	// Follower: not in an election; the leader may be known or undefined.
+	Follower Role = iota
+	// Candidate: taking part in an election (Bully: waiting for Answer or
+	// Coordinator; ring: participating).
+	Candidate
+	// Leader: this node leads.
+	Leader
+)
+
+// String returns the role as used in /status: follower, candidate, leader.
+func (r Role) String() string {
+	switch r {
+	case Follower:
+		return "follower"
+	case Candidate:
+		return "candidate"
+	case Leader:
+		return "leader"
+	}
+	return fmt.Sprintf("role(%d)", int(r))
+}
+
+// Status is a node's view of the election.
+type Status struct {
+	ID uint64
+	// Leader is the leader this node follows or is, 0 while undefined.
+	Leader uint64
+	// Term is the term of the last leadership this node accepted or
+	// claimed, 0 before any.
+	Term uint64
+	Role Role
+}
+
+// Ready is what a machine asks its driver to do after an event.
+type Ready struct {
+	// Messages are to be sent in order. A message with To == 0 goes to
+	// every other member.
+	Messages []protocol.Message
+	// Claimed is non-zero when this node has just become leader with a new
+	// term: the driver announces it on the leader subject.
+	Claimed uint64
+}
+
+// Machine is an election algorithm for one node.
+type Machine interface {
+	// Start begins the node's life: it starts an election at once, since a
+	// node that (re)joins must not trust what it knew before.
+	Start()
+	// Tick advances the node's clock by one tick.
+	Tick()
+	// Step hands the node a message. Messages must have passed
+	// protocol.Validate; messages from the node itself are ignored.
+	Step(m protocol.Message)
+	// Unreachable tells the node that a peer cannot be reached now.
+	Unreachable(id uint64)
+	// Resign makes the node leave cleanly: it tells the others, which elect
+	// a new leader at once if it led. The machine ignores every later event.
+	Resign()
+	// Ready returns and clears what the node wants done.
+	Ready() Ready
+	// Status returns the node's view of the election.
+	Status() Status
+}
+
+// Timing holds an algorithm's time-outs, in ticks.
+type Timing struct {
+	// HeartbeatTicks is how often a leader broadcasts a heartbeat.
+	HeartbeatTicks int
+	// LeaderTimeoutTicks is how long a follower waits without hearing its
+	// leader (or any leader, while undefined) before it starts an election.
+	LeaderTimeoutTicks int
+	// AnswerTicks is T = 2·t_max + t_process: how long a Bully candidate
+	// waits for an Answer, and how long the ring waits for an Ack before it
+	// skips a successor.
+	AnswerTicks int
+	// CoordinatorTicks is how long a Bully candidate that got an Answer
+	// waits for a Coordinator, and how long a ring participant waits for
+	// the elected round, before it starts again.
+	CoordinatorTicks int
+}
+
+// Config configures one node's machine.
+type Config struct {
+	// ID is this node's ID; it must be one of Members.
+	ID uint64
+	// Members are the IDs of every member, this node included, in any
+	// order. Every member must be configured with the same set.
+	Members []uint64
+	Timing  Timing
+}
+
+// Errors of Config.Validate.
+var (
+	ErrMembers = errors.New("election: invalid members")
+	ErrTiming  = errors.New("election: invalid timing")
+)
+
+// Validate checks a configuration and returns the sorted membership.
+func (c Config) Validate() ([]uint64, error) {
+	if len(c.Members) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrMembers)
+	}
+	members := slices.Clone(c.Members)
+	slices.Sort(members)
+	for i, id := range members {
+		if id == 0 {
+			return nil, fmt.Errorf("%w: IDs must be positive", ErrMembers)
+		}
+		if i > 0 && members[i-1] == id {
+			return nil, fmt.Errorf("%w: %d appears twice", ErrMembers, id)
+		}
+	}
+	if _, ok := slices.BinarySearch(members, c.ID); !ok {
+		return nil, fmt.Errorf("%w: own ID %d is not a member", ErrMembers, c.ID)
+	}
+	t := c.Timing
+	switch {
+	case t.HeartbeatTicks < 1, t.LeaderTimeoutTicks < 1, t.AnswerTicks < 1, t.CoordinatorTicks < 1:
+		return nil, fmt.Errorf("%w: every time-out must be at least one tick: %+v", ErrTiming, t)
+	case t.LeaderTimeoutTicks <= t.HeartbeatTicks:
+		return nil, fmt.Errorf("%w: leader time-out (%d ticks) must exceed the heartbeat interval (%d ticks)", ErrTiming, t.LeaderTimeoutTicks, t.HeartbeatTicks)
+	}
+	return members, nil
+}
+
+// The default timing, in ticks of 10 ms: a heartbeat every 50 ms, a leader
+// suspected after 200 ms of silence, and T = 2·t_max + t_process with a
+// largest transmission time t_max of 2 ticks and a largest processing time
+// t_process of 1 tick.
+const (
+	DefaultHeartbeatTicks     = 5
+	DefaultLeaderTimeoutTicks = 20
+	DefaultAnswerTicks        = 5
+)
+
+// DefaultTiming is the timing for a cluster of n members. CoordinatorTicks
+// is (n+1)·T: long enough for a ring message to pass every member, skipping
+// each dead one after T, and for a Bully election to run its course.
+func DefaultTiming(n int) Timing {
+	return Timing{
+		HeartbeatTicks:     DefaultHeartbeatTicks,
+		LeaderTimeoutTicks: DefaultLeaderTimeoutTicks,
+		AnswerTicks:        DefaultAnswerTicks,
+		CoordinatorTicks:   (max(n, 1) + 1) * DefaultAnswerTicks,
+	}
+}

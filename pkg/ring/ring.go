@@ -1,0 +1,353 @@
+// Package ring implements the Chang–Roberts ring election as a pure state
+// machine (see package election for the interface, terms and guarantees).
+//
+// Nodes form a ring ordered by ID; each sends to its successor, the next
+// higher ID (the highest wraps round to the lowest). The rules, from the
+// reference notes:
+//
+//   - An initiator marks itself participating and sends Election carrying
+//     its own ID to its successor.
+//   - A non-participant that receives Election forwards the larger of its
+//     own ID and the received one, and becomes participating.
+//   - A participant drops a smaller ID and forwards a larger one; when its
+//     own ID comes back it knows it is leader, becomes non-participating and
+//     sends Elected round the ring.
+//   - Every node that receives Elected records the leader, becomes
+//     non-participating and forwards it, unless it is the leader.
+//   - Dead successors are skipped.
+//
+// What the notes leave to the implementation:
+//
+//   - Failure detection. Every ring message is acknowledged (Ack); a
+//     successor that does not acknowledge within AnswerTicks, or that the
+//     transport reports unreachable, is skipped and the message goes to the
+//     next one. Followers suspect a leader whose heartbeats stop and
+//     initiate an election.
+//   - Recovery. A node that starts initiates at once; so does every node
+//     whose leader resigned, and a node that hears a lower node claim the
+//     lead. A participant that sees no Elected within CoordinatorTicks (its
+//     message was lost, or the candidate it carried died) starts again.
+//   - Terms. Election messages carry the highest term their forwarders
+//     know, so the winner claims a term above every live node's.
+//   - Copies. Duplicates, and messages resent round a successor that was
+//     only slow, must not multiply round the ring. An Election keeps the
+//     Seq its initiator gave it, so (candidate, Seq) names a round; a
+//     participant passes each round on once. A node passes each leadership
+//     (Elected, or a heartbeat it already knows) on once, and drops a late
+//     Election for its own leader or, unless it is participating, for
+//     itself. A leader that receives Election for a lower candidate
+//     re-asserts itself with a heartbeat instead of starting a round.
+//   - Stale knowledge. Which successors are gone is forgotten whenever a
+//     node starts participating, and a candidate whose round arrives is
+//     tried again. A round whose candidate is the successor being skipped
+//     stops there, since its candidate is dead. A leader passes a higher
+//     candidate's round on but goes on leading until that candidate's
+//     Elected reaches it, so a dead candidate's round cannot leave the
+//     cluster without a leader.
+package ring
+
+import (
+	"slices"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Machine is one node running the ring election. It implements
+// election.Machine.
+type Machine struct {
+	c             *election.Core
+	participating bool
+	forwarded     []round   // rounds sent on while participating
+	wait          int       // ticks left to see Elected while participating
+	pending       []pending // ring messages sent but not yet acknowledged
+}
+
+// round identifies an election round by its candidate and by the Seq its
+// initiator gave it, which every forwarder keeps: a copy of a round (a
+// duplicate, or a message resent round a slow successor) has the same
+// round, a new round of the same candidate a new one.
+type round struct{ candidate, seq uint64 }
+
+// pending is a ring message waiting for its Ack.
+type pending struct {
+	msg  protocol.Message
+	left int // ticks before the receiver is skipped
+}
+
+var _ election.Machine = (*Machine)(nil)
+
+// New returns a node that has not started yet.
+func New(cfg election.Config) (*Machine, error) {
+	c, err := election.NewCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{c: c}, nil
+}
+
+// Start initiates an election at once, as a recovered node must.
+func (m *Machine) Start() {
+	if !m.c.Left() {
+		m.initiate()
+	}
+}
+
+// Tick advances the node's clock.
+func (m *Machine) Tick() {
+	if m.c.Left() {
+		return
+	}
+	m.tickPending()
+	switch m.c.Role() {
+	case election.Leader:
+		m.c.TickLeader()
+		if m.participating {
+			// A higher candidate's round that this leader passed on:
+			// if it never completes, the leader simply goes on leading.
+			m.wait--
+			m.participating = m.wait > 0
+		}
+	case election.Follower:
+		if m.c.TickFollower() {
+			m.initiate()
+		}
+	case election.Candidate:
+		m.wait--
+		if m.wait <= 0 {
+			m.initiate()
+		}
+	}
+}
+
+// Step handles a message.
+func (m *Machine) Step(msg protocol.Message) {
+	if !m.c.Receive(msg) {
+		return
+	}
+	switch msg.Type {
+	case protocol.TypeAck:
+		m.pending = slices.DeleteFunc(m.pending, func(p pending) bool {
+			return p.msg.Seq == msg.Seq && p.msg.To == msg.From && p.msg.Candidate == msg.Candidate
+		})
+	case protocol.TypeElection:
+		if msg.To != 0 {
+			m.ack(msg)
+			m.onElection(msg)
+		}
+	case protocol.TypeElected:
+		m.ack(msg)
+		m.onElected(msg)
+	case protocol.TypeHeartbeat:
+		m.onClaim(m.c.Claimed(msg.From, msg.From, msg.Term))
+	case protocol.TypeResign:
+		m.reroute(msg.From)
+		if m.c.Resigned(msg) {
+			m.initiate()
+		}
+	case protocol.TypeStale:
+		if m.c.Staled(msg) {
+			m.win()
+		}
+	}
+}
+
+// Unreachable skips a peer that cannot be reached.
+func (m *Machine) Unreachable(id uint64) {
+	if m.c.Left() {
+		return
+	}
+	m.reroute(id)
+}
+
+// Resign leaves the cluster cleanly.
+func (m *Machine) Resign() {
+	m.c.Leave()
+	m.pending = nil
+}
+
+// Ready returns and clears what the node wants done.
+func (m *Machine) Ready() election.Ready { return m.c.Ready() }
+
+// Status returns the node's view.
+func (m *Machine) Status() election.Status { return m.c.Status() }
+
+// initiate starts an election: participating, own ID to the successor.
+func (m *Machine) initiate() {
+	m.c.BecomeCandidate(true)
+	m.c.ForgetGone()
+	m.participating = true
+	m.forwarded = m.forwarded[:0]
+	m.wait = m.c.Timing().CoordinatorTicks
+	m.forward(protocol.Message{Type: protocol.TypeElection, Candidate: m.c.ID(), Term: m.c.MaxTerm()})
+}
+
+func (m *Machine) onElection(msg protocol.Message) {
+	id := m.c.ID()
+	if msg.Hops > 2*len(m.c.Members()) {
+		return // circled too long: its candidate is gone
+	}
+	candidate := msg.Candidate
+	if candidate != id {
+		// The round shows that its candidate was alive when it started:
+		// try it again, whatever this node noted about it before.
+		m.c.MarkAlive(candidate)
+	}
+	next := protocol.Message{Type: protocol.TypeElection, Term: m.c.MaxTerm(), Seq: msg.Seq, Hops: msg.Hops + 1}
+	seen := slices.Contains(m.forwarded, round{candidate, msg.Seq})
+	switch {
+	case candidate == id:
+		if m.participating {
+			m.win()
+		}
+		// Otherwise a copy of a round this node has already won, or of one
+		// it gave up: it must not claim again.
+	case m.c.Role() == election.Leader && candidate < id:
+		// A leader re-asserts itself at once, as Bully's does: its own ID
+		// would win the round anyway.
+		m.reassert()
+	case !m.participating && candidate == m.c.Leader():
+		// A copy of the round that elected our leader, late or resent:
+		// passing it on would start that election over again.
+	case !m.participating:
+		if m.c.Role() != election.Leader {
+			// A leader passes a higher candidate on but goes on leading
+			// until that candidate's elected round reaches it.
+			m.c.BecomeCandidate(false)
+		}
+		m.c.ForgetGone()
+		m.participating = true
+		m.forwarded = m.forwarded[:0]
+		m.wait = m.c.Timing().CoordinatorTicks
+		next.Candidate = max(candidate, id)
+		if next.Candidate == id {
+			next.Seq = 0 // a round of this node's own
+		}
+		m.forward(next)
+	case candidate > id && !seen:
+		next.Candidate = candidate
+		m.forward(next)
+	}
+	// A participant drops a smaller ID (its own is already circulating) and
+	// a copy of a round it has already passed on, so that duplicates and
+	// resent copies cannot multiply round the ring.
+}
+
+func (m *Machine) onElected(msg protocol.Message) {
+	if msg.Candidate == m.c.ID() || msg.Hops > 2*len(m.c.Members()) {
+		return // the round is complete, or its leader is gone
+	}
+	was := m.participating
+	verdict := m.c.Claimed(msg.From, msg.Candidate, msg.Term)
+	if verdict == election.Rejected || (verdict == election.Refreshed && !was) {
+		// A node forwards each leadership once: a copy of a round it has
+		// already passed on (or that it knew from a heartbeat) stops here,
+		// so duplicates and resent copies cannot multiply round the ring.
+		return
+	}
+	m.forward(protocol.Message{Type: protocol.TypeElected, Candidate: msg.Candidate, Term: msg.Term, Hops: msg.Hops + 1})
+	m.onClaim(verdict)
+}
+
+// onClaim finishes handling a leadership claim.
+func (m *Machine) onClaim(v election.Verdict) {
+	switch v {
+	case election.Accepted, election.Refreshed:
+		m.participating = false
+	case election.Challenged:
+		if !m.participating {
+			m.initiate()
+		}
+	}
+}
+
+// win makes this node leader and sends Elected round the ring.
+func (m *Machine) win() {
+	m.participating = false
+	term := m.c.Claim()
+	m.forward(protocol.Message{Type: protocol.TypeElected, Candidate: m.c.ID(), Term: term})
+}
+
+// reassert answers an election while this node leads. If its term is still
+// the newest it knows, a heartbeat tells every node at once; otherwise it
+// claims a newer term with a new elected round.
+func (m *Machine) reassert() {
+	if m.c.Term() < m.c.MaxTerm() {
+		m.win()
+		return
+	}
+	m.c.Heartbeat()
+}
+
+// forward sends a ring message to the successor and waits for its Ack. A
+// node with no live successor is alone: its own election makes it leader.
+// An Election or Elected message whose candidate is the successor being
+// skipped stops here: its candidate is gone, and the round would only
+// circle until its hops ran out.
+func (m *Machine) forward(msg protocol.Message) {
+	members := m.c.Members()
+	self, _ := slices.BinarySearch(members, m.c.ID())
+	to := uint64(0)
+	for i := 1; i < len(members); i++ {
+		id := members[(self+i)%len(members)]
+		if !m.c.IsGone(id) {
+			to = id
+			break
+		}
+		if id == msg.Candidate {
+			return
+		}
+	}
+	if to == 0 {
+		if msg.Type == protocol.TypeElection && m.c.Role() != election.Leader {
+			m.win()
+		}
+		return
+	}
+	msg.To = to
+	if msg.Seq == 0 || msg.Type != protocol.TypeElection {
+		msg.Seq = m.c.NextSeq()
+	}
+	if msg.Type == protocol.TypeElection {
+		m.forwarded = append(m.forwarded, round{msg.Candidate, msg.Seq})
+	}
+	m.c.Send(msg)
+	m.pending = append(m.pending, pending{msg: msg, left: m.c.Timing().AnswerTicks})
+}
+
+func (m *Machine) ack(msg protocol.Message) {
+	m.c.Send(protocol.Message{Type: protocol.TypeAck, To: msg.From, Seq: msg.Seq, Candidate: msg.Candidate, Term: m.c.MaxTerm()})
+}
+
+// tickPending skips successors that did not acknowledge in time.
+func (m *Machine) tickPending() {
+	for i := range m.pending {
+		m.pending[i].left--
+	}
+	for _, p := range m.pending {
+		if p.left <= 0 {
+			m.reroute(p.msg.To)
+			return // reroute resends every message pending to that node
+		}
+	}
+}
+
+// reroute marks id gone and resends every message pending to it.
+func (m *Machine) reroute(id uint64) {
+	m.c.MarkGone(id)
+	var resend []protocol.Message
+	m.pending = slices.DeleteFunc(m.pending, func(p pending) bool {
+		if p.msg.To == id {
+			resend = append(resend, p.msg)
+			return true
+		}
+		return false
+	})
+	for _, msg := range resend {
+		msg.To = 0
+		if msg.Type != protocol.TypeElection {
+			msg.Seq = 0
+		}
+		m.forward(msg)
+	}
+}

@@ -1,0 +1,177 @@
+package ring
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// The ring: 2 → 4 → 9 → 2.
+var members = []uint64{9, 2, 4}
+
+func newNode(t *testing.T, id uint64) *Machine {
+	t.Helper()
+	m, err := New(election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// show renders messages as type→to:candidate, ignoring acks.
+func show(msgs []protocol.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Type == protocol.TypeAck {
+			continue
+		}
+		s := string(m.Type)
+		if m.To != 0 {
+			s += "→" + strconv.FormatUint(m.To, 10)
+		}
+		if m.Candidate != 0 {
+			s += ":" + strconv.FormatUint(m.Candidate, 10)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func electionMsg(from, to, cand, seq uint64) protocol.Message {
+	return protocol.Message{V: protocol.Version, Type: protocol.TypeElection, From: from, To: to, Candidate: cand, Seq: seq}
+}
+
+func elected(from, to, cand, term, seq uint64) protocol.Message {
+	return protocol.Message{V: protocol.Version, Type: protocol.TypeElected, From: from, To: to, Candidate: cand, Term: term, Seq: seq}
+}
+
+func TestRing(t *testing.T) {
+	tests := []struct {
+		name       string
+		rule       string
+		id         uint64
+		start      bool
+		steps      []protocol.Message
+		ticks      int
+		wantMsgs   []string // after the last event
+		wantRole   election.Role
+		wantLeader uint64
+		wantClaim  bool
+	}{
+		{
+			name: "initiator sends its own ID", id: 4, start: true,
+			rule:     "an initiator marks itself participating and sends Election carrying its own ID to its successor",
+			wantMsgs: []string{"election→9:4"}, wantRole: election.Candidate,
+		},
+		{
+			name: "non-participant forwards the larger ID", id: 4,
+			rule:     "a non-participant that receives Election forwards the larger of its own ID and the received one",
+			steps:    []protocol.Message{electionMsg(2, 4, 2, 1)},
+			wantMsgs: []string{"election→9:4"}, wantRole: election.Candidate,
+		},
+		{
+			name: "non-participant forwards a larger candidate", id: 4,
+			rule:     "a non-participant that receives Election forwards the larger of its own ID and the received one",
+			steps:    []protocol.Message{electionMsg(2, 4, 9, 1)},
+			wantMsgs: []string{"election→9:9"}, wantRole: election.Candidate,
+		},
+		{
+			name: "participant drops a smaller ID", id: 4, start: true,
+			rule:     "a participant drops a smaller ID",
+			steps:    []protocol.Message{electionMsg(2, 4, 2, 1)},
+			wantMsgs: nil, wantRole: election.Candidate,
+		},
+		{
+			name: "participant forwards a larger ID", id: 4, start: true,
+			rule:     "a participant forwards a larger ID",
+			steps:    []protocol.Message{electionMsg(2, 4, 9, 1)},
+			wantMsgs: []string{"election→9:9"}, wantRole: election.Candidate,
+		},
+		{
+			name: "participant forwards each round once", id: 4, start: true,
+			rule:     "a participant passes each round on once (package doc, Copies)",
+			steps:    []protocol.Message{electionMsg(2, 4, 9, 1), electionMsg(2, 4, 9, 1)},
+			wantMsgs: nil, wantRole: election.Candidate,
+		},
+		{
+			name: "own ID back: leader, Elected round", id: 9, start: true,
+			rule:     "when its own ID comes back it knows it is leader, becomes non-participating and sends Elected round the ring",
+			steps:    []protocol.Message{electionMsg(4, 9, 9, 1)},
+			wantMsgs: []string{"elected→2:9"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
+		},
+		{
+			name: "Elected is recorded and forwarded", id: 2,
+			rule:     "every node that receives Elected records the leader, becomes non-participating and forwards it",
+			steps:    []protocol.Message{elected(9, 2, 9, 3, 1)},
+			wantMsgs: []string{"elected→4:9"}, wantRole: election.Follower, wantLeader: 9,
+		},
+		{
+			name: "Elected is forwarded once", id: 2,
+			rule:     "a node passes each leadership on once (package doc, Copies)",
+			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), elected(9, 2, 9, 3, 1)},
+			wantMsgs: nil, wantRole: election.Follower, wantLeader: 9,
+		},
+		{
+			name: "Elected stops at the leader", id: 9, start: true,
+			rule:     "every node forwards Elected unless it is the leader",
+			steps:    []protocol.Message{electionMsg(4, 9, 9, 1), elected(4, 9, 9, 3, 2)},
+			wantMsgs: nil, wantRole: election.Leader, wantLeader: 9,
+		},
+		{
+			name: "dead successor skipped", id: 4, start: true,
+			rule:     "dead successors are skipped (no Ack within AnswerTicks)",
+			ticks:    election.DefaultAnswerTicks,
+			wantMsgs: []string{"election→2:4"}, wantRole: election.Candidate,
+		},
+		{
+			name: "leader re-asserts with a heartbeat", id: 9, start: true,
+			rule:     "a leader that receives Election for a lower candidate re-asserts itself (package doc, Copies)",
+			steps:    []protocol.Message{electionMsg(4, 9, 9, 1), electionMsg(4, 9, 4, 7)},
+			wantMsgs: []string{"heartbeat"}, wantRole: election.Leader, wantLeader: 9,
+		},
+		{
+			name: "no Elected: start again", id: 4, start: true,
+			rule:  "a participant that sees no Elected within CoordinatorTicks starts again",
+			steps: []protocol.Message{{V: protocol.Version, Type: protocol.TypeAck, From: 9, To: 4, Seq: 1, Candidate: 4}},
+			ticks: election.DefaultTiming(len(members)).CoordinatorTicks,
+			// The first attempt was acknowledged, so the successor is tried again.
+			wantMsgs: []string{"election→9:4"}, wantRole: election.Candidate,
+		},
+		{
+			name: "leader resigns: initiate at once", id: 2,
+			rule:     "every node whose leader resigned initiates",
+			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}},
+			wantMsgs: []string{"election→4:2"}, wantRole: election.Candidate,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newNode(t, tt.id)
+			if tt.start {
+				m.Start()
+			}
+			for _, s := range tt.steps {
+				m.Ready()
+				m.Step(s)
+			}
+			for range tt.ticks {
+				m.Ready()
+				m.Tick()
+			}
+			r := m.Ready()
+			if got := show(r.Messages); !slices.Equal(got, tt.wantMsgs) {
+				t.Errorf("rule %q: messages got %v, want %v", tt.rule, got, tt.wantMsgs)
+			}
+			st := m.Status()
+			if st.Role != tt.wantRole || st.Leader != tt.wantLeader {
+				t.Errorf("rule %q: role, leader got %v, %d, want %v, %d", tt.rule, st.Role, st.Leader, tt.wantRole, tt.wantLeader)
+			}
+			if (r.Claimed != 0) != tt.wantClaim {
+				t.Errorf("rule %q: claimed got %d, want a claim: %v", tt.rule, r.Claimed, tt.wantClaim)
+			}
+		})
+	}
+}

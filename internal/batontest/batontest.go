@@ -1,0 +1,127 @@
+// Package batontest holds the helpers that the tests of several packages
+// share: an embedded NATS server, a connection to it, a service binary
+// built for the test, and a poll with a deadline. Only tests import it.
+//
+// Every helper takes the test's testing.TB, fails the test on error, and
+// registers with t.Cleanup whatever it must undo, so a test that uses it
+// leaves no goroutine, process or file behind (the packages check this with
+// goleak). Cleanups run last in, first out: a connection made after the
+// server starts is closed before the server shuts down.
+//
+// The helper that starts real election nodes is in the subpackage
+// clustertest, because this package must not import pkg/node: the tests of
+// pkg/node itself use it.
+package batontest
+
+import (
+	"os/exec"
+	"path"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// readyTimeout bounds the wait for the embedded server to accept
+// connections.
+const readyTimeout = 5 * time.Second
+
+// NATSOption configures the server that StartNATS runs.
+type NATSOption func(t testing.TB, o *server.Options)
+
+// WithJetStream enables JetStream, stored in a temporary directory of the
+// test.
+func WithJetStream() NATSOption {
+	return func(t testing.TB, o *server.Options) {
+		o.JetStream = true
+		o.StoreDir = t.TempDir()
+	}
+}
+
+// StartNATS runs an embedded NATS server on 127.0.0.1 and a free port,
+// waits until it accepts connections and returns its client URL. The
+// server logs nothing and ignores signals; it is shut down, and waited
+// for, when the test ends.
+func StartNATS(t testing.TB, opts ...NATSOption) string {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+	for _, opt := range opts {
+		opt(t, o)
+	}
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatalf("nats server: %v", err)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(readyTimeout) {
+		t.Fatal("nats server not ready")
+	}
+	return s.ClientURL()
+}
+
+// Connect connects to the NATS server at url with opts; the connection is
+// closed when the test ends.
+func Connect(t testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// BuildBinary compiles the main package pkg with go build into a temporary
+// directory of the test and returns the binary's path. pkg is anything go
+// build accepts, resolved from the test's working directory, which is the
+// directory of the package under test: "." builds that package. The
+// binary is named after the package's directory.
+//
+// Building takes seconds, so BuildBinary skips the test under -short.
+func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a binary; skipped with -short")
+	}
+	name := path.Base(filepath.ToSlash(pkg))
+	if name == "." || name == ".." || name == "/" {
+		abs, err := filepath.Abs(pkg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name = filepath.Base(abs)
+	}
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// CheckFor calls f until it returns nil, failing the test with f's last
+// error once timeout has passed. It is for conditions no event announces,
+// such as the state of another process: it polls every 10 ms.
+func CheckFor(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("after %v: %v", timeout, err)
+		case <-poll.C:
+		}
+	}
+}

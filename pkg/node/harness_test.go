@@ -1,0 +1,279 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// testTiming is the timing of the tests, in ticks of 10 ms. The leader
+// time-out is generous so that a loaded machine does not suspect a live
+// leader; the failovers that do not wait for it stay fast.
+var testTiming = election.Timing{
+	HeartbeatTicks:     5,
+	LeaderTimeoutTicks: 50,
+	AnswerTicks:        5,
+	CoordinatorTicks:   30,
+}
+
+// connect connects to url as the node service does: without echo, so a
+// node does not receive what it publishes, and draining for at most 1 s.
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	return batontest.Connect(t, url, nats.NoEcho(), nats.DrainTimeout(time.Second))
+}
+
+// testLogger discards logs unless NODE_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("NODE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// running is a node started by a test.
+type running struct {
+	*Node
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// cluster describes the nodes a test starts.
+type cluster struct {
+	url       string
+	name      string
+	algorithm protocol.Algorithm
+	members   []uint64
+	secret    []byte
+}
+
+// start runs node id of c on its own connection.
+func (c cluster) start(t *testing.T, id uint64) *running {
+	t.Helper()
+	nc := connect(t, c.url)
+	n, err := New(nc, Config{
+		Cluster:   c.name,
+		Algorithm: c.algorithm,
+		Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},
+		Secret:    c.secret,
+		Logger:    testLogger().With("node", id, "cluster", c.name),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{Node: n, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- n.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	batontest.CheckFor(t, 5*time.Second, func() error {
+		if !n.Healthy() {
+			return errors.New("not healthy")
+		}
+		return nil
+	})
+	return r
+}
+
+// startAll starts every member of c, lowest ID first, and returns them by
+// ID.
+func (c cluster) startAll(t *testing.T) map[uint64]*running {
+	t.Helper()
+	nodes := make(map[uint64]*running)
+	for _, id := range c.members {
+		nodes[id] = c.start(t, id)
+	}
+	return nodes
+}
+
+// stop cancels the node's context, as SIGTERM does, and returns Run's
+// result. It is idempotent.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+		}
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("node did not stop")
+		return nil
+	}
+}
+
+// crash closes the node's connection under it: it cannot resign, and Run
+// returns by itself.
+func (r *running) crash(t *testing.T) {
+	t.Helper()
+	r.nc.Close()
+	select {
+	case err := <-r.done:
+		close(r.done)
+		if !errors.Is(err, ErrConnectionClosed) {
+			t.Fatalf("Run after crash: got %v, want %v", err, ErrConnectionClosed)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its connection closed")
+	}
+}
+
+// agreement checks that every node follows leader with one term, and that
+// leader leads; it returns the term.
+func agreement(nodes map[uint64]*running, leader uint64) (uint64, error) {
+	var term uint64
+	for id, n := range nodes {
+		st := n.Status()
+		switch {
+		case st.Leader == nil || *st.Leader != leader:
+			return 0, fmt.Errorf("node %d: leader %s, want %d", id, fmtLeader(st.Leader), leader)
+		case id == leader && st.State != "leader":
+			return 0, fmt.Errorf("node %d: state %s, want leader", id, st.State)
+		case term != 0 && st.Term != term:
+			return 0, fmt.Errorf("node %d: term %d, others %d", id, st.Term, term)
+		}
+		term = st.Term
+	}
+	return term, nil
+}
+
+// awaitAgreement waits until every node follows leader, and returns the
+// term.
+func awaitAgreement(t *testing.T, nodes map[uint64]*running, leader uint64) uint64 {
+	t.Helper()
+	var term uint64
+	batontest.CheckFor(t, 10*time.Second, func() (err error) {
+		term, err = agreement(nodes, leader)
+		return err
+	})
+	return term
+}
+
+func fmtLeader(l *uint64) string {
+	if l == nil {
+		return "null"
+	}
+	return fmt.Sprint(*l)
+}
+
+// without returns nodes less id.
+func without(nodes map[uint64]*running, id uint64) map[uint64]*running {
+	out := make(map[uint64]*running)
+	for k, v := range nodes {
+		if k != id {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// counter reads a counter of a node's registry; labels select one series.
+func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		var sum float64
+		for _, m := range f.GetMetric() {
+			if matches(m, labels) {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		return sum
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func matches(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// announcements subscribes to a cluster's leader subject.
+func announcements(t *testing.T, url, cluster string) <-chan protocol.Announcement {
+	t.Helper()
+	nc := connect(t, url)
+	ch := make(chan protocol.Announcement, 64)
+	_, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
+		a, err := protocol.DecodeAnnouncement(m.Data)
+		if err != nil {
+			t.Errorf("announcement %q: %v", m.Data, err)
+			return
+		}
+		ch <- a
+	})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	return ch
+}
+
+// awaitAnnouncement waits for leader's announcement of term.
+func awaitAnnouncement(t *testing.T, ch <-chan protocol.Announcement, leader, term uint64) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case a := <-ch:
+			if a.Leader == leader && a.Term == term {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no announcement of leader %d with term %d", leader, term)
+		}
+	}
+}
+
+// query asks the cluster for its leader.
+func query(t *testing.T, nc *nats.Conn, cluster string) protocol.Announcement {
+	t.Helper()
+	reply, err := nc.Request(protocol.QuerySubject(cluster), nil, 2*time.Second)
+	if err != nil {
+		t.Fatalf("query: %v", err)
+	}
+	a, err := protocol.DecodeAnnouncement(reply.Data)
+	if err != nil {
+		t.Fatalf("query reply %q: %v", reply.Data, err)
+	}
+	return a
+}
+
+func electionConfig(id uint64, members []uint64) election.Config {
+	return election.Config{ID: id, Members: members, Timing: testTiming}
+}
+
+func contextWithCancel() (context.Context, context.CancelFunc) {
+	return context.WithCancel(context.Background())
+}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// metrics are a node's Prometheus metrics, in a registry of their own so
+// that several nodes can run in one process.
+type metrics struct {
+	registry         *prometheus.Registry
+	electionsStarted prometheus.Counter
+	sent             *prometheus.CounterVec
+	received         *prometheus.CounterVec
+	dropped          *prometheus.CounterVec
+	leaderChanges    prometheus.Counter
+	leaderTimeouts   prometheus.Counter
+	unreachable      prometheus.Counter
+	term             prometheus.Gauge
+	isLeader         prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		electionsStarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_elections_started_total",
+			Help: "Elections this node entered: it became a candidate, or claimed a new term straight away.",
+		}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_messages_sent_total",
+			Help: "Election messages published, by type.",
+		}, []string{"type"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_messages_received_total",
+			Help: "Valid election messages received and queued for the algorithm, by type.",
+		}, []string{"type"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_messages_dropped_total",
+			Help: "Messages received and dropped, by reason.",
+		}, []string{"reason"}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_leader_changes_total",
+			Help: "Times this node learned of a new leadership (another leader, or a new term).",
+		}),
+		leaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_leader_timeouts_total",
+			Help: "Times this node, as a follower, stopped hearing its leader and suspected it.",
+		}),
+		unreachable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_peers_unreachable_total",
+			Help: "Point-to-point messages that found no subscriber (NATS no responders).",
+		}),
+		term: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "election_term",
+			Help: "Term of the leadership this node last accepted or claimed.",
+		}),
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "election_is_leader",
+			Help: "1 while this node leads, 0 otherwise.",
+		}),
+	}
+	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
+		m.leaderChanges, m.leaderTimeouts, m.unreachable, m.term, m.isLeader)
+	// Every label value exists from the start, so a rate is defined before
+	// the first event.
+	for _, t := range protocol.Types {
+		m.sent.WithLabelValues(string(t))
+		m.received.WithLabelValues(string(t))
+	}
+	for _, r := range protocol.Reasons {
+		m.dropped.WithLabelValues(string(r))
+	}
+	m.dropped.WithLabelValues(string(ReasonInboxFull))
+	return m
+}

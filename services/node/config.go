@@ -1,0 +1,368 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Config is the node service's configuration, read from the environment.
+// The first six variables are the public contract; the others are the
+// team's, each with a default.
+type Config struct {
+	// NATSURL is the NATS server URL, or several separated by commas.
+	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
+	// ID is this node's unique positive integer ID.
+	ID uint64 `env:"NODE_ID,required,notEmpty"`
+	// Peers are the comma-separated IDs of every member, this node
+	// included. Every member must be configured with the same set.
+	Peers string `env:"NODE_PEERS,required,notEmpty"`
+	// Algorithm is the election algorithm: bully or ring.
+	Algorithm string `env:"ELECTION_ALGORITHM" envDefault:"bully"`
+	// Cluster is the cluster name, [A-Za-z0-9_-]+. Clusters with different
+	// names share one NATS without seeing each other.
+	Cluster string `env:"ELECTION_CLUSTER" envDefault:"default"`
+	// HTTPAddr is the listen address of /healthz, /status and /metrics.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+
+	// Tick is the resolution of every election time-out: the machine's
+	// clock advances once per tick.
+	Tick time.Duration `env:"ELECTION_TICK" envDefault:"10ms"`
+	// HeartbeatInterval is how often the leader broadcasts a heartbeat
+	// (rounded down to whole ticks).
+	HeartbeatInterval time.Duration `env:"ELECTION_HEARTBEAT_INTERVAL" envDefault:"50ms"`
+	// LeaderTimeout is how long a follower waits without hearing its leader
+	// before it starts an election (rounded up to whole ticks). It must
+	// exceed the heartbeat interval.
+	LeaderTimeout time.Duration `env:"ELECTION_LEADER_TIMEOUT" envDefault:"200ms"`
+	// TMax is the largest time a message takes from one node to another.
+	TMax time.Duration `env:"ELECTION_T_MAX" envDefault:"20ms"`
+	// TProcess is the largest time a node takes to handle a message.
+	// T = 2·TMax + TProcess is how long a Bully candidate waits for an
+	// Answer and a ring node for an Ack (rounded up to whole ticks).
+	TProcess time.Duration `env:"ELECTION_T_PROCESS" envDefault:"10ms"`
+	// CoordinatorTimeout is how long a Bully candidate that got an Answer
+	// waits for the Coordinator, and a ring participant for the elected
+	// round, before it starts again. Zero means (n+1)·T for n members.
+	CoordinatorTimeout time.Duration `env:"ELECTION_COORDINATOR_TIMEOUT"`
+	// Secret is the cluster's shared HMAC key. When set, every message is
+	// signed and unsigned or wrongly signed messages are dropped. Empty
+	// means messages are not signed (a warning is logged).
+	Secret string `env:"ELECTION_SECRET"`
+
+	// NATSCreds is a NATS credentials file (JWT and NKey seed).
+	NATSCreds string `env:"NATS_CREDS"`
+	// NATSUser and NATSPassword authenticate with a user and password.
+	NATSUser string `env:"NATS_USER"`
+	// NATSPassword goes with NATSUser.
+	NATSPassword string `env:"NATS_PASSWORD"`
+	// NATSToken authenticates with a token, instead of a user.
+	NATSToken string `env:"NATS_TOKEN"`
+	// NATSTLSCA is a PEM file of the CAs that sign the server's
+	// certificate.
+	NATSTLSCA string `env:"NATS_TLS_CA"`
+	// NATSTLSCert and NATSTLSKey are the PEM client certificate and key
+	// for mutual TLS.
+	NATSTLSCert string `env:"NATS_TLS_CERT"`
+	// NATSTLSKey goes with NATSTLSCert.
+	NATSTLSKey string `env:"NATS_TLS_KEY"`
+
+	// LogLevel is debug, info, warn or error. Dropped messages are logged
+	// at debug.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	// LogFormat is text or json; logs go to stderr.
+	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
+
+	// Filled by validate.
+	members []uint64
+	urls    []string
+	timing  election.Timing
+	level   slog.Level
+}
+
+// configError is a problem with one variable.
+type configError struct {
+	name    string
+	problem string
+}
+
+func (e *configError) Error() string { return e.name + ": " + e.problem }
+
+func invalid(name, format string, args ...any) error {
+	return &configError{name: name, problem: fmt.Sprintf(format, args...)}
+}
+
+// loadConfig parses and validates the configuration from environ. Its error
+// names the first variable that is missing or invalid, on one line.
+func loadConfig(environ map[string]string) (Config, error) {
+	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: environ})
+	if err != nil {
+		return Config{}, explain(err, environ)
+	}
+	if err := cfg.validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// explain turns the first error of env into one that names the variable.
+func explain(err error, environ map[string]string) error {
+	var agg env.AggregateError
+	if errors.As(err, &agg) && len(agg.Errors) > 0 {
+		err = agg.Errors[0]
+	}
+	var notSet env.VarIsNotSetError
+	var empty env.EmptyVarError
+	var parse env.ParseError
+	switch {
+	case errors.As(err, &notSet):
+		return invalid(notSet.Key, "required but not set")
+	case errors.As(err, &empty):
+		return invalid(empty.Key, "required but empty")
+	case errors.As(err, &parse):
+		field, _ := reflect.TypeFor[Config]().FieldByName(parse.Name)
+		name, _, _ := strings.Cut(field.Tag.Get("env"), ",")
+		value := environ[name]
+		if parse.Type == reflect.TypeFor[time.Duration]() {
+			return invalid(name, "%q is not a duration such as 10ms or 1.5s", value)
+		}
+		return invalid(name, "%q is not a positive integer", value)
+	}
+	return fmt.Errorf("environment: %s", strings.ReplaceAll(err.Error(), "\n", " "))
+}
+
+// validate checks every variable and fills the derived fields.
+func (c *Config) validate() error {
+	var err error
+	if c.urls, err = parseURLs(c.NATSURL); err != nil {
+		return err
+	}
+	if c.ID == 0 {
+		return invalid("NODE_ID", "must be a positive integer, got 0")
+	}
+	if c.members, err = parsePeers(c.Peers, c.ID); err != nil {
+		return err
+	}
+	if !slices.Contains(protocol.Algorithms, protocol.Algorithm(c.Algorithm)) {
+		return invalid("ELECTION_ALGORITHM", "%q is not one of %v", c.Algorithm, protocol.Algorithms)
+	}
+	if protocol.ValidateCluster(c.Cluster) != nil {
+		return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
+	}
+	if err := checkListenAddr(c.HTTPAddr); err != nil {
+		return err
+	}
+	if c.timing, err = c.ticks(); err != nil {
+		return err
+	}
+	if err := c.checkNATSAuth(); err != nil {
+		return err
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug":
+		c.level = slog.LevelDebug
+	case "info":
+		c.level = slog.LevelInfo
+	case "warn":
+		c.level = slog.LevelWarn
+	case "error":
+		c.level = slog.LevelError
+	default:
+		return invalid("LOG_LEVEL", "%q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return invalid("LOG_FORMAT", "%q is not one of text, json", c.LogFormat)
+	}
+	return nil
+}
+
+func parseURLs(s string) ([]string, error) {
+	var urls []string
+	for raw := range strings.SplitSeq(s, ",") {
+		raw = strings.TrimSpace(raw)
+		u, err := url.Parse(raw)
+		switch {
+		case raw == "":
+			return nil, invalid("NATS_URL", "empty URL in %q", s)
+		case err != nil || u.Host == "":
+			return nil, invalid("NATS_URL", "%q is not a URL such as nats://host:4222", raw)
+		case !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme):
+			return nil, invalid("NATS_URL", "%q: scheme must be nats, tls, ws or wss", raw)
+		}
+		urls = append(urls, raw)
+	}
+	return urls, nil
+}
+
+func parsePeers(s string, id uint64) ([]uint64, error) {
+	var members []uint64
+	for raw := range strings.SplitSeq(s, ",") {
+		raw = strings.TrimSpace(raw)
+		peer, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil || peer == 0 {
+			return nil, invalid("NODE_PEERS", "%q is not a positive integer", raw)
+		}
+		if slices.Contains(members, peer) {
+			return nil, invalid("NODE_PEERS", "%d appears twice", peer)
+		}
+		members = append(members, peer)
+	}
+	if !slices.Contains(members, id) {
+		return nil, invalid("NODE_PEERS", "does not contain NODE_ID %d", id)
+	}
+	return members, nil
+}
+
+func checkListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return invalid("HTTP_ADDR", "%q is not host:port", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return invalid("HTTP_ADDR", "%q: bad port %q", addr, port)
+	}
+	return nil
+}
+
+// ticks converts the durations to the machine's timing. Intervals at which
+// something is sent round down, time-outs round up, so no time-out is
+// shorter than configured.
+func (c *Config) ticks() (election.Timing, error) {
+	var t election.Timing
+	if c.Tick <= 0 {
+		return t, invalid("ELECTION_TICK", "must be positive, got %v", c.Tick)
+	}
+	atLeastTick := func(name string, d time.Duration) error {
+		if d < c.Tick {
+			return invalid(name, "%v is shorter than one tick (ELECTION_TICK=%v)", d, c.Tick)
+		}
+		return nil
+	}
+	up := func(d time.Duration) int { return int((d + c.Tick - 1) / c.Tick) }
+	if err := atLeastTick("ELECTION_HEARTBEAT_INTERVAL", c.HeartbeatInterval); err != nil {
+		return t, err
+	}
+	if err := atLeastTick("ELECTION_LEADER_TIMEOUT", c.LeaderTimeout); err != nil {
+		return t, err
+	}
+	if c.TMax <= 0 {
+		return t, invalid("ELECTION_T_MAX", "must be positive, got %v", c.TMax)
+	}
+	if c.TProcess < 0 {
+		return t, invalid("ELECTION_T_PROCESS", "must not be negative, got %v", c.TProcess)
+	}
+	answer := 2*c.TMax + c.TProcess
+	if err := atLeastTick("ELECTION_T_MAX", answer); err != nil {
+		return t, invalid("ELECTION_T_MAX", "T = 2·t_max + t_process = %v is shorter than one tick (ELECTION_TICK=%v)", answer, c.Tick)
+	}
+	coordinator := c.CoordinatorTimeout
+	if coordinator == 0 {
+		coordinator = time.Duration(len(c.members)+1) * answer
+	}
+	if coordinator < answer {
+		return t, invalid("ELECTION_COORDINATOR_TIMEOUT", "%v is shorter than T = 2·t_max + t_process = %v", coordinator, answer)
+	}
+	t = election.Timing{
+		HeartbeatTicks:     int(c.HeartbeatInterval / c.Tick),
+		LeaderTimeoutTicks: up(c.LeaderTimeout),
+		AnswerTicks:        up(answer),
+		CoordinatorTicks:   up(coordinator),
+	}
+	if t.LeaderTimeoutTicks <= t.HeartbeatTicks {
+		return t, invalid("ELECTION_LEADER_TIMEOUT", "%v must exceed ELECTION_HEARTBEAT_INTERVAL (%v) by at least one tick", c.LeaderTimeout, c.HeartbeatInterval)
+	}
+	return t, nil
+}
+
+// checkNATSAuth checks that the credentials go together and that the files
+// they name can be read.
+func (c *Config) checkNATSAuth() error {
+	switch {
+	case c.NATSUser != "" && c.NATSPassword == "":
+		return invalid("NATS_PASSWORD", "required with NATS_USER")
+	case c.NATSPassword != "" && c.NATSUser == "":
+		return invalid("NATS_USER", "required with NATS_PASSWORD")
+	case c.NATSToken != "" && c.NATSUser != "":
+		return invalid("NATS_TOKEN", "cannot be combined with NATS_USER")
+	case c.NATSTLSCert != "" && c.NATSTLSKey == "":
+		return invalid("NATS_TLS_KEY", "required with NATS_TLS_CERT")
+	case c.NATSTLSKey != "" && c.NATSTLSCert == "":
+		return invalid("NATS_TLS_CERT", "required with NATS_TLS_KEY")
+	}
+	for _, f := range []struct{ name, path string }{
+		{"NATS_CREDS", c.NATSCreds}, {"NATS_TLS_CA", c.NATSTLSCA},
+		{"NATS_TLS_CERT", c.NATSTLSCert}, {"NATS_TLS_KEY", c.NATSTLSKey},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.ReadFile(f.path); err != nil {
+			return invalid(f.name, "cannot read %q: %v", f.path, errors.Unwrap(err))
+		}
+	}
+	if c.NATSTLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(c.NATSTLSCert, c.NATSTLSKey); err != nil {
+			return invalid("NATS_TLS_CERT", "with NATS_TLS_KEY: %v", err)
+		}
+	}
+	return nil
+}
+
+// natsOptions are the connection options: never give up on the server,
+// drain quickly on shutdown, and authenticate as configured.
+func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
+	opts := []nats.Option{
+		nats.Name(fmt.Sprintf("baton-node %s/%d", c.Cluster, c.ID)),
+		nats.NoEcho(),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.PingInterval(5 * time.Second),
+		nats.DrainTimeout(time.Second),
+		nats.ConnectHandler(func(nc *nats.Conn) { log.Info("NATS connected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS error", "err", err) }),
+	}
+	if c.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	}
+	if c.NATSUser != "" {
+		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
+	}
+	if c.NATSToken != "" {
+		opts = append(opts, nats.Token(c.NATSToken))
+	}
+	if c.NATSTLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.NATSTLSCA))
+	}
+	if c.NATSTLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.NATSTLSCert, c.NATSTLSKey))
+	}
+	return opts
+}
+
+// newLogger builds the service's logger on w.
+func (c *Config) newLogger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/election"
+)
+
+// minimal sets only the required variables.
+var minimal = map[string]string{"NODE_ID": "3", "NODE_PEERS": "1,2,3,4,5"}
+
+// valid is a valid environment that, should a test run the service by
+// mistake, listens on a random port and finds no NATS.
+var valid = map[string]string{"NODE_ID": "3", "NODE_PEERS": "1,2,3,4,5", "HTTP_ADDR": "127.0.0.1:0", "NATS_URL": "nats://127.0.0.1:1"}
+
+// with returns valid changed by kv pairs; an empty value "-" unsets.
+func with(kv ...string) map[string]string {
+	env := maps.Clone(valid)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "-" {
+			delete(env, kv[i])
+		} else {
+			env[kv[i]] = kv[i+1]
+		}
+	}
+	return env
+}
+
+// TestInvalidConfiguration: a missing or invalid variable exits with status
+// 2 and one line on stderr that names it.
+func TestInvalidConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		name string // the variable the line must name
+		says string // and what it must say
+	}{
+		{with("NODE_ID", "-"), "NODE_ID", "not set"},
+		{with("NODE_ID", ""), "NODE_ID", "empty"},
+		{with("NODE_ID", "three"), "NODE_ID", `"three" is not a positive integer`},
+		{with("NODE_ID", "-3"), "NODE_ID", "not a positive integer"},
+		{with("NODE_ID", "0"), "NODE_ID", "positive"},
+		{with("NODE_PEERS", "-"), "NODE_PEERS", "not set"},
+		{with("NODE_PEERS", "1,2"), "NODE_PEERS", "does not contain NODE_ID 3"},
+		{with("NODE_PEERS", "1,2,3,2"), "NODE_PEERS", "2 appears twice"},
+		{with("NODE_PEERS", "1,x,3"), "NODE_PEERS", `"x" is not a positive integer`},
+		{with("NODE_PEERS", "1,,3"), "NODE_PEERS", "not a positive integer"},
+		{with("ELECTION_ALGORITHM", "paxos"), "ELECTION_ALGORITHM", "paxos"},
+		{with("ELECTION_CLUSTER", "a.b"), "ELECTION_CLUSTER", "[A-Za-z0-9_-]+"},
+		{with("HTTP_ADDR", "8080"), "HTTP_ADDR", "host:port"},
+		{with("NATS_URL", "nats://a:4222,http://b:80"), "NATS_URL", "scheme"},
+		{with("NATS_URL", "nats://a:4222,,nats://b:4222"), "NATS_URL", "empty"},
+		{with("ELECTION_TICK", "often"), "ELECTION_TICK", "not a duration"},
+		{with("ELECTION_TICK", "0s"), "ELECTION_TICK", "positive"},
+		{with("ELECTION_HEARTBEAT_INTERVAL", "1ms"), "ELECTION_HEARTBEAT_INTERVAL", "shorter than one tick"},
+		{with("ELECTION_LEADER_TIMEOUT", "50ms"), "ELECTION_LEADER_TIMEOUT", "must exceed ELECTION_HEARTBEAT_INTERVAL"},
+		{with("ELECTION_LEADER_TIMEOUT", "-1s"), "ELECTION_LEADER_TIMEOUT", "shorter than one tick"},
+		{with("ELECTION_T_MAX", "0s"), "ELECTION_T_MAX", "positive"},
+		{with("ELECTION_T_MAX", "1ms", "ELECTION_T_PROCESS", "1ms"), "ELECTION_T_MAX", "shorter than one tick"},
+		{with("ELECTION_T_PROCESS", "-1ms"), "ELECTION_T_PROCESS", "negative"},
+		{with("ELECTION_COORDINATOR_TIMEOUT", "20ms"), "ELECTION_COORDINATOR_TIMEOUT", "shorter than T"},
+		{with("NATS_USER", "alice"), "NATS_PASSWORD", "required with NATS_USER"},
+		{with("NATS_PASSWORD", "pw"), "NATS_USER", "required"},
+		{with("NATS_USER", "alice", "NATS_PASSWORD", "pw", "NATS_TOKEN", "t"), "NATS_TOKEN", "cannot be combined"},
+		{with("NATS_CREDS", "/nonexistent/node.creds"), "NATS_CREDS", "cannot read"},
+		{with("NATS_TLS_CA", "/nonexistent/ca.pem"), "NATS_TLS_CA", "cannot read"},
+		{with("NATS_TLS_CERT", "/nonexistent/cert.pem"), "NATS_TLS_KEY", "required with NATS_TLS_CERT"},
+		{with("LOG_LEVEL", "loud"), "LOG_LEVEL", "loud"},
+		{with("LOG_FORMAT", "xml"), "LOG_FORMAT", "xml"},
+	} {
+		t.Run(tc.name+"/"+tc.says, func(t *testing.T) {
+			var stderr bytes.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a valid configuration would stop at once
+			if code := run(ctx, tc.env, &stderr); code != exitConfig {
+				t.Fatalf("exit status: got %d, want %d", code, exitConfig)
+			}
+			out := stderr.String()
+			if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+				t.Errorf("stderr: got %q, want exactly one line", out)
+			}
+			if !strings.Contains(out, tc.name+":") || !strings.Contains(out, tc.says) {
+				t.Errorf("stderr: got %q, want it to name %s and say %q", out, tc.name, tc.says)
+			}
+		})
+	}
+}
+
+// TestDefaults: the defaults give a 10 ms tick, a heartbeat every 5 ticks,
+// a leader time-out of 20 ticks, T = 2·20ms + 10ms = 5 ticks and a
+// coordinator time-out of (n+1)·T.
+func TestDefaults(t *testing.T) {
+	cfg, err := loadConfig(minimal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := election.Timing{HeartbeatTicks: 5, LeaderTimeoutTicks: 20, AnswerTicks: 5, CoordinatorTicks: 30}
+	if cfg.timing != want {
+		t.Errorf("timing: got %+v, want %+v", cfg.timing, want)
+	}
+	if got := strings.Join(cfg.urls, ","); got != "nats://127.0.0.1:4222" {
+		t.Errorf("urls: got %s", got)
+	}
+	if cfg.Algorithm != "bully" || cfg.Cluster != "default" || cfg.HTTPAddr != ":8080" || cfg.LogLevel != "info" {
+		t.Errorf("defaults: got %+v", cfg)
+	}
+
+	cfg, err = loadConfig(with("NATS_URL", "nats://a:4222, tls://b:4443", "NODE_PEERS", " 5, 3 ,1",
+		"ELECTION_TICK", "20ms", "ELECTION_HEARTBEAT_INTERVAL", "50ms", "ELECTION_LEADER_TIMEOUT", "210ms",
+		"ELECTION_COORDINATOR_TIMEOUT", "1s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats round down, time-outs up.
+	want = election.Timing{HeartbeatTicks: 2, LeaderTimeoutTicks: 11, AnswerTicks: 3, CoordinatorTicks: 50}
+	if cfg.timing != want {
+		t.Errorf("timing: got %+v, want %+v", cfg.timing, want)
+	}
+	if len(cfg.urls) != 2 || cfg.urls[1] != "tls://b:4443" {
+		t.Errorf("urls: got %q", cfg.urls)
+	}
+}

@@ -1,0 +1,132 @@
+// Command node is one member of an election cluster: it runs Bully or the
+// Chang–Roberts ring over NATS, announces each leadership it wins on
+// election.<cluster>.leader, and serves /healthz, /status and /metrics.
+//
+// It is configured only by environment variables (see Config). A missing or
+// invalid variable makes it exit with status 2 and one line on stderr that
+// names the variable. SIGTERM or SIGINT makes it resign, hand over if it
+// leads, and exit with status 0 within 2 s. Any other failure exits with
+// status 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitConfig = 2
+)
+
+// httpShutdownTimeout bounds the HTTP server's shutdown, after the node's.
+const httpShutdownTimeout = 300 * time.Millisecond
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, environment(os.Environ()), os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// environment turns KEY=value pairs into a map.
+func environment(pairs []string) map[string]string {
+	m := make(map[string]string, len(pairs))
+	for _, kv := range pairs {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// run is the whole service: it returns the exit status once ctx ends or
+// the node fails. Logs, and the line about an invalid configuration, go to
+// stderr.
+func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
+	cfg, err := loadConfig(environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "node: invalid configuration: %v\n", err)
+		return exitConfig
+	}
+	log := cfg.newLogger(stderr).With("node", cfg.ID, "cluster", cfg.Cluster)
+	if cfg.Secret == "" {
+		log.Warn("ELECTION_SECRET is empty: messages are not signed, and any NATS client can forge them")
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		log.Error("listen", "addr", cfg.HTTPAddr, "err", err)
+		return exitFailed
+	}
+	nc, err := nats.Connect(strings.Join(cfg.urls, ","), cfg.natsOptions(log)...)
+	if err != nil {
+		ln.Close()
+		log.Error("connect to NATS", "err", err)
+		return exitFailed
+	}
+	n, err := node.New(nc, node.Config{
+		Cluster:   cfg.Cluster,
+		Algorithm: protocol.Algorithm(cfg.Algorithm),
+		Election:  election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing},
+		Tick:      cfg.Tick,
+		Secret:    []byte(cfg.Secret),
+		Logger:    log,
+	})
+	if err != nil {
+		ln.Close()
+		nc.Close()
+		log.Error("node", "err", err)
+		return exitFailed
+	}
+	n.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "algorithm", cfg.Algorithm, "timing", fmt.Sprintf("%+v", cfg.timing))
+
+	runCtx, stopNode := context.WithCancel(ctx)
+	defer stopNode()
+	runErr := make(chan error, 1)
+	go func() { runErr <- n.Run(runCtx) }()
+	code := exitOK
+	select {
+	case err = <-runErr:
+	case err = <-served:
+		// The HTTP server failed: leave the cluster as on SIGTERM.
+		log.Error("HTTP server", "err", err)
+		code = exitFailed
+		stopNode()
+		err = <-runErr
+	}
+	if err != nil {
+		log.Error("node stopped", "err", err)
+		code = exitFailed
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		srv.Close()
+	}
+	log.Info("stopped", "status", code)
+	return code
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// command runs the binary with exactly env.
+func command(bin string, env map[string]string) *exec.Cmd {
+	cmd := exec.Command(bin)
+	cmd.Env = []string{}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
+}
+
+// TestBinaryInvalidConfiguration: the built binary exits with status 2 and
+// one line naming the variable.
+func TestBinaryInvalidConfiguration(t *testing.T) {
+	bin := batontest.BuildBinary(t, ".")
+	for _, tc := range []struct {
+		env  map[string]string
+		name string
+	}{
+		{with("NODE_ID", "-"), "NODE_ID"},
+		{with("NODE_PEERS", "1,2"), "NODE_PEERS"},
+		{with("ELECTION_ALGORITHM", "raft"), "ELECTION_ALGORITHM"},
+	} {
+		var stderr bytes.Buffer
+		cmd := command(bin, tc.env)
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("%s: got %v, want exit status 2", tc.name, err)
+		}
+		if out := stderr.String(); strings.Count(out, "\n") != 1 || !strings.Contains(out, tc.name+":") {
+			t.Errorf("%s: stderr %q, want one line naming it", tc.name, out)
+		}
+	}
+}
+
+// TestBinarySIGTERM runs the binary as a one-member cluster: it leads,
+// serves its endpoints, and on SIGTERM resigns and exits with status 0
+// within the 2 s of the contract.
+func TestBinarySIGTERM(t *testing.T) {
+	bin := batontest.BuildBinary(t, ".")
+	url := batontest.StartNATS(t)
+	nc := batontest.Connect(t, url)
+	leaders, err := nc.SubscribeSync(protocol.LeaderSubject("solo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resigns, err := nc.SubscribeSync(protocol.BroadcastSubject("solo", protocol.TypeResign))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+
+	cmd := command(bin, map[string]string{
+		"NATS_URL": url, "NODE_ID": "1", "NODE_PEERS": "1", "ELECTION_CLUSTER": "solo",
+		"HTTP_ADDR": "127.0.0.1:0", "ELECTION_SECRET": "k",
+	})
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// The log line "serving HTTP" gives the address.
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`msg="serving HTTP".* addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(10 * time.Second):
+		t.Fatal("no 'serving HTTP' log line")
+	}
+
+	msg, err := leaders.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no announcement: %v", err)
+	}
+	a, err := protocol.DecodeAnnouncement(msg.Data)
+	if err != nil || a.Leader != 1 || a.Cluster != "solo" || a.Algorithm != protocol.Bully {
+		t.Fatalf("announcement %s: %v", msg.Data, err)
+	}
+	resp, err := http.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var st map[string]any
+	if err := json.Unmarshal(body, &st); err != nil || st["state"] != "leader" || st["leader"] != 1.0 {
+		t.Errorf("status: got %s, want this node leading", body)
+	}
+	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz: got %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: got %v, want status 0", err)
+		}
+	case <-time.After(2 * time.Second): // the contract's bound
+		t.Fatal("still running 2 s after SIGTERM")
+	}
+	if _, err := resigns.NextMsg(time.Second); err != nil {
+		t.Errorf("no Resign published before exit: %v", err)
+	}
+}

@@ -1,0 +1,49 @@
+// Package clustertest starts clusters of real election nodes (pkg/node
+// running pkg/bully or pkg/ring) in the test's process, for the tests of
+// the packages that follow or record their leaders. Only tests import it.
+//
+// It is apart from batontest because it imports pkg/node, whose own tests
+// import batontest.
+package clustertest
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Start runs one node for each of members, in that order, as cluster
+// named cluster with algorithm and the default timing, each on its own
+// connection to the NATS server at url. The nodes log nothing.
+//
+// It returns a stop function for each node by ID: stop cancels the node's
+// context, as SIGTERM does (a leader resigns), and waits until Run has
+// returned; it is idempotent. Every node still running is stopped when the
+// test ends, before its connection is closed.
+func Start(t testing.TB, url, cluster string, algorithm protocol.Algorithm, members []uint64) map[uint64]func() {
+	t.Helper()
+	stops := make(map[uint64]func(), len(members))
+	for _, id := range members {
+		n, err := node.New(batontest.Connect(t, url), node.Config{
+			Cluster:   cluster,
+			Algorithm: algorithm,
+			Election:  election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))},
+			Logger:    slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(ctx) }()
+		stops[id] = sync.OnceFunc(func() { cancel(); <-done })
+		t.Cleanup(stops[id])
+	}
+	return stops
+}

@@ -1,0 +1,252 @@
+// Package leader lets an application follow the leader of an election
+// cluster: learn it the moment it starts, then every change, and fence its
+// work with the leader's term.
+//
+// # How the leader is found
+//
+// Current asks on protocol.QuerySubject(cluster); the node that leads
+// answers with its Announcement. If no node answers (no leader now, or
+// nodes that do not answer queries), Current falls back to the last
+// announcement kept by a JetStream stream capturing
+// protocol.LeaderSubject(cluster), if there is one (the observer service
+// creates such a stream). Watch does the same, subscribing to the leader
+// subject first so that no announcement between the answer and the
+// subscription is missed, and asks again every resync interval, so an
+// announcement lost during a disconnection is made up for.
+//
+// # What is guaranteed and what is not
+//
+// Watch never yields a term lower than or equal to one it yielded before:
+// an application sees leaders in term order. A slow consumer sees the
+// newest leader, not every intermediate one. The stream's last
+// announcement may name a leader that has since died, and an answer to the
+// query may come from a leader that is just being superseded; the term is
+// the fencing token that makes acting on either safe (see Fence).
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// ErrNoLeader is returned by Current when no leader is known.
+var ErrNoLeader = errors.New("leader: no leader known")
+
+// Defaults of the options.
+const (
+	DefaultQueryTimeout = time.Second
+	DefaultResync       = 5 * time.Second
+)
+
+type options struct {
+	queryTimeout time.Duration
+	resync       time.Duration
+	stream       bool
+}
+
+// Option changes how Current and Watch find the leader.
+type Option func(*options)
+
+// WithQueryTimeout bounds how long Current waits for the leader's answer
+// and for the stream; DefaultQueryTimeout if not given.
+func WithQueryTimeout(d time.Duration) Option { return func(o *options) { o.queryTimeout = d } }
+
+// WithResync sets how often Watch asks for the leader again; 0 never
+// does. DefaultResync if not given.
+func WithResync(d time.Duration) Option { return func(o *options) { o.resync = d } }
+
+// WithoutStream makes Current and Watch rely on the query alone, never on
+// a JetStream stream's last announcement.
+func WithoutStream() Option { return func(o *options) { o.stream = false } }
+
+func newOptions(opts []Option) options {
+	o := options{queryTimeout: DefaultQueryTimeout, resync: DefaultResync, stream: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// Current returns the leader of cluster now, or ErrNoLeader.
+func Current(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) (protocol.Announcement, error) {
+	if err := protocol.ValidateCluster(cluster); err != nil {
+		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
+	}
+	return current(ctx, nc, cluster, newOptions(opts))
+}
+
+func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (protocol.Announcement, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.queryTimeout)
+	defer cancel()
+	reply, err := nc.RequestWithContext(ctx, protocol.QuerySubject(cluster), nil)
+	if err == nil {
+		a, err := protocol.DecodeAnnouncement(reply.Data)
+		if err == nil && a.Cluster == cluster {
+			return a, nil
+		}
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
+	}
+	if o.stream && ctx.Err() == nil {
+		if a, err := lastAnnounced(ctx, nc, cluster); err == nil {
+			return a, nil
+		}
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return protocol.Announcement{}, err // the caller's context ended
+	}
+	return protocol.Announcement{}, ErrNoLeader
+}
+
+// lastAnnounced returns the last announcement of cluster kept by the
+// JetStream stream that captures its leader subject, if any.
+func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string) (protocol.Announcement, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return protocol.Announcement{}, err
+	}
+	subject := protocol.LeaderSubject(cluster)
+	name, err := js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		return protocol.Announcement{}, err
+	}
+	stream, err := js.Stream(ctx, name)
+	if err != nil {
+		return protocol.Announcement{}, err
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return protocol.Announcement{}, err
+	}
+	a, err := protocol.DecodeAnnouncement(msg.Data)
+	if err == nil && a.Cluster != cluster {
+		err = fmt.Errorf("%w: cluster %q on %s", protocol.ErrAnnouncement, a.Cluster, subject)
+	}
+	return a, err
+}
+
+// Watch yields the leader of cluster as soon as it is known (at once if
+// there is one), then every newer leader, in increasing term, until ctx
+// ends or the loop stops. It yields an error only if it cannot subscribe;
+// iteration ends after it.
+//
+//	for a, err := range leader.Watch(ctx, nc, "default") {
+//		if err != nil { ... }
+//		fmt.Println("leader", a.Leader, "term", a.Term)
+//	}
+func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) iter.Seq2[protocol.Announcement, error] {
+	o := newOptions(opts)
+	return func(yield func(protocol.Announcement, error) bool) {
+		if err := protocol.ValidateCluster(cluster); err != nil {
+			yield(protocol.Announcement{}, fmt.Errorf("leader: %w", err))
+			return
+		}
+		var (
+			mu     sync.Mutex
+			newest protocol.Announcement
+			signal = make(chan struct{}, 1)
+		)
+		offer := func(a protocol.Announcement) {
+			mu.Lock()
+			defer mu.Unlock()
+			if a.Term > newest.Term {
+				newest = a
+				select {
+				case signal <- struct{}{}:
+				default:
+				}
+			}
+		}
+		sub, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
+			if a, err := protocol.DecodeAnnouncement(m.Data); err == nil && a.Cluster == cluster {
+				offer(a)
+			}
+		})
+		if err != nil {
+			yield(protocol.Announcement{}, fmt.Errorf("leader: subscribe: %w", err))
+			return
+		}
+		defer sub.Unsubscribe()
+
+		if a, err := current(ctx, nc, cluster, o); err == nil {
+			offer(a)
+		}
+		var resync <-chan time.Time
+		if o.resync > 0 {
+			t := time.NewTicker(o.resync)
+			defer t.Stop()
+			resync = t.C
+		}
+		var yielded uint64
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-signal:
+				mu.Lock()
+				a := newest
+				mu.Unlock()
+				if a.Term > yielded {
+					yielded = a.Term
+					if !yield(a, nil) {
+						return
+					}
+				}
+			case <-resync:
+				if a, err := current(ctx, nc, cluster, o); err == nil {
+					offer(a)
+				}
+			}
+		}
+	}
+}
+
+// Newer reports whether a is a later leadership than b: it has a higher
+// term. Terms strictly increase from leader to leader, so the higher term
+// always wins, whatever the clocks in At say.
+func Newer(a, b protocol.Announcement) bool { return a.Term > b.Term }
+
+// ErrStaleTerm is returned by Fence.Admit for a term older than one it
+// admitted before.
+var ErrStaleTerm = errors.New("leader: stale term")
+
+// Fence is the guard a shared resource keeps against stale leaders: every
+// write carries the writer's term, and the fence admits a term only if it
+// is not lower than the highest it has admitted. A leader that was
+// superseded (and may not know it yet) is then refused as soon as its
+// successor has written once. The zero value admits every term. A Fence is
+// safe for concurrent use; to survive restarts, persist Term with the
+// resource.
+type Fence struct {
+	mu   sync.Mutex
+	term uint64
+}
+
+// Admit admits term if it is at least the highest admitted so far, and
+// remembers it; otherwise it returns an error wrapping ErrStaleTerm.
+func (f *Fence) Admit(term uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if term < f.term {
+		return fmt.Errorf("%w: %d is older than %d", ErrStaleTerm, term, f.term)
+	}
+	f.term = term
+	return nil
+}
+
+// Term is the highest term admitted so far, 0 before any.
+func (f *Fence) Term() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.term
+}

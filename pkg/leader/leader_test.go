@@ -1,0 +1,182 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 10 * time.Second
+
+var t0 = time.Date(2026, 11, 21, 22, 0, 0, 0, time.UTC)
+
+func ann(leader, term uint64) protocol.Announcement {
+	return protocol.Announcement{Cluster: "default", Leader: leader, Term: term, Algorithm: protocol.Bully, At: protocol.Timestamp{Time: t0.Add(time.Duration(term) * time.Second)}}
+}
+
+func publish(t *testing.T, nc *nats.Conn, a protocol.Announcement) {
+	t.Helper()
+	b, _ := protocol.EncodeAnnouncement(a)
+	if err := nc.Publish(protocol.LeaderSubject(a.Cluster), b); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// respond answers leader queries of cluster "default" with a, as the
+// leading node does.
+func respond(t *testing.T, nc *nats.Conn, a protocol.Announcement) {
+	t.Helper()
+	b, _ := protocol.EncodeAnnouncement(a)
+	sub, err := nc.Subscribe(protocol.QuerySubject("default"), func(m *nats.Msg) { m.Respond(b) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watcher runs Watch in a goroutine and hands over what it yields.
+type watcher struct {
+	got  chan protocol.Announcement
+	stop func()
+}
+
+func watch(t *testing.T, nc *nats.Conn, cluster string, opts ...Option) *watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{got: make(chan protocol.Announcement, 16)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for a, err := range Watch(ctx, nc, cluster, opts...) {
+			if err != nil {
+				t.Errorf("Watch: %v", err)
+				return
+			}
+			select {
+			case w.got <- a:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	w.stop = func() { cancel(); <-done }
+	t.Cleanup(w.stop)
+	return w
+}
+
+func (w *watcher) next(t *testing.T) protocol.Announcement {
+	t.Helper()
+	select {
+	case a := <-w.got:
+		return a
+	case <-time.After(waitTimeout):
+		t.Fatal("timed out waiting for a leader")
+		return protocol.Announcement{}
+	}
+}
+
+func TestWatchStartsWithTheCurrentLeaderThenFollowsChanges(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	node := batontest.Connect(t, url)
+	respond(t, node, ann(3, 4))
+
+	w := watch(t, batontest.Connect(t, url), "default", WithoutStream())
+	if got := w.next(t); got != ann(3, 4) {
+		t.Fatalf("first leader = %+v, want the answer to the query %+v", got, ann(3, 4))
+	}
+	publish(t, node, ann(5, 6))
+	publish(t, node, ann(4, 5)) // older than term 6: never yielded
+	publish(t, node, ann(2, 7))
+	// A slow consumer may skip term 6; it never goes back.
+	last := uint64(4)
+	for last != 7 {
+		got := w.next(t)
+		if got.Term <= last || got.Term == 5 {
+			t.Fatalf("leader after term %d = %+v, want a newer term than 4's successors seen", last, got)
+		}
+		last = got.Term
+	}
+}
+
+func TestCurrentFallsBackToTheStream(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Current(ctx, nc, "default"); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Current before any announcement = %v, want ErrNoLeader", err)
+	}
+	for _, a := range []protocol.Announcement{ann(3, 1), ann(5, 2)} {
+		if _, err := js.Publish(ctx, protocol.LeaderSubject("default"), mustEncode(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Current(ctx, nc, "default")
+	if err != nil || got != ann(5, 2) {
+		t.Fatalf("Current = %+v, %v; want the stream's last %+v", got, err, ann(5, 2))
+	}
+	if _, err := Current(ctx, nc, "default", WithoutStream()); !errors.Is(err, ErrNoLeader) {
+		t.Errorf("Current without the stream = %v, want ErrNoLeader", err)
+	}
+	// A watcher that starts long after the election still gets it.
+	w := watch(t, nc, "default")
+	if got := w.next(t); got != ann(5, 2) {
+		t.Errorf("Watch first = %+v, want %+v", got, ann(5, 2))
+	}
+	if _, err := Current(ctx, nc, "no.such"); err == nil {
+		t.Error("Current accepted an invalid cluster name")
+	}
+}
+
+func TestFence(t *testing.T) {
+	var f Fence
+	for _, tc := range []struct {
+		term uint64
+		ok   bool
+	}{{3, true}, {3, true}, {5, true}, {4, false}, {6, true}} {
+		err := f.Admit(tc.term)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrStaleTerm)) {
+			t.Errorf("Admit(%d) = %v, want ok %v", tc.term, err, tc.ok)
+		}
+	}
+	if f.Term() != 6 {
+		t.Errorf("Term = %d, want 6", f.Term())
+	}
+	if !Newer(ann(1, 9), ann(9, 8)) || Newer(ann(9, 8), ann(1, 9)) {
+		t.Error("Newer must compare terms only")
+	}
+}
+
+func mustEncode(a protocol.Announcement) []byte {
+	b, err := protocol.EncodeAnnouncement(a)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,229 @@
+// Package history is the observer's record of every leadership of every
+// cluster: who led, under which term, from when to when, how it ended, and
+// the split-brain events seen on the way.
+//
+// The record is a set of append-only JSON-lines files, one per cluster,
+// under one directory. Each line is a Record; the state of a cluster is the
+// fold of its lines in order. Apply writes a batch of records and fsyncs
+// the file before it changes the state in memory and returns, so a caller
+// that acknowledges its input only after Apply returns never loses it.
+//
+// Records are idempotent: a leadership is identified by (cluster, term), and
+// a Leader record for a term that is already known is dropped, on insert
+// and on load, so a redelivered announcement is never recorded twice. A
+// torn last line (the process was killed in the middle of a write) is cut
+// off when the file is opened; it had not been acknowledged.
+//
+// Times come from two clocks: a leadership starts at the `at` of its
+// announcement (the new leader's clock); ends that the observer detects
+// itself (resign, silence) carry the observer's clock. Gaps are clamped at
+// zero, so a small skew cannot make them negative.
+package history
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Kind names what a Record says.
+type Kind string
+
+// The kinds of record.
+const (
+	// KindLeader: a node became leader (an announcement).
+	KindLeader Kind = "leader"
+	// KindEnd: a leadership ended, at At, for Reason.
+	KindEnd Kind = "end"
+	// KindResume: a leadership that was ended by silence turned out to be
+	// alive (its leader was heard again with the same term).
+	KindResume Kind = "resume"
+	// KindSplit: two nodes acted as leader at the same time.
+	KindSplit Kind = "split"
+)
+
+// EndReason says how the observer learnt that a leadership ended.
+type EndReason string
+
+// The reasons a leadership ends.
+const (
+	// EndSuperseded: the next leader was announced while this one was
+	// still heard from; the leadership ends when the next starts.
+	EndSuperseded EndReason = "superseded"
+	// EndResign: the leader left cleanly; the leadership ends at its
+	// resign message.
+	EndResign EndReason = "resign"
+	// EndSilent: the leader fell silent for longer than the
+	// failure-detection window; the leadership ends at the last time the
+	// leader was heard from.
+	EndSilent EndReason = "silent"
+	// EndUnobserved: the observer was not watching when the leadership
+	// ended (it was down, or started after the leader died). EndedAt is
+	// the earliest time the observer knew the leadership was over, an
+	// upper bound; the gap after it is unknown.
+	EndUnobserved EndReason = "unobserved"
+)
+
+// Acting names a node that acted as leader with a term.
+type Acting struct {
+	Leader uint64 `json:"leader"`
+	Term   uint64 `json:"term"`
+}
+
+// Record is one line of a cluster's file.
+type Record struct {
+	Kind Kind `json:"kind"`
+	// Term identifies the leadership (Leader, End, Resume).
+	Term uint64 `json:"term,omitempty"`
+	// Leader and Algorithm come from the announcement (Leader).
+	Leader    uint64             `json:"leader,omitempty"`
+	Algorithm protocol.Algorithm `json:"algorithm,omitempty"`
+	// At is when the leadership started (Leader), ended (End) or when
+	// the split brain was seen (Split).
+	At protocol.Timestamp `json:"at"`
+	// Reason is why the leadership ended (End) or what the split brain
+	// was (Split).
+	Reason string `json:"reason,omitempty"`
+	// Leaders are the two nodes that acted as leader at once (Split).
+	Leaders []Acting `json:"leaders,omitempty"`
+}
+
+// Leadership is one leader's time in office.
+type Leadership struct {
+	Term      uint64
+	Leader    uint64
+	Algorithm protocol.Algorithm
+	StartedAt time.Time
+	// EndedAt is zero while the leadership lasts.
+	EndedAt   time.Time
+	EndReason EndReason
+}
+
+// Ended reports whether the leadership is over.
+func (l Leadership) Ended() bool { return !l.EndedAt.IsZero() }
+
+// SplitBrain is an event where two different nodes acted as leader at the
+// same time.
+type SplitBrain struct {
+	At time.Time
+	// Reason is "same_term" when two nodes claimed one term, and
+	// "stale_leader" when a node kept acting as leader after a newer term
+	// was announced.
+	Reason string
+	// Leaders are the two nodes, the lower term first.
+	Leaders [2]Acting
+}
+
+// Split-brain reasons.
+const (
+	SplitSameTerm    = "same_term"
+	SplitStaleLeader = "stale_leader"
+)
+
+// Cluster is the recorded state of one cluster.
+type Cluster struct {
+	// Leaderships, in increasing term.
+	Leaderships []Leadership
+	// SplitBrains, in the order seen.
+	SplitBrains []SplitBrain
+}
+
+// Latest returns the leadership with the highest term.
+func (c *Cluster) Latest() (Leadership, bool) {
+	if len(c.Leaderships) == 0 {
+		return Leadership{}, false
+	}
+	return c.Leaderships[len(c.Leaderships)-1], true
+}
+
+// Current returns the latest leadership if it has not ended.
+func (c *Cluster) Current() (Leadership, bool) {
+	l, ok := c.Latest()
+	if !ok || l.Ended() {
+		return Leadership{}, false
+	}
+	return l, true
+}
+
+func (c *Cluster) find(term uint64) (int, bool) {
+	return slices.BinarySearchFunc(c.Leaderships, term, func(l Leadership, t uint64) int { return cmp.Compare(l.Term, t) })
+}
+
+// accepts reports whether r would change the cluster: the dedup rule.
+func (c *Cluster) accepts(r Record) bool {
+	switch r.Kind {
+	case KindLeader:
+		_, found := c.find(r.Term)
+		return r.Term != 0 && r.Leader != 0 && !found
+	case KindEnd:
+		i, found := c.find(r.Term)
+		return found && !c.Leaderships[i].Ended()
+	case KindResume:
+		i, found := c.find(r.Term)
+		if !found {
+			return false
+		}
+		reason := c.Leaderships[i].EndReason
+		return reason == EndSilent || reason == EndUnobserved
+	case KindSplit:
+		return len(r.Leaders) == 2
+	}
+	return false
+}
+
+// apply changes the cluster by r, which must be accepted.
+func (c *Cluster) apply(r Record) {
+	switch r.Kind {
+	case KindLeader:
+		i, _ := c.find(r.Term)
+		l := Leadership{Term: r.Term, Leader: r.Leader, Algorithm: r.Algorithm, StartedAt: r.At.Time}
+		if i < len(c.Leaderships) {
+			// A lower term announced after a higher one: it was
+			// superseded by the next before it was recorded.
+			next := c.Leaderships[i]
+			l.EndedAt, l.EndReason = next.StartedAt, EndSuperseded
+		}
+		c.Leaderships = slices.Insert(c.Leaderships, i, l)
+	case KindEnd:
+		i, _ := c.find(r.Term)
+		c.Leaderships[i].EndedAt, c.Leaderships[i].EndReason = r.At.Time, EndReason(r.Reason)
+	case KindResume:
+		i, _ := c.find(r.Term)
+		c.Leaderships[i].EndedAt, c.Leaderships[i].EndReason = time.Time{}, ""
+	case KindSplit:
+		c.SplitBrains = append(c.SplitBrains, SplitBrain{At: r.At.Time, Reason: r.Reason, Leaders: [2]Acting(r.Leaders)})
+	}
+}
+
+// clone returns a deep copy, for readers outside the store's lock.
+func (c *Cluster) clone() *Cluster {
+	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains)}
+}
+
+// SplitBrainOf reports whether l took part in a split-brain event.
+func (c *Cluster) SplitBrainOf(l Leadership) bool {
+	for _, s := range c.SplitBrains {
+		for _, a := range s.Leaders {
+			if a.Leader == l.Leader && a.Term == l.Term {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// GapBefore returns how long the cluster had no leader before the
+// leadership at index i, and whether that is known: it is not for the
+// first recorded leadership nor after an unobserved end.
+func (c *Cluster) GapBefore(i int) (time.Duration, bool) {
+	if i <= 0 || i >= len(c.Leaderships) {
+		return 0, false
+	}
+	prev := c.Leaderships[i-1]
+	if !prev.Ended() || prev.EndReason == EndUnobserved {
+		return 0, false
+	}
+	return max(0, c.Leaderships[i].StartedAt.Sub(prev.EndedAt)), true
+}

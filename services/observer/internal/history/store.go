@@ -1,0 +1,217 @@
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// fileSuffix ends the name of every cluster file: <cluster>.jsonl.
+const fileSuffix = ".jsonl"
+
+// ErrCorrupt is returned by Open for a line in the middle of a file that is
+// not a record.
+var ErrCorrupt = errors.New("history: corrupt record")
+
+// Store keeps the history of every cluster, in memory and on disk. It is
+// safe for concurrent use: writers are serialized, readers get copies.
+type Store struct {
+	dir string
+
+	mu       sync.RWMutex
+	clusters map[string]*Cluster
+	files    map[string]*os.File
+}
+
+// Open loads every cluster file under dir, creating dir if needed.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	s := &Store{dir: dir, clusters: map[string]*Cluster{}, files: map[string]*os.File{}}
+	paths, err := filepath.Glob(filepath.Join(dir, "*"+fileSuffix))
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), fileSuffix)
+		if protocol.ValidateCluster(name) != nil {
+			continue
+		}
+		c, err := load(path)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.clusters[name] = c
+	}
+	return s, nil
+}
+
+// load folds one cluster file, cutting off a torn last line.
+func load(path string) (*Cluster, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	c := &Cluster{}
+	r := bufio.NewReader(f)
+	var good int64 // bytes up to the end of the last complete line
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			if len(b) > 0 {
+				// Written but not synced when the process died; its
+				// input was never acknowledged and will come again.
+				if err := f.Truncate(good); err != nil {
+					return nil, fmt.Errorf("history: cut torn line of %s: %w", path, err)
+				}
+			}
+			return c, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		good += int64(len(b))
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("%w: %s line %d: %v", ErrCorrupt, path, line, err)
+		}
+		if c.accepts(rec) {
+			c.apply(rec)
+		}
+	}
+}
+
+// Apply records recs for cluster, in order. Records that would not change
+// the history (a leadership already known, an end of one already ended)
+// are dropped. The rest are written and synced to disk before the history
+// in memory changes. It returns the records it kept.
+func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
+	if err := protocol.ValidateCluster(cluster); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.clusters[cluster]
+	if c == nil {
+		c = &Cluster{}
+	}
+	// Check the batch against a scratch copy, so records of one batch
+	// may depend on each other.
+	scratch := c.clone()
+	var kept []Record
+	var buf bytes.Buffer
+	for _, r := range recs {
+		if !scratch.accepts(r) {
+			continue
+		}
+		scratch.apply(r)
+		kept = append(kept, r)
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	f, err := s.file(cluster)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("history: write %s: %w", cluster, err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("history: sync %s: %w", cluster, err)
+	}
+	s.clusters[cluster] = scratch
+	return kept, nil
+}
+
+// file returns the open append handle of cluster's file, creating it.
+func (s *Store) file(cluster string) (*os.File, error) {
+	if f := s.files[cluster]; f != nil {
+		return f, nil
+	}
+	path := filepath.Join(s.dir, cluster+fileSuffix)
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// A new file: sync the directory so the file itself survives.
+		if d, err := os.Open(s.dir); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	s.files[cluster] = f
+	return f, nil
+}
+
+// Clusters returns the names of the clusters with a history, sorted.
+func (s *Store) Clusters() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, 0, len(s.clusters))
+	for name := range s.clusters {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Cluster returns a copy of one cluster's history, or false if the cluster
+// has none.
+func (s *Store) Cluster(name string) (*Cluster, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.clusters[name]
+	if !ok {
+		return nil, false
+	}
+	return c.clone(), true
+}
+
+// Latest returns the highest-term leadership of a cluster without copying
+// the whole history.
+func (s *Store) Latest(name string) (Leadership, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.clusters[name]
+	if !ok {
+		return Leadership{}, false
+	}
+	return c.Latest()
+}
+
+// Close closes the files. The store must not be used afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for name, f := range s.files {
+		errs = append(errs, f.Close())
+		delete(s.files, name)
+	}
+	return errors.Join(errs...)
+}

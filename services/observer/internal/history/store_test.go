@@ -1,0 +1,138 @@
+package history
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+var t0 = time.Date(2026, 11, 21, 22, 0, 0, 0, time.UTC)
+
+func leaderRec(term, leader uint64, at time.Duration) Record {
+	return Record{Kind: KindLeader, Term: term, Leader: leader, Algorithm: protocol.Bully, At: protocol.Timestamp{Time: t0.Add(at)}}
+}
+
+func endRec(term uint64, at time.Duration, reason EndReason) Record {
+	return Record{Kind: KindEnd, Term: term, At: protocol.Timestamp{Time: t0.Add(at)}, Reason: string(reason)}
+}
+
+func terms(c *Cluster) []uint64 {
+	var ts []uint64
+	for _, l := range c.Leaderships {
+		ts = append(ts, l.Term)
+	}
+	return ts
+}
+
+func TestApplyDeduplicatesByTerm(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kept, err := s.Apply("a", leaderRec(1, 3, 0), leaderRec(1, 3, 0), leaderRec(2, 5, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 2 {
+		t.Errorf("kept %d records, want 2", len(kept))
+	}
+	if kept, _ := s.Apply("a", leaderRec(2, 5, time.Second)); len(kept) != 0 {
+		t.Errorf("redelivered leader kept: %v", kept)
+	}
+	c, _ := s.Cluster("a")
+	if got := terms(c); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Errorf("terms = %v, want [1 2]", got)
+	}
+}
+
+func TestReopenKeepsHistoryAndDropsDuplicateLines(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Apply("a", leaderRec(1, 3, 0), endRec(1, time.Second, EndResign), leaderRec(2, 5, 2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// A duplicate written by hand (two observers once shared the
+	// directory) and a line torn by a kill in the middle of a write.
+	f, err := os.OpenFile(filepath.Join(dir, "a.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"kind":"leader","term":2,"leader":5,"algorithm":"bully","at":"2026-11-21T22:00:02Z"}` + "\n" + `{"kind":"leader","te`)
+	f.Close()
+
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, ok := s.Cluster("a")
+	if !ok {
+		t.Fatal("cluster a lost on reopen")
+	}
+	if got := terms(c); len(got) != 2 {
+		t.Fatalf("terms = %v, want [1 2]", got)
+	}
+	if got, want := c.Leaderships[0].EndReason, EndResign; got != want {
+		t.Errorf("end reason = %q, want %q", got, want)
+	}
+	gap, known := c.GapBefore(1)
+	if !known || gap != time.Second {
+		t.Errorf("gap before term 2 = %v (known %v), want 1s", gap, known)
+	}
+	// The torn line is gone: the next append starts on a line of its own.
+	if _, err := s.Apply("a", leaderRec(3, 4, 3*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ = s.Cluster("a")
+	if got := terms(c); len(got) != 3 {
+		t.Errorf("terms after torn line = %v, want [1 2 3]", got)
+	}
+}
+
+func TestOpenRejectsCorruptLine(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte("not json\n"), 0o644)
+	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Open = %v, want ErrCorrupt", err)
+	}
+}
+
+func TestEndResumeAndSplit(t *testing.T) {
+	c := &Cluster{}
+	for _, r := range []Record{
+		leaderRec(1, 3, 0),
+		endRec(1, time.Second, EndSilent),
+		endRec(1, 2*time.Second, EndResign), // already ended: dropped
+		{Kind: KindResume, Term: 1},
+		{Kind: KindSplit, Reason: SplitSameTerm, Leaders: []Acting{{3, 1}, {4, 1}}},
+	} {
+		if c.accepts(r) {
+			c.apply(r)
+		}
+	}
+	cur, ok := c.Current()
+	if !ok || cur.Term != 1 {
+		t.Fatalf("current = %+v, %v; want term 1 resumed", cur, ok)
+	}
+	if !c.SplitBrainOf(cur) {
+		t.Error("term 1 not marked as split brain")
+	}
+	if c.accepts(Record{Kind: KindResume, Term: 1}) {
+		t.Error("resume of a live leadership accepted")
+	}
+}

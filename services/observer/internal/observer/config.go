@@ -1,0 +1,111 @@
+package observer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Config is the observer's configuration, read from the environment.
+type Config struct {
+	// NATSURL is the NATS server URL, or several separated by commas.
+	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
+	// HTTPAddr is the listen address of the API, the page and the metrics.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+	// DataDir is the directory of the history files, one per cluster.
+	DataDir string `env:"OBSERVER_DATA" envDefault:"observer-data"`
+	// Stream is the JetStream stream that captures every cluster's
+	// announcements. The observer creates or updates it on start.
+	Stream string `env:"OBSERVER_STREAM" envDefault:"ELECTION_LEADERS"`
+	// StreamMaxAge is how long the stream keeps announcements; 0 keeps
+	// them forever. An observer down for longer loses what expired.
+	StreamMaxAge time.Duration `env:"OBSERVER_STREAM_MAX_AGE" envDefault:"720h"`
+	// StreamReplicas is how many JetStream servers keep a copy of the
+	// stream: 1 for a single server, 3 for a three-server cluster.
+	StreamReplicas int `env:"OBSERVER_STREAM_REPLICAS" envDefault:"1"`
+	// Consumer is the name of the observer's durable consumer. Observers
+	// with their own data directories need their own names.
+	Consumer string `env:"OBSERVER_CONSUMER" envDefault:"observer"`
+	// LeaderTimeout is the failure-detection window: a leader not heard
+	// from for this long has gone, and two nodes heard as leader within
+	// it act at the same time. It matches the nodes' leader time-out.
+	LeaderTimeout time.Duration `env:"OBSERVER_LEADER_TIMEOUT" envDefault:"200ms"`
+	// SplitGrace is how long a superseded leader may still be heard
+	// before it counts as split brain: its heartbeats in flight.
+	SplitGrace time.Duration `env:"OBSERVER_SPLIT_GRACE" envDefault:"100ms"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("observer: invalid configuration")
+
+// ParseConfig reads the configuration from the environment and checks it.
+// Its errors name the variable at fault.
+func ParseConfig() (Config, error) {
+	cfg, err := env.ParseAs[Config]()
+	if err != nil {
+		return Config{}, describeEnvError(err)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Validate checks the values, naming the variable of the first bad one.
+func (c Config) Validate() error {
+	bad := func(name, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case strings.TrimSpace(c.NATSURL) == "":
+		return bad("NATS_URL", "empty")
+	case c.HTTPAddr == "":
+		return bad("HTTP_ADDR", "empty")
+	case c.DataDir == "":
+		return bad("OBSERVER_DATA", "empty")
+	case !validName(c.Stream):
+		return bad("OBSERVER_STREAM", "%q must be letters, digits, _ or -", c.Stream)
+	case c.StreamMaxAge < 0:
+		return bad("OBSERVER_STREAM_MAX_AGE", "%v is negative", c.StreamMaxAge)
+	case c.StreamReplicas < 1 || c.StreamReplicas > 5:
+		return bad("OBSERVER_STREAM_REPLICAS", "%d must be from 1 to 5", c.StreamReplicas)
+	case !validName(c.Consumer):
+		return bad("OBSERVER_CONSUMER", "%q must be letters, digits, _ or -", c.Consumer)
+	case c.LeaderTimeout <= 0:
+		return bad("OBSERVER_LEADER_TIMEOUT", "%v must be positive", c.LeaderTimeout)
+	case c.SplitGrace <= 0 || c.SplitGrace >= c.LeaderTimeout:
+		return bad("OBSERVER_SPLIT_GRACE", "%v must be positive and below OBSERVER_LEADER_TIMEOUT (%v)", c.SplitGrace, c.LeaderTimeout)
+	}
+	return nil
+}
+
+// validName accepts JetStream stream and consumer names.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// describeEnvError turns a caarlos0/env error into one that names the
+// environment variable rather than the Go field.
+func describeEnvError(err error) error {
+	var parse env.ParseError
+	if errors.As(err, &parse) {
+		name := parse.Name
+		if f, ok := reflect.TypeFor[Config]().FieldByName(parse.Name); ok {
+			name = f.Tag.Get("env")
+		}
+		return fmt.Errorf("%w: %s: %v", ErrConfig, name, parse.Err)
+	}
+	return fmt.Errorf("%w: %v", ErrConfig, err)
+}

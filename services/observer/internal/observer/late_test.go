@@ -1,0 +1,45 @@
+package observer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/internal/batontest/clustertest"
+	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// An observer started after the nodes, when no stream captured their
+// election, learns the current leadership from the leader itself: it
+// records the leader's original announcement, once.
+func TestObserverStartedAfterTheElection(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	clustertest.Start(t, url, "late", protocol.Bully, []uint64{1, 2, 3})
+	nc := batontest.Connect(t, url)
+
+	var want protocol.Announcement
+	batontest.CheckFor(t, waitTimeout, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream())
+		if err != nil || a.Leader != 3 {
+			return fmt.Errorf("no leader 3 before the observer started: %v, %v", a, err)
+		}
+		want = a
+		return nil
+	})
+
+	o := startObserver(t, testConfig(url, t.TempDir()), nil)
+	o.waitFor(t, "the leadership to be learnt from the leader", func() bool { return o.leaderships("late") == 1 })
+	c, _ := o.store.Cluster("late")
+	got, ok := c.Current()
+	if !ok || got.Leader != want.Leader || got.Term != want.Term || !got.StartedAt.Equal(want.At.Time) {
+		t.Fatalf("recorded %+v (current %v), want leader %d term %d started at %v", got, ok, want.Leader, want.Term, want.At)
+	}
+	if n := counter(o.metrics.announcements.WithLabelValues("recorded")); n != 1 {
+		t.Errorf("%v announcements recorded, want 1", n)
+	}
+}

@@ -1,0 +1,112 @@
+package observer
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/baton-election/baton/services/observer/internal/history"
+)
+
+// metrics are the observer's Prometheus metrics, in a registry of its own.
+type metrics struct {
+	reg           *prometheus.Registry
+	changes       *prometheus.CounterVec
+	gaps          *prometheus.HistogramVec
+	gapSeconds    *prometheus.CounterVec
+	leaderless    *prometheus.GaugeVec
+	term          *prometheus.GaugeVec
+	leader        *prometheus.GaugeVec
+	splits        *prometheus.CounterVec
+	announcements *prometheus.CounterVec
+	live          *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_leader_changes_total",
+			Help: "Leaderships recorded by this process, per cluster.",
+		}, []string{"cluster"}),
+		gaps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "observer_leaderless_gap_seconds",
+			Help:    "How long a cluster had no leader before a new one, per closed gap whose start the observer saw.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30, 60, 300},
+		}, []string{"cluster"}),
+		gapSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_leaderless_seconds_total",
+			Help: "Sum of the closed leaderless gaps recorded by this process, per cluster.",
+		}, []string{"cluster"}),
+		leaderless: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "observer_cluster_leaderless",
+			Help: "1 while the cluster's latest leadership has ended and no new leader is announced, else 0.",
+		}, []string{"cluster"}),
+		term: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "observer_leader_term",
+			Help: "Term of the cluster's latest leadership.",
+		}, []string{"cluster"}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "observer_leader_id",
+			Help: "Node ID of the cluster's latest leader.",
+		}, []string{"cluster"}),
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_split_brain_events_total",
+			Help: "Split-brain events detected by this process, per cluster and reason (same_term, stale_leader).",
+		}, []string{"cluster", "reason"}),
+		announcements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_announcements_total",
+			Help: "Announcements read from the stream, by result: recorded, duplicate (redelivered), invalid.",
+		}, []string{"result"}),
+		live: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_live_messages_total",
+			Help: "Live messages (leader, heartbeat, resign) by kind and result: ok, invalid, dropped (inbox full).",
+		}, []string{"kind", "result"}),
+	}
+	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range []string{"recorded", "duplicate", "invalid"} {
+		m.announcements.WithLabelValues(r)
+	}
+	return m
+}
+
+// state sets the gauges of cluster from the store.
+func (m *metrics) state(cluster string, s *history.Store) {
+	l, ok := s.Latest(cluster)
+	if !ok {
+		return
+	}
+	m.term.WithLabelValues(cluster).Set(float64(l.Term))
+	m.leader.WithLabelValues(cluster).Set(float64(l.Leader))
+	leaderless := 0.0
+	if l.Ended() {
+		leaderless = 1
+	}
+	m.leaderless.WithLabelValues(cluster).Set(leaderless)
+}
+
+// recorded counts what was just recorded for cluster.
+func (m *metrics) recorded(cluster string, kept []history.Record, s *history.Store) {
+	m.state(cluster, s)
+	for _, r := range kept {
+		switch r.Kind {
+		case history.KindLeader:
+			m.changes.WithLabelValues(cluster).Inc()
+			c, ok := s.Cluster(cluster)
+			if !ok {
+				continue
+			}
+			for i, l := range c.Leaderships {
+				if l.Term != r.Term {
+					continue
+				}
+				if gap, known := c.GapBefore(i); known {
+					m.gaps.WithLabelValues(cluster).Observe(gap.Seconds())
+					m.gapSeconds.WithLabelValues(cluster).Add(gap.Seconds())
+				}
+			}
+		case history.KindSplit:
+			m.splits.WithLabelValues(cluster, r.Reason).Inc()
+		}
+	}
+}

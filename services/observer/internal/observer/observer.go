@@ -1,0 +1,579 @@
+// Package observer records every leadership of every election cluster on
+// one NATS and serves it: a JSON API, Prometheus metrics and a live page.
+//
+// # Where the history comes from
+//
+// Announcements (election.<cluster>.leader) are captured by a JetStream
+// stream that the observer creates or updates on start (Config.Stream,
+// subjects election.*.leader, file storage), and read through a durable
+// consumer (Config.Consumer) with explicit acks. A message is acknowledged
+// only after its record is fsynced to the history files, so announcements
+// made while the observer is down or restarting are recorded when it comes
+// back, as long as NATS kept the stream. Redelivered messages are dropped
+// by the history's (cluster, term) rule. A leadership announced before the
+// stream first existed (nodes started before the observer ever ran) is
+// learnt from its leader instead: when heartbeats carry a term the history
+// still does not hold after missingGrace (time enough for the stream to
+// deliver what it has), the observer asks on the cluster's query subject,
+// and the leader's answer, its original announcement, is recorded like one
+// from the stream.
+//
+// Heartbeats, resigns and announcements are also watched live with core
+// subscriptions, and never stored one by one: they tell the observer when
+// a leader was last heard from (the end of its leadership, hence the gap
+// before the next) and whether two nodes acted as leader at once.
+//
+// # What is not guaranteed
+//
+// Ends and gaps are as the observer saw them: a leader that died while the
+// observer was down ends "unobserved", with no known gap after it. Split
+// brain is detected only while the observer watches, and only between
+// nodes whose heartbeats reach its NATS. Heartbeat signatures are not
+// checked: anyone who can publish on the election subjects can fake
+// liveness or split brain in the observer's view (never in the nodes').
+package observer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/services/observer/internal/history"
+)
+
+// liveInbox bounds the live messages waiting for the owner goroutine; more
+// are dropped and counted, never blocking NATS delivery.
+const liveInbox = 4096
+
+// missingGrace is how long a term heard in heartbeats may stay unrecorded
+// before the observer asks its leader for the announcement: long enough
+// for the stream to deliver its backlog first, so that leaderships are
+// recorded in order.
+const missingGrace = 2 * time.Second
+
+// setupRetry is how long Run waits before it tries again to create the
+// stream and the consumer.
+const setupRetry = time.Second
+
+// Observer watches the clusters and serves what it recorded.
+type Observer struct {
+	cfg     Config
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+	hub     *hub
+
+	// Set once by Run before anything reads them.
+	store *history.Store
+	addr  string
+	ready chan struct{}
+
+	// connectedAt is when the NATS connection was last (re)established,
+	// in Unix nanoseconds; 0 while disconnected.
+	connectedAt atomic.Int64
+	// consuming is true while the durable consumer is set up.
+	consuming atomic.Bool
+
+	// ask requests the current leader's announcement of a cluster; the
+	// answer arrives as a liveMsg with queried set. Set once by Run.
+	ask func(cluster string)
+	// missing holds, per cluster, a term heard in heartbeats that the
+	// history does not hold. Owned by the loop goroutine.
+	missing map[string]missingTerm
+}
+
+// missingTerm is a leadership heard of but not recorded.
+type missingTerm struct {
+	term  uint64
+	since time.Time // first heard
+	asked bool
+}
+
+// New returns an observer for cfg, which must be valid. It starts nothing.
+func New(cfg Config, log *slog.Logger) *Observer {
+	return &Observer{
+		cfg:     cfg,
+		log:     log,
+		now:     time.Now,
+		metrics: newMetrics(),
+		hub:     newHub(),
+		ready:   make(chan struct{}),
+		missing: make(map[string]missingTerm),
+	}
+}
+
+// Listening is closed once the HTTP listener is bound and the history
+// loaded; Addr is valid from then on.
+func (o *Observer) Listening() <-chan struct{} { return o.ready }
+
+// Addr is the address the HTTP server listens on.
+func (o *Observer) Addr() string { return o.addr }
+
+// liveMsg is a message of a core subscription, stamped on arrival.
+type liveMsg struct {
+	subject string
+	data    []byte
+	at      time.Time
+	// queried marks a leader's answer to the observer's query; subject is
+	// then the observer's reply subject, whose last token is the cluster.
+	queried bool
+}
+
+// Run loads the history, serves HTTP, connects to NATS and records until
+// ctx ends; then it stops consuming, shuts the HTTP server down and drains
+// the connection. It returns an error only if it cannot start.
+func (o *Observer) Run(ctx context.Context) error {
+	store, err := history.Open(o.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	o.store = store
+	for _, c := range store.Clusters() {
+		o.metrics.state(c, store)
+	}
+
+	ln, err := net.Listen("tcp", o.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("observer: listen on HTTP_ADDR: %w", err)
+	}
+	o.addr = ln.Addr().String()
+
+	closed := make(chan struct{})
+	nc, err := nats.Connect(o.cfg.NATSURL,
+		nats.Name("baton-observer"),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ConnectHandler(func(*nats.Conn) { o.connected(true) }),
+		nats.ReconnectHandler(func(*nats.Conn) { o.connected(true) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			o.connected(false)
+			o.log.Warn("disconnected from NATS", "err", err)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+	)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("observer: connect to NATS_URL: %w", err)
+	}
+	if nc.IsConnected() {
+		o.connected(true)
+	}
+
+	// One subscription for every broadcast kind keeps the messages of
+	// one publisher in order (an announcement before its heartbeats).
+	live := make(chan liveMsg, liveInbox)
+	if _, err := nc.Subscribe(protocol.Root+".*.*", func(m *nats.Msg) {
+		kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		if kind != protocol.KindLeader && kind != protocol.KindHeartbeat && kind != protocol.KindResign {
+			return
+		}
+		select {
+		case live <- liveMsg{subject: m.Subject, data: m.Data, at: o.now()}:
+		default:
+			o.metrics.live.WithLabelValues(kind, "dropped").Inc()
+		}
+	}); err != nil {
+		nc.Close()
+		ln.Close()
+		return fmt.Errorf("observer: subscribe: %w", err)
+	}
+
+	// Answers to the observer's queries for leaderships it missed.
+	replies := nats.NewInbox()
+	if _, err := nc.Subscribe(replies+".*", func(m *nats.Msg) {
+		if len(m.Data) == 0 {
+			return // "no responders": nobody leads now
+		}
+		select {
+		case live <- liveMsg{subject: m.Subject, data: m.Data, at: o.now(), queried: true}:
+		default:
+			o.metrics.live.WithLabelValues(protocol.KindQuery, "dropped").Inc()
+		}
+	}); err != nil {
+		nc.Close()
+		ln.Close()
+		return fmt.Errorf("observer: subscribe: %w", err)
+	}
+	o.ask = func(cluster string) {
+		if err := nc.PublishRequest(protocol.QuerySubject(cluster), replies+"."+cluster, nil); err != nil {
+			o.log.Warn("cannot ask for the leader", "cluster", cluster, "err", err)
+		}
+	}
+
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           o.routes(),
+		ReadHeaderTimeout: 5 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return srvCtx },
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			o.log.Error("HTTP server stopped", "err", err)
+		}
+	})
+	anns := make(chan jetstream.Msg)
+	wg.Go(func() { o.consume(ctx, nc, anns) })
+	close(o.ready)
+	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATSURL, "data", o.cfg.DataDir)
+
+	o.loop(ctx, live, anns)
+
+	// Shutdown: SSE streams end with srvCtx, the server drains its other
+	// requests, the connection drains its subscriptions.
+	stopSrv()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	srv.Shutdown(shutdownCtx)
+	if err := nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-shutdownCtx.Done():
+			nc.Close()
+		}
+	} else {
+		nc.Close()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (o *Observer) connected(up bool) {
+	if up {
+		o.connectedAt.Store(o.now().UnixNano())
+	} else {
+		o.connectedAt.Store(0)
+	}
+}
+
+// consume sets up the stream and the durable consumer, retrying until it
+// succeeds, and hands every announcement to the owner goroutine, which
+// acknowledges it once recorded. It returns when ctx ends.
+func (o *Observer) consume(ctx context.Context, nc *nats.Conn, out chan<- jetstream.Msg) {
+	defer o.consuming.Store(false)
+	var msgs jetstream.MessagesContext
+	for {
+		var err error
+		if msgs, err = o.setup(ctx, nc); err == nil {
+			break
+		}
+		o.log.Warn("cannot set up the announcement stream; retrying", "stream", o.cfg.Stream, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(setupRetry):
+		}
+	}
+	defer msgs.Stop()
+	o.consuming.Store(true)
+	for {
+		m, err := msgs.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			o.log.Warn("reading announcements", "err", err)
+			continue
+		}
+		select {
+		case out <- m:
+		case <-ctx.Done():
+			return // not acknowledged: redelivered to the next run
+		}
+	}
+}
+
+// setup creates or updates the stream and the durable consumer.
+func (o *Observer) setup(ctx context.Context, nc *nats.Conn) (jetstream.MessagesContext, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        o.cfg.Stream,
+		Description: "leader announcements of every election cluster, for the observer and late watchers",
+		Subjects:    []string{protocol.AllLeaders},
+		Storage:     jetstream.FileStorage,
+		MaxAge:      o.cfg.StreamMaxAge,
+		Replicas:    o.cfg.StreamReplicas,
+	}); err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Stream, jetstream.ConsumerConfig{
+		Durable:       o.cfg.Consumer,
+		Description:   "observer history",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		FilterSubject: protocol.AllLeaders,
+		AckWait:       30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	return cons.Messages()
+}
+
+// loop is the owner goroutine: every change to the history and to the
+// tracker happens here.
+func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan jetstream.Msg) {
+	t := newTracker(o.cfg.LeaderTimeout, o.cfg.SplitGrace)
+	ticker := time.NewTicker(o.cfg.LeaderTimeout / 2)
+	defer ticker.Stop()
+	missingTicker := time.NewTicker(missingGrace / 4)
+	defer missingTicker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-anns:
+			o.record(t, m)
+		case m := <-live:
+			o.observe(t, m)
+		case <-ticker.C:
+			o.checkSilence(t, o.now())
+		case <-missingTicker.C:
+			o.askMissing(o.now())
+		}
+	}
+}
+
+// record writes one announcement from the stream to the history, ending
+// the leadership before it, and acknowledges it once written.
+func (o *Observer) record(t *tracker, m jetstream.Msg) {
+	cluster, err := protocol.ClusterOf(m.Subject())
+	var a protocol.Announcement
+	if err == nil {
+		a, err = protocol.DecodeAnnouncement(m.Data())
+	}
+	if err == nil && a.Cluster != cluster {
+		err = fmt.Errorf("announcement of cluster %q on %s", a.Cluster, m.Subject())
+	}
+	if err != nil {
+		o.metrics.announcements.WithLabelValues("invalid").Inc()
+		o.log.Debug("dropping invalid announcement", "subject", m.Subject(), "err", err)
+		m.Term() // never redeliver it
+		return
+	}
+	kept, err := o.recordAnnouncement(t, cluster, a)
+	if err != nil {
+		o.log.Error("cannot record announcement; it will be redelivered", "cluster", cluster, "term", a.Term, "err", err)
+		m.NakWithDelay(setupRetry)
+		return
+	}
+	if err := m.Ack(); err != nil {
+		o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
+	}
+	o.changed(cluster, kept)
+}
+
+// recordAnnouncement writes one announcement to the history, ending the
+// leadership before it, and counts it as recorded or duplicate.
+func (o *Observer) recordAnnouncement(t *tracker, cluster string, a protocol.Announcement) ([]history.Record, error) {
+	var recs []history.Record
+	if prev, ok := o.store.Latest(cluster); ok && !prev.Ended() && prev.Term < a.Term {
+		recs = append(recs, o.endBefore(t, cluster, prev, a.At.Time))
+	}
+	recs = append(recs, history.Record{Kind: history.KindLeader, Term: a.Term, Leader: a.Leader, Algorithm: a.Algorithm, At: a.At})
+	kept, err := o.store.Apply(cluster, recs...)
+	if err != nil {
+		return nil, err
+	}
+	if len(kept) == 0 || kept[len(kept)-1].Kind != history.KindLeader {
+		o.metrics.announcements.WithLabelValues("duplicate").Inc()
+	} else {
+		o.metrics.announcements.WithLabelValues("recorded").Inc()
+		o.log.Info("leader", "cluster", cluster, "leader", a.Leader, "term", a.Term, "algorithm", a.Algorithm)
+	}
+	return kept, nil
+}
+
+// endBefore decides how prev ended, now that a leadership starting at
+// next is announced.
+func (o *Observer) endBefore(t *tracker, cluster string, prev history.Leadership, next time.Time) history.Record {
+	end := history.Record{Kind: history.KindEnd, Term: prev.Term}
+	now := o.now()
+	last, seen := t.lastSeen(cluster, prev.Leader, prev.Term)
+	switch {
+	case t.alive(cluster, prev.Leader, prev.Term, now):
+		end.At, end.Reason = protocol.Timestamp{Time: next}, string(history.EndSuperseded)
+	case seen:
+		end.At, end.Reason = protocol.Timestamp{Time: last}, string(history.EndSilent)
+	default:
+		end.At, end.Reason = protocol.Timestamp{Time: next}, string(history.EndUnobserved)
+	}
+	if end.At.Before(prev.StartedAt) {
+		end.At.Time = prev.StartedAt
+	}
+	return end
+}
+
+// observe handles one live message: it feeds the tracker and records what
+// it reveals (split brain, a resign, a leader heard again).
+func (o *Observer) observe(t *tracker, m liveMsg) {
+	if m.queried {
+		o.answered(t, m)
+		return
+	}
+	parts := strings.Split(m.subject, ".")
+	if len(parts) != 3 || protocol.ValidateCluster(parts[1]) != nil {
+		return
+	}
+	cluster, kind := parts[1], parts[2]
+	var node, term uint64
+	var err error
+	switch kind {
+	case protocol.KindLeader:
+		var a protocol.Announcement
+		if a, err = protocol.DecodeAnnouncement(m.data); err == nil && a.Cluster != cluster {
+			err = fmt.Errorf("announcement of cluster %q", a.Cluster)
+		}
+		node, term = a.Leader, a.Term
+	case protocol.KindHeartbeat, protocol.KindResign:
+		var msg protocol.Message
+		if msg, err = protocol.Decode(m.data); err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
+			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
+		}
+		node, term = msg.From, msg.Term
+		if err == nil && kind == protocol.KindHeartbeat && term == 0 {
+			err = errors.New("heartbeat without a term")
+		}
+	}
+	if err != nil {
+		o.metrics.live.WithLabelValues(kind, "invalid").Inc()
+		o.log.Debug("dropping invalid message", "subject", m.subject, "err", err)
+		return
+	}
+	o.metrics.live.WithLabelValues(kind, "ok").Inc()
+
+	var recs []history.Record
+	if kind == protocol.KindResign {
+		t.resign(cluster, node)
+		if cur, ok := o.store.Latest(cluster); ok && !cur.Ended() && cur.Leader == node {
+			recs = append(recs, history.Record{Kind: history.KindEnd, Term: cur.Term, At: protocol.Timestamp{Time: m.at}, Reason: string(history.EndResign)})
+		}
+	} else {
+		for _, s := range t.act(cluster, node, term, m.at) {
+			o.log.Warn("split brain", "cluster", cluster, "reason", s.Reason, "leaders", s.Leaders)
+			recs = append(recs, history.Record{Kind: history.KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
+		}
+		l, ok := o.store.Latest(cluster)
+		if ok && l.Ended() && l.Leader == node && l.Term == term {
+			recs = append(recs, history.Record{Kind: history.KindResume, Term: term, At: protocol.Timestamp{Time: m.at}})
+		}
+		if kind == protocol.KindHeartbeat && (!ok || l.Term < term) && o.missing[cluster].term < term {
+			// A leadership the history does not hold (yet): askMissing
+			// asks its leader if the stream does not deliver it.
+			o.missing[cluster] = missingTerm{term: term, since: m.at}
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	kept, err := o.store.Apply(cluster, recs...)
+	if err != nil {
+		o.log.Error("cannot record", "cluster", cluster, "err", err)
+		return
+	}
+	o.changed(cluster, kept)
+}
+
+// askMissing asks the leaders of terms heard in heartbeats but still not
+// recorded after missingGrace for their announcements.
+func (o *Observer) askMissing(now time.Time) {
+	for cluster, m := range o.missing {
+		if l, ok := o.store.Latest(cluster); ok && l.Term >= m.term {
+			delete(o.missing, cluster)
+			continue
+		}
+		if !m.asked && now.Sub(m.since) >= missingGrace && o.ask != nil {
+			m.asked = true
+			o.missing[cluster] = m
+			o.ask(cluster)
+		}
+	}
+}
+
+// answered records a leader's answer to the observer's query.
+func (o *Observer) answered(t *tracker, m liveMsg) {
+	cluster := m.subject[strings.LastIndexByte(m.subject, '.')+1:]
+	a, err := protocol.DecodeAnnouncement(m.data)
+	if err == nil && a.Cluster != cluster {
+		err = fmt.Errorf("announcement of cluster %q", a.Cluster)
+	}
+	if err != nil {
+		o.metrics.live.WithLabelValues(protocol.KindQuery, "invalid").Inc()
+		o.log.Debug("dropping invalid answer", "cluster", cluster, "err", err)
+		return
+	}
+	o.metrics.live.WithLabelValues(protocol.KindQuery, "ok").Inc()
+	if l, ok := o.store.Latest(cluster); ok && l.Term >= a.Term {
+		return // the stream delivered it, or a newer one, meanwhile
+	}
+	kept, err := o.recordAnnouncement(t, cluster, a)
+	if err != nil {
+		o.log.Error("cannot record the leader's answer", "cluster", cluster, "term", a.Term, "err", err)
+		return
+	}
+	o.changed(cluster, kept)
+}
+
+// checkSilence ends every current leadership whose leader has not been
+// heard from for a failure-detection window while the observer listened.
+func (o *Observer) checkSilence(t *tracker, now time.Time) {
+	since := o.connectedAt.Load()
+	if since == 0 {
+		return // cannot tell silence from our own disconnection
+	}
+	listening := time.Unix(0, since)
+	for _, cluster := range o.store.Clusters() {
+		l, ok := o.store.Latest(cluster)
+		if !ok || l.Ended() {
+			continue
+		}
+		last, seen := t.lastSeen(cluster, l.Leader, l.Term)
+		heard := listening
+		if last.After(heard) {
+			heard = last
+		}
+		if now.Sub(heard) <= o.cfg.LeaderTimeout {
+			continue
+		}
+		end := history.Record{Kind: history.KindEnd, Term: l.Term, At: protocol.Timestamp{Time: last}, Reason: string(history.EndSilent)}
+		if !seen {
+			end.At, end.Reason = protocol.Timestamp{Time: listening}, string(history.EndUnobserved)
+		}
+		if end.At.Before(l.StartedAt) {
+			end.At.Time = l.StartedAt
+		}
+		kept, err := o.store.Apply(cluster, end)
+		if err != nil {
+			o.log.Error("cannot record", "cluster", cluster, "err", err)
+			continue
+		}
+		o.log.Info("leader silent", "cluster", cluster, "leader", l.Leader, "term", l.Term, "reason", end.Reason)
+		o.changed(cluster, kept)
+	}
+}
+
+// changed updates the metrics and the live page after kept was recorded.
+func (o *Observer) changed(cluster string, kept []history.Record) {
+	if len(kept) == 0 {
+		return
+	}
+	o.metrics.recorded(cluster, kept, o.store)
+	o.hub.notify(cluster)
+}

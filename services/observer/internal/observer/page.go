@@ -1,0 +1,220 @@
+package observer
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/baton-election/baton/services/observer/internal/history"
+)
+
+//go:embed web
+var embedded embed.FS
+
+// webFS holds page.html and static/ (the stylesheet and the script).
+var webFS, _ = fs.Sub(embedded, "web")
+
+var pageTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"full":  func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+}).ParseFS(webFS, "page.html"))
+
+// Shown on the page per cluster: the timeline covers the last
+// timelineLeaderships, the table the last tableLeaderships.
+const (
+	timelineLeaderships = 30
+	tableLeaderships    = 10
+	pageSplitBrains     = 5
+)
+
+// clusterView is what the page shows of one cluster.
+type clusterView struct {
+	Name    string
+	Current *history.Leadership
+	// LeaderlessSince is set when the latest leadership has ended.
+	LeaderlessSince time.Time
+	Segments        []segment
+	Rows            []row
+	SplitBrains     []history.SplitBrain
+	Leaderships     int
+	// Start and Now bound the timeline.
+	Start, Now time.Time
+}
+
+// segment is one stretch of a timeline: a leadership or a gap.
+type segment struct {
+	// Kind is lead, gap (a known leaderless gap) or unknown (the
+	// observer did not see how the previous leadership ended).
+	Kind string
+	// Grow is its length in seconds, the flex-grow of its box.
+	Grow  float64
+	Hue   int
+	Label string
+	Title string
+	Split bool
+}
+
+// row is one leadership in the table.
+type row struct {
+	history.Leadership
+	Duration string
+	Gap      string
+	Split    bool
+}
+
+func hue(leader uint64) int { return int(leader * 67 % 360) }
+
+func short(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func newClusterView(name string, c *history.Cluster, now time.Time) clusterView {
+	v := clusterView{Name: name, Leaderships: len(c.Leaderships), Now: now}
+	if cur, ok := c.Current(); ok {
+		v.Current = &cur
+	} else if l, ok := c.Latest(); ok {
+		v.LeaderlessSince = l.EndedAt
+	}
+	end := func(l history.Leadership) time.Time {
+		if l.Ended() {
+			return l.EndedAt
+		}
+		return now
+	}
+	first := max(0, len(c.Leaderships)-timelineLeaderships)
+	if first < len(c.Leaderships) {
+		v.Start = c.Leaderships[first].StartedAt
+	}
+	for i := first; i < len(c.Leaderships); i++ {
+		l := c.Leaderships[i]
+		if i > first {
+			if gap, known := c.GapBefore(i); !known {
+				v.Segments = append(v.Segments, segment{Kind: "unknown", Title: "the observer did not see how the previous leadership ended"})
+			} else if gap > 0 {
+				v.Segments = append(v.Segments, segment{Kind: "gap", Grow: gap.Seconds(), Title: "no leader for " + short(gap)})
+			}
+		}
+		d := max(0, end(l).Sub(l.StartedAt))
+		split := c.SplitBrainOf(l)
+		title := fmt.Sprintf("node %d, term %d (%s), %s for %s", l.Leader, l.Term, l.Algorithm, l.StartedAt.UTC().Format(time.RFC3339Nano), short(d))
+		if split {
+			title += " — split brain"
+		}
+		v.Segments = append(v.Segments, segment{Kind: "lead", Grow: d.Seconds(), Hue: hue(l.Leader), Label: fmt.Sprintf("n%d · t%d", l.Leader, l.Term), Title: title, Split: split})
+	}
+	if !v.LeaderlessSince.IsZero() {
+		if l, _ := c.Latest(); l.EndReason != history.EndUnobserved {
+			d := max(0, now.Sub(l.EndedAt))
+			v.Segments = append(v.Segments, segment{Kind: "gap", Grow: d.Seconds(), Title: "no leader for " + short(d) + " so far"})
+		}
+	}
+	for i := len(c.Leaderships) - 1; i >= max(0, len(c.Leaderships)-tableLeaderships); i-- {
+		l := c.Leaderships[i]
+		r := row{Leadership: l, Duration: short(max(0, end(l).Sub(l.StartedAt))), Split: c.SplitBrainOf(l), Gap: "?"}
+		if gap, known := c.GapBefore(i); known {
+			r.Gap = short(gap)
+		}
+		if i == 0 {
+			r.Gap = ""
+		}
+		v.Rows = append(v.Rows, r)
+	}
+	for i := len(c.SplitBrains) - 1; i >= max(0, len(c.SplitBrains)-pageSplitBrains); i-- {
+		v.SplitBrains = append(v.SplitBrains, c.SplitBrains[i])
+	}
+	return v
+}
+
+func (o *Observer) clusterViews() []clusterView {
+	now := o.now()
+	var views []clusterView
+	for _, name := range o.store.Clusters() {
+		if c, ok := o.store.Cluster(name); ok {
+			views = append(views, newClusterView(name, c, now))
+		}
+	}
+	return views
+}
+
+// page renders the timelines of every cluster.
+func (o *Observer) page(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	if err := pageTemplate.Execute(&buf, o.clusterViews()); err != nil {
+		o.log.Error("render page", "err", err)
+		http.Error(w, "cannot render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(buf.Bytes())
+}
+
+// events streams server-sent events for the page: on connect, and each
+// time a cluster changes, an event "cluster" whose data is the cluster's
+// section of the page, rendered here.
+func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	sub := o.hub.subscribe()
+	defer o.hub.unsubscribe(sub)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	send := func(names []string) bool {
+		var buf bytes.Buffer
+		now := o.now()
+		for _, name := range names {
+			c, ok := o.store.Cluster(name)
+			if !ok {
+				continue
+			}
+			var section bytes.Buffer
+			if err := pageTemplate.ExecuteTemplate(&section, "cluster", newClusterView(name, c, now)); err != nil {
+				o.log.Error("render cluster", "cluster", name, "err", err)
+				continue
+			}
+			buf.WriteString("event: cluster\n")
+			for line := range strings.Lines(section.String()) {
+				buf.WriteString("data: " + strings.TrimRight(line, "\n") + "\n")
+			}
+			buf.WriteString("\n")
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		flusher.Flush()
+		return true
+	}
+	if !send(o.store.Clusters()) {
+		return
+	}
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-sub.signal:
+			if !send(sub.take()) {
+				return
+			}
+		case <-keepalive.C:
+			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
+				return
+			}
+			flusher.Flush()
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package observer
+
+import (
+	"slices"
+	"time"
+
+	"github.com/baton-election/baton/services/observer/internal/history"
+)
+
+// tracker follows, per cluster, which nodes act as leader right now, from
+// what they publish live: announcements and heartbeats count as acting,
+// a resign ends it. It detects split brain and tells when a leader was
+// last heard from. It is a pure state machine: time is passed in, it does
+// no I/O and is owned by one goroutine.
+//
+// A node counts as acting until window has passed since it last acted, or
+// until it resigns. When a node acts with a term lower than another acting
+// node's, it has been superseded; it is expected to stop within grace (the
+// heartbeat it had in flight when the new leader was announced). Split
+// brain is two acting nodes with the same term, or a superseded node that
+// still acts after grace.
+type tracker struct {
+	window, grace time.Duration
+	clusters      map[string]*liveCluster
+}
+
+type liveCluster struct {
+	actors   map[uint64]*actor
+	reported map[[2]history.Acting]bool
+}
+
+type actor struct {
+	term uint64
+	last time.Time
+	// superseded is when a node with a higher term was first seen acting
+	// at the same time as this one, zero if never.
+	superseded time.Time
+	resigned   bool
+}
+
+func newTracker(window, grace time.Duration) *tracker {
+	return &tracker{window: window, grace: grace, clusters: map[string]*liveCluster{}}
+}
+
+func (t *tracker) cluster(name string) *liveCluster {
+	c := t.clusters[name]
+	if c == nil {
+		c = &liveCluster{actors: map[uint64]*actor{}, reported: map[[2]history.Acting]bool{}}
+		t.clusters[name] = c
+	}
+	return c
+}
+
+func (t *tracker) acting(a *actor, now time.Time) bool {
+	return !a.resigned && now.Sub(a.last) <= t.window
+}
+
+// act records that node acted as leader of cluster with term at now, and
+// returns the split-brain events this reveals (each pair once).
+func (t *tracker) act(cluster string, node, term uint64, now time.Time) []history.SplitBrain {
+	c := t.cluster(cluster)
+	me := c.actors[node]
+	if me == nil || me.term != term {
+		me = &actor{term: term}
+		c.actors[node] = me
+	}
+	me.last, me.resigned = now, false
+
+	var events []history.SplitBrain
+	others := make([]uint64, 0, len(c.actors))
+	for id := range c.actors {
+		if id != node {
+			others = append(others, id)
+		}
+	}
+	slices.Sort(others)
+	for _, id := range others {
+		o := c.actors[id]
+		if !t.acting(o, now) {
+			continue
+		}
+		reason := ""
+		switch {
+		case o.term == term:
+			reason = history.SplitSameTerm
+		case o.term < term:
+			if o.superseded.IsZero() {
+				o.superseded = now
+			}
+		default:
+			if me.superseded.IsZero() {
+				me.superseded = now
+			}
+			if now.Sub(me.superseded) > t.grace {
+				reason = history.SplitStaleLeader
+			}
+		}
+		if reason == "" {
+			continue
+		}
+		pair := [2]history.Acting{{Leader: node, Term: term}, {Leader: id, Term: o.term}}
+		if pair[0].Term > pair[1].Term || (pair[0].Term == pair[1].Term && pair[0].Leader > pair[1].Leader) {
+			pair[0], pair[1] = pair[1], pair[0]
+		}
+		if c.reported[pair] {
+			continue
+		}
+		c.reported[pair] = true
+		events = append(events, history.SplitBrain{At: now, Reason: reason, Leaders: pair})
+	}
+	return events
+}
+
+// resign records that node left cleanly.
+func (t *tracker) resign(cluster string, node uint64) {
+	if a := t.cluster(cluster).actors[node]; a != nil {
+		a.resigned = true
+	}
+}
+
+// lastSeen returns when node last acted as leader of cluster with term.
+func (t *tracker) lastSeen(cluster string, node, term uint64) (time.Time, bool) {
+	a := t.cluster(cluster).actors[node]
+	if a == nil || a.term != term {
+		return time.Time{}, false
+	}
+	return a.last, true
+}
+
+// alive reports whether node acts as leader of cluster with term at now.
+func (t *tracker) alive(cluster string, node, term uint64, now time.Time) bool {
+	a := t.cluster(cluster).actors[node]
+	return a != nil && a.term == term && t.acting(a, now)
+}

@@ -1,0 +1,243 @@
+// Command devcluster runs an election cluster on this machine with one
+// command: an embedded NATS server and N node processes of the built node
+// binary, each with its own HTTP port. It prints one line per leader change
+// as the announcements arrive on election.*.leader; the nodes' output goes
+// to one log file per node.
+//
+// Ctrl-C (SIGINT) or SIGTERM stops it: SIGTERM to every node, which hands
+// leadership over and exits; then the NATS server shuts down.
+//
+// The nodes inherit the environment, so timing variables such as
+// ELECTION_HEARTBEAT_INTERVAL can be set when starting it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// stopGrace is how long a node may take to exit after SIGTERM before it is
+// killed; the contract promises 2 s.
+const stopGrace = 5 * time.Second
+
+type config struct {
+	nodes     int
+	binary    string
+	natsPort  int
+	httpPort  int
+	algorithm string
+	cluster   string
+	logDir    string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "devcluster:", err)
+		stop()
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("devcluster", flag.ContinueOnError)
+	fs.IntVar(&c.nodes, "nodes", 5, "number of nodes, with IDs 1..n")
+	fs.StringVar(&c.binary, "binary", "bin/node", "path of the node binary")
+	fs.IntVar(&c.natsPort, "nats-port", 4222, "port of the embedded NATS server on 127.0.0.1")
+	fs.IntVar(&c.httpPort, "http-port", 8081, "HTTP port of node 1; node i listens on http-port+i-1")
+	fs.StringVar(&c.algorithm, "algorithm", string(protocol.Bully), "election algorithm (ELECTION_ALGORITHM)")
+	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER)")
+	fs.StringVar(&c.logDir, "logs", "", "directory for the node logs (default: a new temporary directory)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.nodes < 1 {
+		return c, fmt.Errorf("-nodes must be at least 1, got %d", c.nodes)
+	}
+	if c.httpPort < 1 || c.httpPort+c.nodes-1 > 65535 {
+		return c, fmt.Errorf("-http-port %d leaves no room for %d nodes", c.httpPort, c.nodes)
+	}
+	if err := protocol.ValidateCluster(c.cluster); err != nil {
+		return c, fmt.Errorf("-cluster: %w", err)
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if cfg.logDir == "" {
+		if cfg.logDir, err = os.MkdirTemp("", "baton-devcluster-"); err != nil {
+			return err
+		}
+	}
+
+	ids := make([]uint64, cfg.nodes)
+	addrs := make([]string, cfg.nodes)
+	for i := range ids {
+		ids[i] = uint64(i + 1)
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(cfg.httpPort+i)
+	}
+	exits := make(chan *localcluster.Node, cfg.nodes)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
+	nodes, err := localcluster.NewNodes(localcluster.Spec{
+		Binary:    cfg.binary,
+		NATSURL:   natsURL,
+		Cluster:   cfg.cluster,
+		Algorithm: cfg.algorithm,
+		IDs:       ids,
+		HTTPAddrs: addrs,
+		LogDir:    cfg.logDir,
+		Exits:     exits,
+	})
+	if err != nil {
+		return err
+	}
+
+	ns, err := localcluster.StartNATS("127.0.0.1", cfg.natsPort)
+	if err != nil {
+		return err
+	}
+	defer localcluster.StopNATS(ns)
+
+	nc, err := nats.Connect(natsURL, nats.Name("devcluster"))
+	if err != nil {
+		return fmt.Errorf("connect to nats: %w", err)
+	}
+	defer nc.Close()
+	leaders := make(chan *nats.Msg, 256)
+	if _, err := nc.ChanSubscribe(protocol.AllLeaders, leaders); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+
+	for _, n := range nodes {
+		if err := n.Start(); err != nil {
+			localcluster.StopAll(nodes, stopGrace)
+			return err
+		}
+	}
+	fmt.Fprintf(out, "devcluster: NATS %s, %d %s nodes in cluster %q; Ctrl-C stops\n",
+		natsURL, cfg.nodes, cfg.algorithm, cfg.cluster)
+	fmt.Fprintf(out, "devcluster: logs in %s/node-<id>.log; status at http://%s/status .. http://%s/status\n",
+		cfg.logDir, addrs[0], addrs[len(addrs)-1])
+
+	// Watch until a signal arrives or every node has died on its own.
+	exited := 0
+	var failure error
+watch:
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(out, "devcluster: stopping: SIGTERM to every node")
+			break watch
+		case m := <-leaders:
+			printLeader(out, m)
+		case n := <-exits:
+			exited++
+			fmt.Fprintf(out, "devcluster: node %d exited (%v); see %s\n", n.ID, exitText(n.ExitErr()), n.LogPath)
+			if exited == len(nodes) {
+				failure = errors.New("every node has exited")
+				break watch
+			}
+		}
+	}
+
+	// Stop the nodes that still run while NATS still runs, so a leader can
+	// hand over, and keep printing the leader changes that brings. Nodes
+	// that exited earlier were reported when they did.
+	var running []*localcluster.Node
+	for _, n := range nodes {
+		if n.Running() {
+			running = append(running, n)
+		}
+	}
+	var (
+		results []localcluster.StopResult
+		wg      sync.WaitGroup
+	)
+	stopped := make(chan struct{})
+	wg.Go(func() {
+		defer close(stopped)
+		results = localcluster.StopAll(running, stopGrace)
+	})
+	for waiting := true; waiting; {
+		select {
+		case m := <-leaders:
+			printLeader(out, m)
+		case <-stopped:
+			waiting = false
+		}
+	}
+	wg.Wait()
+	for len(leaders) > 0 {
+		printLeader(out, <-leaders)
+	}
+
+	clean := true
+	var slowest time.Duration
+	for _, r := range results {
+		slowest = max(slowest, r.Took)
+		switch {
+		case r.Killed:
+			clean = false
+			fmt.Fprintf(out, "devcluster: node %d did not exit within %s and was killed\n", r.Node.ID, stopGrace)
+		case r.Err != nil && failure == nil:
+			clean = false
+			fmt.Fprintf(out, "devcluster: node %d: %v; see %s\n", r.Node.ID, exitText(r.Err), r.Node.LogPath)
+		}
+	}
+	if failure != nil {
+		return failure
+	}
+	if !clean {
+		return errors.New("not every node stopped cleanly")
+	}
+	fmt.Fprintf(out, "devcluster: %d of %d nodes were running; all exited with status 0 (slowest after %s); NATS stopped\n",
+		len(running), len(nodes), slowest.Round(time.Millisecond))
+	return nil
+}
+
+// printLeader prints one leader announcement as one line.
+func printLeader(out io.Writer, m *nats.Msg) {
+	a, err := protocol.DecodeAnnouncement(m.Data)
+	if err != nil {
+		fmt.Fprintf(out, "%s  invalid announcement on %s: %v\n", time.Now().Format("15:04:05.000"), m.Subject, err)
+		return
+	}
+	fmt.Fprintf(out, "%s  cluster=%s leader=%d term=%d algorithm=%s\n",
+		a.At.Local().Format("15:04:05.000"), a.Cluster, a.Leader, a.Term, a.Algorithm)
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

@@ -1,0 +1,138 @@
+package localcluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Status is a node's answer to GET /status.
+type Status struct {
+	ID        uint64  `json:"id"`
+	Cluster   string  `json:"cluster"`
+	Algorithm string  `json:"algorithm"`
+	Leader    *uint64 `json:"leader"`
+	Term      uint64  `json:"term"`
+	State     string  `json:"state"`
+}
+
+// NewHTTPClient returns a client for polling nodes on this machine: short
+// timeouts and kept-alive connections, so polling every few milliseconds is
+// cheap.
+func NewHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 500 * time.Millisecond,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 200 * time.Millisecond}).DialContext,
+			MaxIdleConnsPerHost: 2,
+			IdleConnTimeout:     30 * time.Second,
+		},
+	}
+}
+
+func get(ctx context.Context, c *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("localcluster: GET %s: %s", url, resp.Status)
+	}
+	return body, nil
+}
+
+// FetchStatus asks the node at addr (host:port) for its /status.
+func FetchStatus(ctx context.Context, c *http.Client, addr string) (Status, error) {
+	var s Status
+	body, err := get(ctx, c, "http://"+addr+"/status")
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(body, &s); err != nil {
+		return s, fmt.Errorf("localcluster: status of %s: %w", addr, err)
+	}
+	return s, nil
+}
+
+// Metrics holds the samples of a Prometheus text exposition, keyed by
+// series: the metric name followed by its labels as exposed, e.g.
+// `election_messages_sent_total{type="election"}`.
+type Metrics map[string]float64
+
+// Sum adds up every series of the metric name, whatever its labels.
+func (m Metrics) Sum(name string) float64 {
+	var total float64
+	for series, v := range m {
+		if series == name || strings.HasPrefix(series, name+"{") {
+			total += v
+		}
+	}
+	return total
+}
+
+// FetchMetrics reads the node's /metrics.
+func FetchMetrics(ctx context.Context, c *http.Client, addr string) (Metrics, error) {
+	body, err := get(ctx, c, "http://"+addr+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	return ParseMetrics(string(body)), nil
+}
+
+// ParseMetrics parses the Prometheus text format far enough for counters
+// and gauges: every "series value [timestamp]" line; comments and lines it
+// cannot read are skipped.
+func ParseMetrics(text string) Metrics {
+	m := Metrics{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		// The value follows the series, after the closing brace if the
+		// series has labels (label values may contain spaces).
+		rest := line
+		series := ""
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			if j < i {
+				continue
+			}
+			series, rest = line[:j+1], line[j+1:]
+		} else {
+			i := strings.IndexAny(line, " \t")
+			if i < 0 {
+				continue
+			}
+			series, rest = line[:i], line[i:]
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		m[series] = v
+	}
+	return m
+}

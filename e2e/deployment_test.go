@@ -1,0 +1,520 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+	tcnetwork "github.com/testcontainers/testcontainers-go/network"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// The deployment under test mirrors compose.yaml: three NATS servers with
+// JetStream, one five-node cluster per algorithm, and the observer.
+const (
+	nodesPerCluster = 5
+	natsServers     = 3
+	secret          = "e2e-secret"
+)
+
+var algorithms = []string{"bully", "ring"}
+
+// images are built once per test binary.
+var (
+	imagesOnce sync.Once
+	imagesErr  error
+	images     map[string]string // service → image tag
+)
+
+// requireDocker skips the test with one clear line when Docker is not
+// reachable, unless E2E_REQUIRED=1 (as in CI), where it fails instead.
+func requireDocker(t *testing.T) *testcontainers.DockerClient {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	docker, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err == nil {
+		_, err = docker.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		if os.Getenv("E2E_REQUIRED") == "1" {
+			t.Fatalf("e2e: Docker is required (E2E_REQUIRED=1) but not reachable: %v", err)
+		}
+		t.Skipf("e2e: skipped, Docker is not reachable: %v", err)
+	}
+	t.Cleanup(func() { docker.Close() })
+	return docker
+}
+
+// buildImages compiles the static binaries and builds the three images
+// from deploy/*.Dockerfile, exactly as `task up` does.
+func buildImages(t *testing.T) map[string]string {
+	t.Helper()
+	imagesOnce.Do(func() { images, imagesErr = doBuildImages() })
+	if imagesErr != nil {
+		t.Fatalf("e2e: building images: %v", imagesErr)
+	}
+	return images
+}
+
+func doBuildImages() (map[string]string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "baton-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	binaries := map[string]string{
+		"node":        "./services/node",
+		"observer":    "./services/observer",
+		"healthcheck": "./cmd/healthcheck",
+		"nats-server": "github.com/nats-io/nats-server/v2",
+	}
+	for name, pkg := range binaries {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "bin", name), pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	provider, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return nil, err
+	}
+	defer provider.Close()
+	built := make(map[string]string)
+	for _, svc := range []string{"node", "observer", "nats"} {
+		dockerfile, err := os.ReadFile(filepath.Join(root, "deploy", svc+".Dockerfile"))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, svc+".Dockerfile"), dockerfile, 0o644); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		tag, err := provider.BuildImage(ctx, &testcontainers.ContainerRequest{FromDockerfile: testcontainers.FromDockerfile{
+			Context:    dir,
+			Dockerfile: svc + ".Dockerfile",
+			Repo:       "baton-e2e-" + svc,
+			Tag:        "test",
+			KeepImage:  true,
+		}})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("docker build %s: %w", svc, err)
+		}
+		built[svc] = tag
+	}
+	return built, nil
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// deployment is one running copy of the system on its own Docker network.
+type deployment struct {
+	t        *testing.T
+	docker   *testcontainers.DockerClient
+	images   map[string]string
+	net      *testcontainers.DockerNetwork
+	nats     []testcontainers.Container
+	nodes    map[string]map[uint64]testcontainers.Container // algorithm → ID → container
+	observer testcontainers.Container
+}
+
+// deploy starts NATS, both clusters and the observer, and waits until every
+// cluster has agreed on node 5 and the observer has recorded it.
+func deploy(t *testing.T) *deployment {
+	t.Helper()
+	docker := requireDocker(t)
+	d := &deployment{t: t, docker: docker, images: buildImages(t), nodes: map[string]map[uint64]testcontainers.Container{}}
+	ctx := context.Background()
+	nw, err := tcnetwork.New(ctx)
+	if err != nil {
+		t.Fatalf("create network: %v", err)
+	}
+	d.net = nw
+	t.Cleanup(func() {
+		if err := nw.Remove(context.Background()); err != nil {
+			t.Logf("remove network: %v", err)
+		}
+	})
+
+	var routes []string
+	for i := 1; i <= natsServers; i++ {
+		routes = append(routes, fmt.Sprintf("nats://nats-%d:6222", i))
+	}
+	reqs := make([]testcontainers.GenericContainerRequest, 0, natsServers)
+	for i := 1; i <= natsServers; i++ {
+		name := fmt.Sprintf("nats-%d", i)
+		reqs = append(reqs, d.request(d.images["nats"], name, nil, []string{
+			"--name=" + name, "--cluster_name=baton", "--cluster=nats://0.0.0.0:6222",
+			"--routes=" + strings.Join(routes, ","), "--jetstream", "--store_dir=/data", "--http_port=8222",
+		}, "8222/tcp"))
+	}
+	d.nats = d.startAll(reqs)
+
+	// The observer comes up before the nodes, so that its stream captures
+	// the very first election.
+	d.observer = d.startAll([]testcontainers.GenericContainerRequest{d.request(d.images["observer"], "observer", map[string]string{
+		"NATS_URL":                 natsURLs(),
+		"OBSERVER_DATA":            "/data",
+		"OBSERVER_STREAM_REPLICAS": "3",
+		"HTTP_ADDR":                ":8080",
+	}, nil, "8080/tcp")})[0]
+
+	type key struct {
+		alg string
+		id  uint64
+	}
+	var keys []key
+	var nodeReqs []testcontainers.GenericContainerRequest
+	for _, alg := range algorithms {
+		d.nodes[alg] = map[uint64]testcontainers.Container{}
+		for id := uint64(1); id <= nodesPerCluster; id++ {
+			keys = append(keys, key{alg, id})
+			nodeReqs = append(nodeReqs, d.request(d.images["node"], nodeName(alg, id), nodeEnv(alg, id), nil, "8080/tcp"))
+		}
+	}
+	started := d.startAll(nodeReqs)
+	for i, k := range keys {
+		d.nodes[k.alg][k.id] = started[i]
+	}
+	for _, alg := range algorithms {
+		d.waitAgreed(alg, 5, 0, 30*time.Second)
+		d.waitRecorded(alg, 5, 0, 30*time.Second)
+	}
+	return d
+}
+
+func natsURLs() string {
+	var urls []string
+	for i := 1; i <= natsServers; i++ {
+		urls = append(urls, fmt.Sprintf("nats://nats-%d:4222", i))
+	}
+	return strings.Join(urls, ",")
+}
+
+func nodeName(alg string, id uint64) string { return fmt.Sprintf("%s-%d", alg, id) }
+
+func nodeEnv(alg string, id uint64) map[string]string {
+	var peers []string
+	for p := 1; p <= nodesPerCluster; p++ {
+		peers = append(peers, strconv.Itoa(p))
+	}
+	return map[string]string{
+		"NATS_URL":           natsURLs(),
+		"NODE_ID":            strconv.FormatUint(id, 10),
+		"NODE_PEERS":         strings.Join(peers, ","),
+		"ELECTION_ALGORITHM": alg,
+		"ELECTION_CLUSTER":   alg,
+		"ELECTION_SECRET":    secret,
+		"HTTP_ADDR":          ":8080",
+	}
+}
+
+func (d *deployment) request(image, alias string, env map[string]string, cmd []string, healthPort string) testcontainers.GenericContainerRequest {
+	req := testcontainers.GenericContainerRequest{
+		ContainerRequest: testcontainers.ContainerRequest{
+			Image:        image,
+			Env:          env,
+			Cmd:          cmd,
+			ExposedPorts: []string{healthPort},
+			WaitingFor:   wait.ForHTTP("/healthz").WithPort(healthPort).WithStartupTimeout(60 * time.Second),
+		},
+		Started: true,
+	}
+	if err := tcnetwork.WithNetwork([]string{alias}, d.net).Customize(&req); err != nil {
+		d.t.Fatalf("network for %s: %v", alias, err)
+	}
+	return req
+}
+
+// startAll starts containers concurrently and registers their removal.
+func (d *deployment) startAll(reqs []testcontainers.GenericContainerRequest) []testcontainers.Container {
+	d.t.Helper()
+	out := make([]testcontainers.Container, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			c, err := testcontainers.GenericContainer(context.Background(), req)
+			out[i], errs[i] = c, err
+		})
+	}
+	wg.Wait()
+	for i := range reqs {
+		if out[i] != nil {
+			testcontainers.CleanupContainer(d.t, out[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		d.t.Fatalf("start containers: %v", err)
+	}
+	return out
+}
+
+// status is a node's GET /status.
+type status struct {
+	ID     uint64  `json:"id"`
+	Leader *uint64 `json:"leader"`
+	Term   uint64  `json:"term"`
+	State  string  `json:"state"`
+}
+
+// leadership is one record of the observer's history.
+type leadership struct {
+	Term      uint64  `json:"term"`
+	Leader    uint64  `json:"leader"`
+	Algorithm string  `json:"algorithm"`
+	StartedAt string  `json:"started_at"`
+	EndedAt   *string `json:"ended_at"`
+}
+
+func getJSON(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return json.Unmarshal(body, v)
+}
+
+func (d *deployment) url(c testcontainers.Container, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ep, err := c.PortEndpoint(ctx, "8080/tcp", "http")
+	if err != nil {
+		return "", err
+	}
+	return ep + path, nil
+}
+
+// statusOf asks one node for its status.
+func (d *deployment) statusOf(alg string, id uint64) (status, error) {
+	var s status
+	u, err := d.url(d.nodes[alg][id], "/status")
+	if err != nil {
+		return s, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return s, getJSON(ctx, u, &s)
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func (d *deployment) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	d.t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s: not reached within %v: %s", what, timeout, last)
+		}
+		<-tick.C
+	}
+}
+
+// waitAgreed waits until every reachable live node of a cluster reports
+// want as leader with a term above minTerm, and returns that term. Nodes
+// listed in skip are not asked.
+func (d *deployment) waitAgreed(alg string, want, minTerm uint64, timeout time.Duration, skip ...uint64) uint64 {
+	d.t.Helper()
+	var term uint64
+	d.eventually(timeout, fmt.Sprintf("%s cluster agrees on leader %d", alg, want), func() (bool, string) {
+		term = 0
+		for id := uint64(1); id <= nodesPerCluster; id++ {
+			if contains(skip, id) {
+				continue
+			}
+			s, err := d.statusOf(alg, id)
+			if err != nil {
+				return false, fmt.Sprintf("node %d: %v", id, err)
+			}
+			if s.Leader == nil || *s.Leader != want || s.Term <= minTerm {
+				return false, fmt.Sprintf("node %d: leader %v term %d state %s", id, deref(s.Leader), s.Term, s.State)
+			}
+			if term != 0 && s.Term != term {
+				return false, fmt.Sprintf("node %d has term %d, another node %d", id, s.Term, term)
+			}
+			term = s.Term
+		}
+		return true, ""
+	})
+	return term
+}
+
+// waitRecorded waits until the observer's current leadership of a cluster
+// is want with a term above minTerm, and returns the record.
+func (d *deployment) waitRecorded(alg string, want, minTerm uint64, timeout time.Duration) leadership {
+	d.t.Helper()
+	var rec leadership
+	d.eventually(timeout, fmt.Sprintf("observer records leader %d of %s", want, alg), func() (bool, string) {
+		u, err := d.url(d.observer, "/api/clusters/"+alg+"/leader")
+		if err != nil {
+			return false, err.Error()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := getJSON(ctx, u, &rec); err != nil {
+			return false, err.Error()
+		}
+		if rec.Leader != want || rec.Term <= minTerm {
+			return false, fmt.Sprintf("recorded leader %d term %d", rec.Leader, rec.Term)
+		}
+		return true, ""
+	})
+	return rec
+}
+
+// history returns the observer's history of a cluster.
+func (d *deployment) history(alg string) []leadership {
+	d.t.Helper()
+	u, err := d.url(d.observer, "/api/clusters/"+alg+"/history")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var h []leadership
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := getJSON(ctx, u, &h); err != nil {
+		d.t.Fatalf("observer history of %s: %v", alg, err)
+	}
+	return h
+}
+
+// checkHistory asserts what every scenario must leave in the observer:
+// terms strictly increase, each term appears once, and only the last
+// leadership is open.
+func (d *deployment) checkHistory(alg string) []leadership {
+	d.t.Helper()
+	h := d.history(alg)
+	if len(h) == 0 {
+		d.t.Fatalf("observer history of %s is empty", alg)
+	}
+	for i, rec := range h {
+		if i > 0 && rec.Term <= h[i-1].Term {
+			d.t.Errorf("%s history: term %d follows term %d; want strictly increasing", alg, rec.Term, h[i-1].Term)
+		}
+		if (rec.EndedAt == nil) != (i == len(h)-1) {
+			d.t.Errorf("%s history: record %d (term %d) ended_at=%v; want only the last one open", alg, i, rec.Term, rec.EndedAt)
+		}
+	}
+	return h
+}
+
+func (d *deployment) kill(c testcontainers.Container) {
+	d.t.Helper()
+	if _, err := d.docker.ContainerKill(context.Background(), c.GetContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		d.t.Fatalf("docker kill: %v", err)
+	}
+}
+
+func (d *deployment) start(c testcontainers.Container) {
+	d.t.Helper()
+	if err := c.Start(context.Background()); err != nil {
+		d.t.Fatalf("docker start: %v", err)
+	}
+}
+
+func (d *deployment) stop(c testcontainers.Container) {
+	d.t.Helper()
+	timeout := 5 * time.Second
+	if err := c.Stop(context.Background(), &timeout); err != nil {
+		d.t.Fatalf("docker stop: %v", err)
+	}
+}
+
+func (d *deployment) pause(c testcontainers.Container) {
+	d.t.Helper()
+	if _, err := d.docker.ContainerPause(context.Background(), c.GetContainerID(), client.ContainerPauseOptions{}); err != nil {
+		d.t.Fatalf("docker pause: %v", err)
+	}
+}
+
+func (d *deployment) unpause(c testcontainers.Container) {
+	d.t.Helper()
+	if _, err := d.docker.ContainerUnpause(context.Background(), c.GetContainerID(), client.ContainerUnpauseOptions{}); err != nil {
+		d.t.Fatalf("docker unpause: %v", err)
+	}
+}
+
+func (d *deployment) disconnect(c testcontainers.Container) {
+	d.t.Helper()
+	if _, err := d.docker.NetworkDisconnect(context.Background(), d.net.ID, client.NetworkDisconnectOptions{Container: c.GetContainerID(), Force: true}); err != nil {
+		d.t.Fatalf("docker network disconnect: %v", err)
+	}
+}
+
+func (d *deployment) connect(c testcontainers.Container, alias string) {
+	d.t.Helper()
+	if _, err := d.docker.NetworkConnect(context.Background(), d.net.ID, client.NetworkConnectOptions{
+		Container:      c.GetContainerID(),
+		EndpointConfig: &network.EndpointSettings{Aliases: []string{alias}},
+	}); err != nil {
+		d.t.Fatalf("docker network connect: %v", err)
+	}
+}
+
+func contains(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func deref(p *uint64) any {
+	if p == nil {
+		return "null"
+	}
+	return *p
+}

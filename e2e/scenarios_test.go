@@ -1,0 +1,200 @@
+// Package e2e runs the real images (built FROM scratch from this module's
+// binaries) on a dedicated Docker network with testcontainers-go, and
+// kills, pauses and cuts off containers. Every scenario checks what the
+// observer recorded, not only what the nodes say.
+//
+// Without Docker the tests skip with one line; with E2E_REQUIRED=1 (CI)
+// they fail instead.
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// converge is how long a scenario waits for an outcome. Failover takes a
+// fraction of a second; the margin absorbs a loaded CI machine and NATS
+// clients reconnecting.
+const converge = 30 * time.Second
+
+// leaderTerm returns the term the cluster agrees on with leader want.
+func (d *deployment) leaderTerm(alg string, want uint64, skip ...uint64) uint64 {
+	d.t.Helper()
+	term := d.waitAgreed(alg, want, 0, converge, skip...)
+	return term
+}
+
+// TestKillLeader: kill the leader container; the others agree on the next
+// highest ID, and the observer records it. The killed node then comes back
+// and, being the highest, takes over with a higher term.
+func TestKillLeader(t *testing.T) {
+	d := deploy(t)
+	for _, alg := range algorithms {
+		t5 := d.leaderTerm(alg, 5)
+		start := time.Now()
+		d.kill(d.nodes[alg][5])
+		t4 := d.waitAgreed(alg, 4, t5, converge, 5)
+		took := time.Since(start)
+		t.Logf("%s: leader killed: nodes 1-4 agreed on 4 (term %d) after %v", alg, t4, took.Round(time.Millisecond))
+		rec := d.waitRecorded(alg, 4, t5, converge)
+		if rec.Term != t4 {
+			t.Errorf("%s: observer recorded term %d for leader 4, nodes agree on %d", alg, rec.Term, t4)
+		}
+
+		start = time.Now()
+		d.start(d.nodes[alg][5])
+		t5again := d.waitAgreed(alg, 5, t4, converge)
+		took = time.Since(start)
+		t.Logf("%s: node 5 restarted: all agreed on 5 (term %d) after %v", alg, t5again, took.Round(time.Millisecond))
+		d.waitRecorded(alg, 5, t4, converge)
+		h := d.checkHistory(alg)
+		assertLeaders(t, alg, h, 5, 4, 5)
+	}
+}
+
+// TestPauseLeader: docker pause the leader; the others fail over; after
+// unpause the whole cluster converges on one leader with a higher term.
+func TestPauseLeader(t *testing.T) {
+	d := deploy(t)
+	for _, alg := range algorithms {
+		leader := d.nodes[alg][5]
+		d.cutAndHeal(alg, "paused", func() { d.pause(leader) }, "unpaused", func() { d.unpause(leader) })
+	}
+}
+
+// TestDisconnectLeader: cut the leader off the network, then reconnect it:
+// the others fail over meanwhile, and after healing there is one leader,
+// with a term higher than both sides'.
+func TestDisconnectLeader(t *testing.T) {
+	d := deploy(t)
+	for _, alg := range algorithms {
+		leader := d.nodes[alg][5]
+		d.cutAndHeal(alg, "cut off", func() { d.disconnect(leader) }, "reconnected", func() { d.connect(leader, nodeName(alg, 5)) })
+	}
+}
+
+// cutAndHeal cuts the leader, node 5, off with cut: nodes 1-4 must agree
+// on 4 and the observer record it; then heal must bring 5 back as the one
+// leader, with a higher term, recorded too.
+func (d *deployment) cutAndHeal(alg, cutDone string, cut func(), healDone string, heal func()) {
+	d.t.Helper()
+	t5 := d.leaderTerm(alg, 5)
+	start := time.Now()
+	cut()
+	t4 := d.waitAgreed(alg, 4, t5, converge, 5)
+	d.t.Logf("%s: leader %s: nodes 1-4 agreed on 4 (term %d) after %v", alg, cutDone, t4, time.Since(start).Round(time.Millisecond))
+	d.waitRecorded(alg, 4, t5, converge)
+
+	start = time.Now()
+	heal()
+	term := d.waitAgreed(alg, 5, t4, converge)
+	d.t.Logf("%s: leader %s: all agreed on 5 (term %d) after %v", alg, healDone, term, time.Since(start).Round(time.Millisecond))
+	d.assertOneLeader(alg)
+	d.waitRecorded(alg, 5, t4, converge)
+	d.checkHistory(alg)
+}
+
+// TestStopNATSServer: stop one of the three NATS servers; elections keep
+// working through the other two, and the observer keeps recording.
+func TestStopNATSServer(t *testing.T) {
+	d := deploy(t)
+	terms := map[string]uint64{}
+	for _, alg := range algorithms {
+		terms[alg] = d.leaderTerm(alg, 5)
+	}
+	d.stop(d.nats[0])
+	for _, alg := range algorithms {
+		// Clients of the stopped server reconnect to the others; the
+		// cluster must settle on one leader again (5, possibly re-elected).
+		settled := d.waitAgreed(alg, 5, 0, converge)
+		start := time.Now()
+		d.kill(d.nodes[alg][5])
+		t4 := d.waitAgreed(alg, 4, settled, converge, 5)
+		took := time.Since(start)
+		t.Logf("%s: with nats-1 down, leader killed: nodes 1-4 agreed on 4 (term %d) after %v", alg, t4, took.Round(time.Millisecond))
+		rec := d.waitRecorded(alg, 4, settled, converge)
+		if rec.Term != t4 {
+			t.Errorf("%s: observer recorded term %d for leader 4, nodes agree on %d", alg, rec.Term, t4)
+		}
+		d.checkHistory(alg)
+	}
+}
+
+// TestRestartObserver: stop the observer, change leaders twice, start it
+// again: both changes are recorded, once each, in order.
+func TestRestartObserver(t *testing.T) {
+	d := deploy(t)
+	t5 := map[string]uint64{}
+	t4 := map[string]uint64{}
+	t3 := map[string]uint64{}
+	for _, alg := range algorithms {
+		t5[alg] = d.leaderTerm(alg, 5)
+		// The nodes can agree before the observer has consumed the
+		// announcement; the baseline is the observer's record of term t5.
+		if rec := d.waitRecorded(alg, 5, t5[alg]-1, converge); rec.Term != t5[alg] {
+			t.Fatalf("%s: observer recorded term %d for leader 5, nodes agree on %d", alg, rec.Term, t5[alg])
+		}
+	}
+	d.stop(d.observer)
+	for _, alg := range algorithms {
+		d.kill(d.nodes[alg][5])
+		t4[alg] = d.waitAgreed(alg, 4, t5[alg], converge, 5)
+		d.kill(d.nodes[alg][4])
+		t3[alg] = d.waitAgreed(alg, 3, t4[alg], converge, 5, 4)
+	}
+	d.start(d.observer)
+	for _, alg := range algorithms {
+		d.waitRecorded(alg, 3, t4[alg], converge)
+		h := d.checkHistory(alg)
+		var after []leadership
+		for _, rec := range h {
+			if rec.Term > t5[alg] {
+				after = append(after, rec)
+			}
+		}
+		want := []leadership{{Term: t4[alg], Leader: 4}, {Term: t3[alg], Leader: 3}}
+		if len(after) != len(want) {
+			t.Fatalf("%s: observer recorded %d leaderships after term %d, want 2 (4 at term %d, 3 at term %d): %+v", alg, len(after), t5[alg], t4[alg], t3[alg], h)
+		}
+		for i, rec := range after {
+			if rec.Term != want[i].Term || rec.Leader != want[i].Leader {
+				t.Errorf("%s: record %d after the restart is leader %d term %d, want leader %d term %d", alg, i, rec.Leader, rec.Term, want[i].Leader, want[i].Term)
+			}
+		}
+	}
+}
+
+// assertOneLeader checks that exactly one node of a cluster says it leads.
+func (d *deployment) assertOneLeader(alg string) {
+	d.t.Helper()
+	var leaders []uint64
+	for id := uint64(1); id <= nodesPerCluster; id++ {
+		s, err := d.statusOf(alg, id)
+		if err != nil {
+			d.t.Fatalf("%s node %d: %v", alg, id, err)
+		}
+		if s.State == "leader" {
+			leaders = append(leaders, id)
+		}
+	}
+	if len(leaders) != 1 {
+		d.t.Errorf("%s: nodes in state leader: %v, want exactly one", alg, leaders)
+	}
+}
+
+// assertLeaders checks the leaders at the end of a history.
+func assertLeaders(t *testing.T, alg string, h []leadership, want ...uint64) {
+	t.Helper()
+	if len(h) < len(want) {
+		t.Fatalf("%s: history %+v is shorter than %v", alg, h, want)
+	}
+	tail := h[len(h)-len(want):]
+	got := make([]uint64, len(tail))
+	for i, rec := range tail {
+		got[i] = rec.Leader
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: last leaders recorded %v, want %v (history %+v)", alg, got, want, h)
+	}
+}

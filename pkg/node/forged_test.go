@@ -23,8 +23,14 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 	url := batontest.StartNATS(t)
 	secret := []byte("s3cret")
 	c := cluster{url: url, name: "signed", algorithm: protocol.Bully, members: []uint64{1, 2, 3}, secret: secret}
+	leaders := announcements(t, url, c.name, secret)
 	nodes := c.startAll(t)
 	term := awaitAgreement(t, nodes, 3)
+	// The leader signs its announcement, and its answers to queries.
+	awaitAnnouncement(t, leaders, 3, term)
+	if a := query(t, connect(t, url), c.name, secret); a.Leader != 3 || a.Term != term {
+		t.Fatalf("signed query: got %+v, want leader 3 term %d", a, term)
+	}
 	changes := make(map[uint64]float64)
 	for id, n := range nodes {
 		changes[id] = counter(t, n.Registry(), "election_leader_changes_total")
@@ -150,10 +156,10 @@ func TestClustersAreIndependent(t *testing.T) {
 	awaitAgreement(t, bs, 2)
 
 	client := connect(t, url)
-	if got := query(t, client, "a"); got.Leader != 3 || got.Term != termA || got.Cluster != "a" {
+	if got := query(t, client, "a", nil); got.Leader != 3 || got.Term != termA || got.Cluster != "a" {
 		t.Errorf("query a: got %+v, want leader 3 term %d", got, termA)
 	}
-	if got := query(t, client, "b"); got.Leader != 2 || got.Cluster != "b" {
+	if got := query(t, client, "b", nil); got.Leader != 2 || got.Cluster != "b" {
 		t.Errorf("query b: got %+v, want leader 2", got)
 	}
 	if got, err := agreement(as, 3); err != nil || got != termA {

@@ -218,13 +218,23 @@ func matches(m *dto.Metric, labels []string) bool {
 	return true
 }
 
-// announcements subscribes to a cluster's leader subject.
-func announcements(t *testing.T, url, cluster string) <-chan protocol.Announcement {
+// readAnnouncement decodes an announcement and, for a signed cluster,
+// checks its signature.
+func readAnnouncement(m *nats.Msg, secret []byte) (protocol.Announcement, error) {
+	if secret == nil {
+		return protocol.DecodeAnnouncement(m.Data)
+	}
+	return protocol.VerifyAnnouncement(secret, m.Data, m.Header.Get(protocol.SignatureHeader))
+}
+
+// announcements subscribes to a cluster's leader subject; with a secret,
+// every announcement must be signed with it.
+func announcements(t *testing.T, url, cluster string, secret []byte) <-chan protocol.Announcement {
 	t.Helper()
 	nc := connect(t, url)
 	ch := make(chan protocol.Announcement, 64)
 	_, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-		a, err := protocol.DecodeAnnouncement(m.Data)
+		a, err := readAnnouncement(m, secret)
 		if err != nil {
 			t.Errorf("announcement %q: %v", m.Data, err)
 			return
@@ -256,14 +266,15 @@ func awaitAnnouncement(t *testing.T, ch <-chan protocol.Announcement, leader, te
 	}
 }
 
-// query asks the cluster for its leader.
-func query(t *testing.T, nc *nats.Conn, cluster string) protocol.Announcement {
+// query asks the cluster for its leader; with a secret, the answer must be
+// signed with it.
+func query(t *testing.T, nc *nats.Conn, cluster string, secret []byte) protocol.Announcement {
 	t.Helper()
 	reply, err := nc.Request(protocol.QuerySubject(cluster), nil, 2*time.Second)
 	if err != nil {
 		t.Fatalf("query: %v", err)
 	}
-	a, err := protocol.DecodeAnnouncement(reply.Data)
+	a, err := readAnnouncement(reply, secret)
 	if err != nil {
 		t.Fatalf("query reply %q: %v", reply.Data, err)
 	}

@@ -133,8 +133,9 @@ type event struct {
 
 // announcement is the encoded Announcement of a leadership.
 type announcement struct {
-	term uint64
-	data []byte
+	term   uint64
+	data   []byte
+	header nats.Header // the signature, when the cluster has a secret
 }
 
 // New checks cfg and returns a node for nc. It starts nothing.
@@ -377,7 +378,7 @@ func (n *Node) onQuery(msg *nats.Msg) {
 	if a == nil || st.State != election.Leader.String() || st.Term != a.term {
 		return
 	}
-	if err := msg.Respond(a.data); err != nil {
+	if err := msg.RespondMsg(&nats.Msg{Data: a.data, Header: a.header}); err != nil {
 		n.log.Warn("answer query", "err", err)
 	}
 }
@@ -463,8 +464,14 @@ func (n *Node) announce(term uint64) {
 		n.log.Error("encode announcement", "err", err)
 		return
 	}
-	n.current.Store(&announcement{term: term, data: data})
-	if err := n.nc.Publish(protocol.LeaderSubject(n.cfg.Cluster), data); err != nil {
+	a := &announcement{term: term, data: data}
+	if len(n.cfg.Secret) > 0 {
+		a.header = nats.Header{}
+		a.header.Set(protocol.SignatureHeader, protocol.SignAnnouncement(n.cfg.Secret, n.cfg.Cluster, data))
+	}
+	n.current.Store(a)
+	out := &nats.Msg{Subject: protocol.LeaderSubject(n.cfg.Cluster), Data: data, Header: a.header}
+	if err := n.nc.PublishMsg(out); err != nil {
 		n.log.Warn("publish announcement", "term", term, "err", err)
 		return
 	}

@@ -37,3 +37,26 @@ func Verify(key []byte, subject string, payload []byte, signature string) error 
 	}
 	return nil
 }
+
+// SignAnnouncement returns the signature of an announcement of cluster. It
+// is bound to the cluster's leader subject wherever the announcement
+// travels (published, stored in a stream or sent as the answer to a query),
+// so a reader checks it the same way on every path.
+func SignAnnouncement(key []byte, cluster string, data []byte) string {
+	return Sign(key, LeaderSubject(cluster), data)
+}
+
+// VerifyAnnouncement decodes an announcement and checks its signature,
+// made by SignAnnouncement. A missing or wrong signature is a
+// *ValidationError with ReasonSignature; a malformed announcement wraps
+// ErrAnnouncement.
+func VerifyAnnouncement(key []byte, data []byte, signature string) (Announcement, error) {
+	a, err := DecodeAnnouncement(data)
+	if err != nil {
+		return Announcement{}, err
+	}
+	if err := Verify(key, LeaderSubject(a.Cluster), data, signature); err != nil {
+		return Announcement{}, err
+	}
+	return a, nil
+}

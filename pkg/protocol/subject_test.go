@@ -93,6 +93,36 @@ func TestSignature(t *testing.T) {
 	}
 }
 
+func TestSignedAnnouncement(t *testing.T) {
+	key := []byte("secret")
+	data := []byte(`{"cluster":"c","leader":5,"term":12,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)
+	sig := SignAnnouncement(key, "c", data)
+	a, err := VerifyAnnouncement(key, data, sig)
+	if err != nil || a.Leader != 5 || a.Term != 12 {
+		t.Fatalf("VerifyAnnouncement(valid) = %+v, %v", a, err)
+	}
+	// A signature made for another cluster's leader subject, as a node of
+	// that cluster would make it, does not pass for this one.
+	moved := []byte(`{"cluster":"d","leader":5,"term":12,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)
+	bad := []struct {
+		name, sig string
+		key, data []byte
+	}{
+		{"unsigned", "", key, data},
+		{"other key", SignAnnouncement([]byte("guess"), "c", data), key, data},
+		{"other cluster", sig, key, moved},
+		{"tampered term", sig, key, []byte(`{"cluster":"c","leader":5,"term":13,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)},
+	}
+	for _, b := range bad {
+		if _, err := VerifyAnnouncement(b.key, b.data, b.sig); ReasonOf(err) != ReasonSignature || err == nil {
+			t.Errorf("%s: VerifyAnnouncement = %v, want %s", b.name, err, ReasonSignature)
+		}
+	}
+	if _, err := VerifyAnnouncement(key, []byte(`{"cluster":"c"}`), sig); !errors.Is(err, ErrAnnouncement) {
+		t.Errorf("malformed: VerifyAnnouncement = %v, want ErrAnnouncement", err)
+	}
+}
+
 func TestAnnouncement(t *testing.T) {
 	at := time.Date(2026, 11, 21, 22, 0, 0, 123456789, time.FixedZone("x", 3600))
 	data, err := EncodeAnnouncement(Announcement{Cluster: "default", Leader: 5, Term: 12, Algorithm: Bully, At: Timestamp{at}})

@@ -9,6 +9,9 @@
 // moment between a takeover and this program hearing of it.
 //
 //	NATS_URL=nats://127.0.0.1:4222 ELECTION_CLUSTER=default NODE_ID=3 go run ./examples/leaderonly
+//
+// Set ELECTION_SECRET to the nodes' secret, if they have one, so that only
+// signed announcements count.
 package main
 
 import (
@@ -36,6 +39,9 @@ type config struct {
 	// NodeID is the node this program runs beside: it works while that
 	// node leads.
 	NodeID uint64 `env:"NODE_ID,required"`
+	// Secret is the nodes' shared ELECTION_SECRET, if they have one: only
+	// announcements signed with it are believed.
+	Secret string `env:"ELECTION_SECRET"`
 }
 
 func main() {
@@ -56,7 +62,11 @@ func main() {
 		os.Exit(1)
 	}
 	defer nc.Drain()
-	if err := run(ctx, nc, cfg.Cluster, cfg.NodeID, tick(log)); err != nil {
+	var opts []leader.Option
+	if cfg.Secret != "" {
+		opts = append(opts, leader.WithSecret([]byte(cfg.Secret)))
+	}
+	if err := run(ctx, nc, cfg.Cluster, cfg.NodeID, tick(log), opts...); err != nil {
 		log.Error("watch", "err", err)
 		os.Exit(1)
 	}
@@ -84,10 +94,10 @@ func tick(log *slog.Logger) func(ctx context.Context, term uint64) {
 // run follows the leader of cluster and runs work, in a goroutine it owns,
 // while node id leads: it starts work when id becomes leader and cancels
 // it, waiting for it to return, when another node does or ctx ends.
-func run(ctx context.Context, nc *nats.Conn, cluster string, id uint64, work func(ctx context.Context, term uint64)) error {
+func run(ctx context.Context, nc *nats.Conn, cluster string, id uint64, work func(ctx context.Context, term uint64), opts ...leader.Option) error {
 	var w *worker
 	defer func() { w.stop() }()
-	for a, err := range leader.Watch(ctx, nc, cluster) {
+	for a, err := range leader.Watch(ctx, nc, cluster, opts...) {
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,14 @@
 // announcement may name a leader that has since died, and an answer to the
 // query may come from a leader that is just being superseded; the term is
 // the fencing token that makes acting on either safe (see Fence).
+//
+// # Signed clusters
+//
+// When the nodes share a secret (ELECTION_SECRET), pass it with WithSecret:
+// every announcement, whether published, answered to a query or read from
+// the stream, must then carry a valid signature, and any other is ignored.
+// Without WithSecret, anybody who can publish on the leader subject can
+// name a leader.
 package leader
 
 import (
@@ -51,6 +59,7 @@ type options struct {
 	queryTimeout time.Duration
 	resync       time.Duration
 	stream       bool
+	secret       []byte
 }
 
 // Option changes how Current and Watch find the leader.
@@ -67,6 +76,28 @@ func WithResync(d time.Duration) Option { return func(o *options) { o.resync = d
 // WithoutStream makes Current and Watch rely on the query alone, never on
 // a JetStream stream's last announcement.
 func WithoutStream() Option { return func(o *options) { o.stream = false } }
+
+// WithSecret makes Current and Watch accept only announcements signed with
+// the cluster's shared secret (the nodes' ELECTION_SECRET).
+func WithSecret(secret []byte) Option { return func(o *options) { o.secret = secret } }
+
+// read decodes an announcement of cluster and, with a secret, checks its
+// signature.
+func (o options) read(cluster string, data []byte, header nats.Header) (protocol.Announcement, error) {
+	var (
+		a   protocol.Announcement
+		err error
+	)
+	if len(o.secret) > 0 {
+		a, err = protocol.VerifyAnnouncement(o.secret, data, header.Get(protocol.SignatureHeader))
+	} else {
+		a, err = protocol.DecodeAnnouncement(data)
+	}
+	if err == nil && a.Cluster != cluster {
+		err = fmt.Errorf("%w: cluster %q where %q was asked for", protocol.ErrAnnouncement, a.Cluster, cluster)
+	}
+	return a, err
+}
 
 func newOptions(opts []Option) options {
 	o := options{queryTimeout: DefaultQueryTimeout, resync: DefaultResync, stream: true}
@@ -89,8 +120,7 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 	defer cancel()
 	reply, err := nc.RequestWithContext(ctx, protocol.QuerySubject(cluster), nil)
 	if err == nil {
-		a, err := protocol.DecodeAnnouncement(reply.Data)
-		if err == nil && a.Cluster == cluster {
+		if a, err := o.read(cluster, reply.Data, reply.Header); err == nil {
 			return a, nil
 		}
 	}
@@ -98,7 +128,7 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
 	}
 	if o.stream && ctx.Err() == nil {
-		if a, err := lastAnnounced(ctx, nc, cluster); err == nil {
+		if a, err := lastAnnounced(ctx, nc, cluster, o); err == nil {
 			return a, nil
 		}
 	}
@@ -110,7 +140,7 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 
 // lastAnnounced returns the last announcement of cluster kept by the
 // JetStream stream that captures its leader subject, if any.
-func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string) (protocol.Announcement, error) {
+func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options) (protocol.Announcement, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return protocol.Announcement{}, err
@@ -128,11 +158,7 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string) (protocol
 	if err != nil {
 		return protocol.Announcement{}, err
 	}
-	a, err := protocol.DecodeAnnouncement(msg.Data)
-	if err == nil && a.Cluster != cluster {
-		err = fmt.Errorf("%w: cluster %q on %s", protocol.ErrAnnouncement, a.Cluster, subject)
-	}
-	return a, err
+	return o.read(cluster, msg.Data, msg.Header)
 }
 
 // Watch yields the leader of cluster as soon as it is known (at once if
@@ -168,7 +194,7 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			}
 		}
 		sub, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-			if a, err := protocol.DecodeAnnouncement(m.Data); err == nil && a.Cluster == cluster {
+			if a, err := o.read(cluster, m.Data, m.Header); err == nil {
 				offer(a)
 			}
 		})

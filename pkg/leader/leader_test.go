@@ -154,6 +154,65 @@ func TestCurrentFallsBackToTheStream(t *testing.T) {
 	}
 }
 
+// signed returns a as a message on its leader subject, signed with key
+// (unsigned if key is nil).
+func signed(a protocol.Announcement, key []byte) *nats.Msg {
+	data := mustEncode(a)
+	m := &nats.Msg{Subject: protocol.LeaderSubject(a.Cluster), Data: data, Header: nats.Header{}}
+	if key != nil {
+		m.Header.Set(protocol.SignatureHeader, protocol.SignAnnouncement(key, a.Cluster, data))
+	}
+	return m
+}
+
+// With WithSecret, unsigned and wrongly signed announcements are ignored
+// on every path: the query's answer, the stream and the leader subject.
+func TestSecretRejectsForgedAnnouncements(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	secret := []byte("s3cret")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, signed(ann(5, 2), secret)); err != nil {
+		t.Fatal(err)
+	}
+	// A forger answers queries with an unsigned claim.
+	respond(t, batontest.Connect(t, url), ann(9, 100))
+
+	if got, err := Current(ctx, nc, "default"); err != nil || got != ann(9, 100) {
+		t.Fatalf("Current without a secret = %+v, %v; want the forger's answer %+v", got, err, ann(9, 100))
+	}
+	got, err := Current(ctx, nc, "default", WithSecret(secret))
+	if err != nil || got != ann(5, 2) {
+		t.Fatalf("Current with the secret = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
+	}
+
+	w := watch(t, nc, "default", WithSecret(secret))
+	if got := w.next(t); got != ann(5, 2) {
+		t.Fatalf("Watch first = %+v, want %+v", got, ann(5, 2))
+	}
+	forger := batontest.Connect(t, url)
+	for _, m := range []*nats.Msg{
+		signed(ann(8, 50), nil),
+		signed(ann(8, 51), []byte("guess")),
+		signed(ann(6, 7), secret),
+	} {
+		if err := forger.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.next(t); got != ann(6, 7) {
+		t.Errorf("Watch after the forgeries = %+v, want the signed %+v", got, ann(6, 7))
+	}
+}
+
 func TestFence(t *testing.T) {
 	var f Fence
 	for _, tc := range []struct {

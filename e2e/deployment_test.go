@@ -191,6 +191,7 @@ func deploy(t *testing.T) *deployment {
 		"NATS_URL":                 natsURLs(),
 		"OBSERVER_DATA":            "/data",
 		"OBSERVER_STREAM_REPLICAS": "3",
+		"ELECTION_SECRET":          secret,
 		"HTTP_ADDR":                ":8080",
 	}, nil, "8080/tcp")})[0]
 

@@ -18,6 +18,13 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
+// Option changes the configuration of the nodes Start runs.
+type Option func(*node.Config)
+
+// WithSecret gives the nodes a shared ELECTION_SECRET: they sign every
+// message and announcement with it.
+func WithSecret(secret []byte) Option { return func(c *node.Config) { c.Secret = secret } }
+
 // Start runs one node for each of members, in that order, as cluster
 // named cluster with algorithm and the default timing, each on its own
 // connection to the NATS server at url. The nodes log nothing.
@@ -26,16 +33,20 @@ import (
 // context, as SIGTERM does (a leader resigns), and waits until Run has
 // returned; it is idempotent. Every node still running is stopped when the
 // test ends, before its connection is closed.
-func Start(t testing.TB, url, cluster string, algorithm protocol.Algorithm, members []uint64) map[uint64]func() {
+func Start(t testing.TB, url, cluster string, algorithm protocol.Algorithm, members []uint64, opts ...Option) map[uint64]func() {
 	t.Helper()
 	stops := make(map[uint64]func(), len(members))
 	for _, id := range members {
-		n, err := node.New(batontest.Connect(t, url), node.Config{
+		cfg := node.Config{
 			Cluster:   cluster,
 			Algorithm: algorithm,
 			Election:  election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))},
 			Logger:    slog.New(slog.DiscardHandler),
-		})
+		}
+		for _, opt := range opts {
+			opt(&cfg)
+		}
+		n, err := node.New(batontest.Connect(t, url), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

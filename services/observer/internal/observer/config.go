@@ -38,6 +38,12 @@ type Config struct {
 	// SplitGrace is how long a superseded leader may still be heard
 	// before it counts as split brain: its heartbeats in flight.
 	SplitGrace time.Duration `env:"OBSERVER_SPLIT_GRACE" envDefault:"100ms"`
+	// Secret is the nodes' shared HMAC key (their ELECTION_SECRET). When
+	// set, announcements, heartbeats and resigns must be signed with it,
+	// and others are dropped; every cluster the observer watches must use
+	// this one secret. Empty believes unsigned messages (a warning is
+	// logged).
+	Secret string `env:"ELECTION_SECRET"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 }

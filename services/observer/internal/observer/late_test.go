@@ -14,17 +14,19 @@ import (
 
 // An observer started after the nodes, when no stream captured their
 // election, learns the current leadership from the leader itself: it
-// records the leader's original announcement, once.
+// records the leader's original announcement, once. The cluster is signed,
+// so the answer must carry the leader's signature.
 func TestObserverStartedAfterTheElection(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
-	clustertest.Start(t, url, "late", protocol.Bully, []uint64{1, 2, 3})
+	secret := []byte("s3cret")
+	clustertest.Start(t, url, "late", protocol.Bully, []uint64{1, 2, 3}, clustertest.WithSecret(secret))
 	nc := batontest.Connect(t, url)
 
 	var want protocol.Announcement
 	batontest.CheckFor(t, waitTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream())
+		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream(), leader.WithSecret(secret))
 		if err != nil || a.Leader != 3 {
 			return fmt.Errorf("no leader 3 before the observer started: %v, %v", a, err)
 		}
@@ -32,7 +34,9 @@ func TestObserverStartedAfterTheElection(t *testing.T) {
 		return nil
 	})
 
-	o := startObserver(t, testConfig(url, t.TempDir()), nil)
+	cfg := testConfig(url, t.TempDir())
+	cfg.Secret = string(secret)
+	o := startObserver(t, cfg, nil)
 	o.waitFor(t, "the leadership to be learnt from the leader", func() bool { return o.leaderships("late") == 1 })
 	c, _ := o.store.Cluster("late")
 	got, ok := c.Current()

@@ -7,6 +7,10 @@ import (
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
+// resultBadSignature is the result label of a message dropped because it
+// is not signed with ELECTION_SECRET.
+const resultBadSignature = "bad_signature"
+
 // metrics are the observer's Prometheus metrics, in a registry of its own.
 type metrics struct {
 	reg           *prometheus.Registry
@@ -55,16 +59,16 @@ func newMetrics() *metrics {
 		}, []string{"cluster", "reason"}),
 		announcements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_announcements_total",
-			Help: "Announcements read from the stream, by result: recorded, duplicate (redelivered), invalid.",
+			Help: "Announcements read from the stream, by result: recorded, duplicate (redelivered), invalid, bad_signature.",
 		}, []string{"result"}),
 		live: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_live_messages_total",
-			Help: "Live messages (leader, heartbeat, resign) by kind and result: ok, invalid, dropped (inbox full).",
+			Help: "Live messages (leader, heartbeat, resign, query answers) by kind and result: ok, invalid, bad_signature, dropped (inbox full).",
 		}, []string{"kind", "result"}),
 	}
 	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, r := range []string{"recorded", "duplicate", "invalid"} {
+	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature} {
 		m.announcements.WithLabelValues(r)
 	}
 	return m

@@ -69,6 +69,7 @@ const setupRetry = time.Second
 // Observer watches the clusters and serves what it recorded.
 type Observer struct {
 	cfg     Config
+	secret  []byte // cfg.Secret; empty: messages are not checked
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *metrics
@@ -104,6 +105,7 @@ type missingTerm struct {
 func New(cfg Config, log *slog.Logger) *Observer {
 	return &Observer{
 		cfg:     cfg,
+		secret:  []byte(cfg.Secret),
 		log:     log,
 		now:     time.Now,
 		metrics: newMetrics(),
@@ -124,6 +126,7 @@ func (o *Observer) Addr() string { return o.addr }
 type liveMsg struct {
 	subject string
 	data    []byte
+	sig     string // the Election-Signature header
 	at      time.Time
 	// queried marks a leader's answer to the observer's query; subject is
 	// then the observer's reply subject, whose last token is the cluster.
@@ -180,7 +183,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			return
 		}
 		select {
-		case live <- liveMsg{subject: m.Subject, data: m.Data, at: o.now()}:
+		case live <- liveMsg{subject: m.Subject, data: m.Data, sig: m.Header.Get(protocol.SignatureHeader), at: o.now()}:
 		default:
 			o.metrics.live.WithLabelValues(kind, "dropped").Inc()
 		}
@@ -197,7 +200,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			return // "no responders": nobody leads now
 		}
 		select {
-		case live <- liveMsg{subject: m.Subject, data: m.Data, at: o.now(), queried: true}:
+		case live <- liveMsg{subject: m.Subject, data: m.Data, sig: m.Header.Get(protocol.SignatureHeader), at: o.now(), queried: true}:
 		default:
 			o.metrics.live.WithLabelValues(protocol.KindQuery, "dropped").Inc()
 		}
@@ -227,7 +230,10 @@ func (o *Observer) Run(ctx context.Context) error {
 	anns := make(chan jetstream.Msg)
 	wg.Go(func() { o.consume(ctx, nc, anns) })
 	close(o.ready)
-	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATSURL, "data", o.cfg.DataDir)
+	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATSURL, "data", o.cfg.DataDir, "signed", len(o.secret) > 0)
+	if len(o.secret) == 0 {
+		o.log.Warn("ELECTION_SECRET is empty: unsigned announcements and heartbeats are believed, and any NATS client can forge them")
+	}
 
 	o.loop(ctx, live, anns)
 
@@ -357,13 +363,10 @@ func (o *Observer) record(t *tracker, m jetstream.Msg) {
 	cluster, err := protocol.ClusterOf(m.Subject())
 	var a protocol.Announcement
 	if err == nil {
-		a, err = protocol.DecodeAnnouncement(m.Data())
-	}
-	if err == nil && a.Cluster != cluster {
-		err = fmt.Errorf("announcement of cluster %q on %s", a.Cluster, m.Subject())
+		a, err = o.readAnnouncement(cluster, m.Data(), m.Headers().Get(protocol.SignatureHeader))
 	}
 	if err != nil {
-		o.metrics.announcements.WithLabelValues("invalid").Inc()
+		o.metrics.announcements.WithLabelValues(invalid(err)).Inc()
 		o.log.Debug("dropping invalid announcement", "subject", m.Subject(), "err", err)
 		m.Term() // never redeliver it
 		return
@@ -378,6 +381,32 @@ func (o *Observer) record(t *tracker, m jetstream.Msg) {
 		o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
 	}
 	o.changed(cluster, kept)
+}
+
+// readAnnouncement decodes an announcement that came for cluster and, with
+// a secret, checks its signature.
+func (o *Observer) readAnnouncement(cluster string, data []byte, sig string) (protocol.Announcement, error) {
+	var (
+		a   protocol.Announcement
+		err error
+	)
+	if len(o.secret) > 0 {
+		a, err = protocol.VerifyAnnouncement(o.secret, data, sig)
+	} else {
+		a, err = protocol.DecodeAnnouncement(data)
+	}
+	if err == nil && a.Cluster != cluster {
+		err = fmt.Errorf("%w: cluster %q on a subject of %q", protocol.ErrAnnouncement, a.Cluster, cluster)
+	}
+	return a, err
+}
+
+// invalid is the metric result of a message dropped for err.
+func invalid(err error) string {
+	if protocol.ReasonOf(err) == protocol.ReasonSignature {
+		return resultBadSignature
+	}
+	return "invalid"
 }
 
 // recordAnnouncement writes one announcement to the history, ending the
@@ -438,13 +467,14 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 	switch kind {
 	case protocol.KindLeader:
 		var a protocol.Announcement
-		if a, err = protocol.DecodeAnnouncement(m.data); err == nil && a.Cluster != cluster {
-			err = fmt.Errorf("announcement of cluster %q", a.Cluster)
-		}
+		a, err = o.readAnnouncement(cluster, m.data, m.sig)
 		node, term = a.Leader, a.Term
 	case protocol.KindHeartbeat, protocol.KindResign:
 		var msg protocol.Message
-		if msg, err = protocol.Decode(m.data); err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
+		if msg, err = protocol.Decode(m.data); err == nil && len(o.secret) > 0 {
+			err = protocol.Verify(o.secret, m.subject, m.data, m.sig)
+		}
+		if err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 		}
 		node, term = msg.From, msg.Term
@@ -453,7 +483,7 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 		}
 	}
 	if err != nil {
-		o.metrics.live.WithLabelValues(kind, "invalid").Inc()
+		o.metrics.live.WithLabelValues(kind, invalid(err)).Inc()
 		o.log.Debug("dropping invalid message", "subject", m.subject, "err", err)
 		return
 	}
@@ -510,12 +540,9 @@ func (o *Observer) askMissing(now time.Time) {
 // answered records a leader's answer to the observer's query.
 func (o *Observer) answered(t *tracker, m liveMsg) {
 	cluster := m.subject[strings.LastIndexByte(m.subject, '.')+1:]
-	a, err := protocol.DecodeAnnouncement(m.data)
-	if err == nil && a.Cluster != cluster {
-		err = fmt.Errorf("announcement of cluster %q", a.Cluster)
-	}
+	a, err := o.readAnnouncement(cluster, m.data, m.sig)
 	if err != nil {
-		o.metrics.live.WithLabelValues(protocol.KindQuery, "invalid").Inc()
+		o.metrics.live.WithLabelValues(protocol.KindQuery, invalid(err)).Inc()
 		o.log.Debug("dropping invalid answer", "cluster", cluster, "err", err)
 		return
 	}

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -18,6 +15,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -26,8 +24,9 @@ import (
 // The first six variables are the public contract; the others are the
 // team's, each with a default.
 type Config struct {
-	// NATSURL is the NATS server URL, or several separated by commas.
-	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
+	// NATS is NATS_URL (the server URL, or several separated by commas)
+	// and the NATS credentials and TLS files.
+	NATS natsconn.Config
 	// ID is this node's unique positive integer ID.
 	ID uint64 `env:"NODE_ID,required,notEmpty"`
 	// Peers are the comma-separated IDs of every member, this node
@@ -65,23 +64,6 @@ type Config struct {
 	// signed and unsigned or wrongly signed messages are dropped. Empty
 	// means messages are not signed (a warning is logged).
 	Secret string `env:"ELECTION_SECRET"`
-
-	// NATSCreds is a NATS credentials file (JWT and NKey seed).
-	NATSCreds string `env:"NATS_CREDS"`
-	// NATSUser and NATSPassword authenticate with a user and password.
-	NATSUser string `env:"NATS_USER"`
-	// NATSPassword goes with NATSUser.
-	NATSPassword string `env:"NATS_PASSWORD"`
-	// NATSToken authenticates with a token, instead of a user.
-	NATSToken string `env:"NATS_TOKEN"`
-	// NATSTLSCA is a PEM file of the CAs that sign the server's
-	// certificate.
-	NATSTLSCA string `env:"NATS_TLS_CA"`
-	// NATSTLSCert and NATSTLSKey are the PEM client certificate and key
-	// for mutual TLS.
-	NATSTLSCert string `env:"NATS_TLS_CERT"`
-	// NATSTLSKey goes with NATSTLSCert.
-	NATSTLSKey string `env:"NATS_TLS_KEY"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.
@@ -150,9 +132,10 @@ func explain(err error, environ map[string]string) error {
 // validate checks every variable and fills the derived fields.
 func (c *Config) validate() error {
 	var err error
-	if c.urls, err = parseURLs(c.NATSURL); err != nil {
+	if err := c.NATS.Validate(); err != nil {
 		return err
 	}
+	c.urls, _ = c.NATS.URLs()
 	if c.ID == 0 {
 		return invalid("NODE_ID", "must be a positive integer, got 0")
 	}
@@ -171,9 +154,6 @@ func (c *Config) validate() error {
 	if c.timing, err = c.ticks(); err != nil {
 		return err
 	}
-	if err := c.checkNATSAuth(); err != nil {
-		return err
-	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug":
 		c.level = slog.LevelDebug
@@ -190,24 +170,6 @@ func (c *Config) validate() error {
 		return invalid("LOG_FORMAT", "%q is not one of text, json", c.LogFormat)
 	}
 	return nil
-}
-
-func parseURLs(s string) ([]string, error) {
-	var urls []string
-	for raw := range strings.SplitSeq(s, ",") {
-		raw = strings.TrimSpace(raw)
-		u, err := url.Parse(raw)
-		switch {
-		case raw == "":
-			return nil, invalid("NATS_URL", "empty URL in %q", s)
-		case err != nil || u.Host == "":
-			return nil, invalid("NATS_URL", "%q is not a URL such as nats://host:4222", raw)
-		case !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme):
-			return nil, invalid("NATS_URL", "%q: scheme must be nats, tls, ws or wss", raw)
-		}
-		urls = append(urls, raw)
-	}
-	return urls, nil
 }
 
 func parsePeers(s string, id uint64) ([]uint64, error) {
@@ -290,40 +252,6 @@ func (c *Config) ticks() (election.Timing, error) {
 	return t, nil
 }
 
-// checkNATSAuth checks that the credentials go together and that the files
-// they name can be read.
-func (c *Config) checkNATSAuth() error {
-	switch {
-	case c.NATSUser != "" && c.NATSPassword == "":
-		return invalid("NATS_PASSWORD", "required with NATS_USER")
-	case c.NATSPassword != "" && c.NATSUser == "":
-		return invalid("NATS_USER", "required with NATS_PASSWORD")
-	case c.NATSToken != "" && c.NATSUser != "":
-		return invalid("NATS_TOKEN", "cannot be combined with NATS_USER")
-	case c.NATSTLSCert != "" && c.NATSTLSKey == "":
-		return invalid("NATS_TLS_KEY", "required with NATS_TLS_CERT")
-	case c.NATSTLSKey != "" && c.NATSTLSCert == "":
-		return invalid("NATS_TLS_CERT", "required with NATS_TLS_KEY")
-	}
-	for _, f := range []struct{ name, path string }{
-		{"NATS_CREDS", c.NATSCreds}, {"NATS_TLS_CA", c.NATSTLSCA},
-		{"NATS_TLS_CERT", c.NATSTLSCert}, {"NATS_TLS_KEY", c.NATSTLSKey},
-	} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.ReadFile(f.path); err != nil {
-			return invalid(f.name, "cannot read %q: %v", f.path, errors.Unwrap(err))
-		}
-	}
-	if c.NATSTLSCert != "" {
-		if _, err := tls.LoadX509KeyPair(c.NATSTLSCert, c.NATSTLSKey); err != nil {
-			return invalid("NATS_TLS_CERT", "with NATS_TLS_KEY: %v", err)
-		}
-	}
-	return nil
-}
-
 // natsOptions are the connection options: never give up on the server,
 // drain quickly on shutdown, and authenticate as configured.
 func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
@@ -340,21 +268,7 @@ func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS error", "err", err) }),
 	}
-	if c.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(c.NATSCreds))
-	}
-	if c.NATSUser != "" {
-		opts = append(opts, nats.UserInfo(c.NATSUser, c.NATSPassword))
-	}
-	if c.NATSToken != "" {
-		opts = append(opts, nats.Token(c.NATSToken))
-	}
-	if c.NATSTLSCA != "" {
-		opts = append(opts, nats.RootCAs(c.NATSTLSCA))
-	}
-	if c.NATSTLSCert != "" {
-		opts = append(opts, nats.ClientCert(c.NATSTLSCert, c.NATSTLSKey))
-	}
+	opts = append(opts, c.NATS.AuthOptions()...)
 	return opts
 }
 

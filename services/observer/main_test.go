@@ -32,6 +32,9 @@ func TestInvalidConfigurationExits2(t *testing.T) {
 		{"OBSERVER_LEADER_TIMEOUT", "soon"},
 		{"OBSERVER_STREAM", "no.dots"},
 		{"LOG_LEVEL", "loud"},
+		{"NATS_URL", "http://127.0.0.1:4222"},
+		{"NATS_USER", "alice"},
+		{"NATS_CREDS", "/nonexistent/observer.creds"},
 	} {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), tc.name+"="+tc.value)

@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/baton-election/baton/internal/natsconn"
 )
 
 // Config is the observer's configuration, read from the environment.
 type Config struct {
-	// NATSURL is the NATS server URL, or several separated by commas.
-	NATSURL string `env:"NATS_URL" envDefault:"nats://127.0.0.1:4222"`
+	// NATS is NATS_URL (the server URL, or several separated by commas)
+	// and the NATS credentials and TLS files, as for the nodes.
+	NATS natsconn.Config
 	// HTTPAddr is the listen address of the API, the page and the metrics.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	// DataDir is the directory of the history files, one per cluster.
@@ -66,9 +68,10 @@ func (c Config) Validate() error {
 	bad := func(name, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrConfig, name, fmt.Sprintf(format, args...))
 	}
+	if err := c.NATS.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	switch {
-	case strings.TrimSpace(c.NATSURL) == "":
-		return bad("NATS_URL", "empty")
 	case c.HTTPAddr == "":
 		return bad("HTTP_ADDR", "empty")
 	case c.DataDir == "":

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -31,7 +32,7 @@ func testLogger() *slog.Logger {
 // window is long enough that no leader goes silent during a test.
 func testConfig(url, dir string) Config {
 	return Config{
-		NATSURL: url, HTTPAddr: "127.0.0.1:0", DataDir: dir,
+		NATS: natsconn.Config{URL: url}, HTTPAddr: "127.0.0.1:0", DataDir: dir,
 		Stream: "ELECTION_LEADERS", StreamReplicas: 1, Consumer: "observer",
 		LeaderTimeout: time.Hour, SplitGrace: 100 * time.Millisecond,
 	}

@@ -154,7 +154,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	o.addr = ln.Addr().String()
 
 	closed := make(chan struct{})
-	nc, err := nats.Connect(o.cfg.NATSURL,
+	nc, err := nats.Connect(o.cfg.NATS.Servers(), append(o.cfg.NATS.AuthOptions(),
 		nats.Name("baton-observer"),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -165,7 +165,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			o.log.Warn("disconnected from NATS", "err", err)
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-	)
+	)...)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("observer: connect to NATS_URL: %w", err)
@@ -230,7 +230,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	anns := make(chan jetstream.Msg)
 	wg.Go(func() { o.consume(ctx, nc, anns) })
 	close(o.ready)
-	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATSURL, "data", o.cfg.DataDir, "signed", len(o.secret) > 0)
+	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", len(o.secret) > 0)
 	if len(o.secret) == 0 {
 		o.log.Warn("ELECTION_SECRET is empty: unsigned announcements and heartbeats are believed, and any NATS client can forge them")
 	}

@@ -40,6 +40,13 @@ func WithJetStream() NATSOption {
 	}
 }
 
+// WithUser makes the server require user and password from every client.
+func WithUser(user, password string) NATSOption {
+	return func(_ testing.TB, o *server.Options) {
+		o.Username, o.Password = user, password
+	}
+}
+
 // StartNATS runs an embedded NATS server on 127.0.0.1 and a free port,
 // waits until it accepts connections and returns its client URL. The
 // server logs nothing and ignores signals; it is shut down, and waited

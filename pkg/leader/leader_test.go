@@ -117,18 +117,26 @@ func TestWatchStartsWithTheCurrentLeaderThenFollowsChanges(t *testing.T) {
 	}
 }
 
-func TestCurrentFallsBackToTheStream(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
-	nc := batontest.Connect(t, url)
+// leaderStream creates a stream that keeps every cluster's announcements,
+// as the observer does.
+func leaderStream(ctx context.Context, t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+func TestCurrentFallsBackToTheStream(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	js := leaderStream(ctx, t, nc)
 	if _, err := Current(ctx, nc, "default"); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("Current before any announcement = %v, want ErrNoLeader", err)
 	}
@@ -171,15 +179,9 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	nc := batontest.Connect(t, url)
 	secret := []byte("s3cret")
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
-		t.Fatal(err)
-	}
+	js := leaderStream(ctx, t, nc)
 	if _, err := js.PublishMsg(ctx, signed(ann(5, 2), secret)); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,9 @@ type Config struct {
 	// it act at the same time. It matches the nodes' leader time-out.
 	LeaderTimeout time.Duration `env:"OBSERVER_LEADER_TIMEOUT" envDefault:"200ms"`
 	// SplitGrace is how long a superseded leader may still be heard
-	// before it counts as split brain: its heartbeats in flight.
+	// before it counts as split brain: its heartbeats in flight. Likewise,
+	// a leader not heard for longer than this when its successor is
+	// announced ended silent at its last message, leaving a gap.
 	SplitGrace time.Duration `env:"OBSERVER_SPLIT_GRACE" envDefault:"100ms"`
 	// Secret is the nodes' shared HMAC key (their ELECTION_SECRET). When
 	// set, announcements, heartbeats and resigns must be signed with it,

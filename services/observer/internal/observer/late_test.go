@@ -37,7 +37,10 @@ func TestObserverStartedAfterTheElection(t *testing.T) {
 	cfg := testConfig(url, t.TempDir())
 	cfg.Secret = string(secret)
 	o := startObserver(t, cfg, nil)
-	o.waitFor(t, "the leadership to be learnt from the leader", func() bool { return o.leaderships("late") == 1 })
+	// The counter moves just after the store: wait for both.
+	o.waitFor(t, "the leadership to be learnt from the leader", func() bool {
+		return o.leaderships("late") == 1 && counter(o.metrics.announcements.WithLabelValues("recorded")) >= 1
+	})
 	c, _ := o.store.Cluster("late")
 	got, ok := c.Current()
 	if !ok || got.Leader != want.Leader || got.Term != want.Term || !got.StartedAt.Equal(want.At.Time) {

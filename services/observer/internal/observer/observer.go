@@ -437,7 +437,11 @@ func (o *Observer) endBefore(t *tracker, cluster string, prev history.Leadership
 	now := o.now()
 	last, seen := t.lastSeen(cluster, prev.Leader, prev.Term)
 	switch {
-	case t.alive(cluster, prev.Leader, prev.Term, now):
+	// Heard within the grace (its heartbeats in flight): it was working
+	// when its successor took over. Silent for longer, though still
+	// within the window, it had stopped at its last message: the
+	// successor's election is what filled the gap.
+	case t.alive(cluster, prev.Leader, prev.Term, now) && now.Sub(last) <= o.cfg.SplitGrace:
 		end.At, end.Reason = protocol.Timestamp{Time: next}, string(history.EndSuperseded)
 	case seen:
 		end.At, end.Reason = protocol.Timestamp{Time: last}, string(history.EndSilent)

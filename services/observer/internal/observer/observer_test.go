@@ -217,6 +217,10 @@ func TestGapsAndSplitBrain(t *testing.T) {
 	broadcast(t, nc, c, protocol.TypeHeartbeat, 2, 2)
 	o.waitFor(t, "a split brain", func() bool { cl, _ := o.store.Cluster(c); return len(cl.SplitBrains) == 1 })
 
+	// Node 3 is heard just before it is superseded: no gap before term 6.
+	broadcast(t, nc, c, protocol.TypeHeartbeat, 3, 4)
+	o.waitFor(t, "3's heartbeat", func() bool { return o.liveCount("heartbeat") == 4 })
+
 	// Two nodes announcing one term: split brain at once, one leadership.
 	announce(t, nc, announcement(c, 4, 6, t0.Add(3*time.Second)))
 	announce(t, nc, announcement(c, 5, 6, t0.Add(3*time.Second)))
@@ -289,4 +293,54 @@ func scrape(t *testing.T, o *running) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A leader still within the failure-detection window but silent for longer
+// than the grace when its successor is announced had stopped: it ends at
+// its last heartbeat, and the gap runs from there. One heard within the
+// grace was superseded while working: no gap.
+func TestSilentLeaderBeforeItsSuccessor(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	clock := &fakeClock{now: t0}
+	cfg := testConfig(url, t.TempDir())
+	cfg.LeaderTimeout = time.Hour // checkSilence must not end anything
+	o := startObserver(t, cfg, clock)
+	c := "default"
+
+	announce(t, nc, announcement(c, 5, 5, t0))
+	o.waitFor(t, "term 5", func() bool { return o.leaderships(c) == 1 && o.liveCount("leader") == 1 })
+	broadcast(t, nc, c, protocol.TypeHeartbeat, 5, 5)
+	o.waitFor(t, "5's heartbeat", func() bool { return o.liveCount("heartbeat") == 1 })
+
+	// 5 stops; 150 ms later (more than the 100 ms grace) 4 takes over.
+	clock.Set(t0.Add(150 * time.Millisecond))
+	announce(t, nc, announcement(c, 4, 9, t0.Add(150*time.Millisecond)))
+	o.waitFor(t, "term 9", func() bool { return o.leaderships(c) == 2 && o.liveCount("leader") == 2 })
+
+	// 4 heartbeats; 50 ms later 5 is back and takes over.
+	clock.Set(t0.Add(200 * time.Millisecond))
+	broadcast(t, nc, c, protocol.TypeHeartbeat, 4, 9)
+	o.waitFor(t, "4's heartbeat", func() bool { return o.liveCount("heartbeat") == 2 })
+	clock.Set(t0.Add(250 * time.Millisecond))
+	announce(t, nc, announcement(c, 5, 10, t0.Add(250*time.Millisecond)))
+	o.waitFor(t, "term 10", func() bool { return o.leaderships(c) == 3 && o.liveCount("leader") == 3 })
+
+	var hist []leadershipJSON
+	o.get(t, "/api/clusters/"+c+"/history", &hist)
+	if len(hist) != 3 {
+		t.Fatalf("history = %v, want terms 5, 9, 10", hist)
+	}
+	if r := hist[0].EndReason; r == nil || *r != history.EndSilent || hist[0].EndedAt == nil || !hist[0].EndedAt.Equal(t0) {
+		t.Errorf("term 5 ended %v at %v, want silent at its heartbeat %v", r, hist[0].EndedAt, t0)
+	}
+	if g := hist[1].GapBeforeSeconds; g == nil || *g != 0.15 {
+		t.Errorf("gap before term 9 = %v, want 0.15 s", g)
+	}
+	if r := hist[1].EndReason; r == nil || *r != history.EndSuperseded {
+		t.Errorf("term 9 ended %v, want superseded", r)
+	}
+	if g := hist[2].GapBeforeSeconds; g == nil || *g != 0 {
+		t.Errorf("gap before term 10 = %v, want 0", g)
+	}
 }

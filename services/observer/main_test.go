@@ -32,6 +32,8 @@ func TestInvalidConfigurationExits2(t *testing.T) {
 		{"OBSERVER_LEADER_TIMEOUT", "soon"},
 		{"OBSERVER_STREAM", "no.dots"},
 		{"LOG_LEVEL", "loud"},
+		{"OBSERVER_KEEP", "-1"},
+		{"OBSERVER_KEEP", "lots"},
 		{"NATS_URL", "http://127.0.0.1:4222"},
 		{"NATS_USER", "alice"},
 		{"NATS_CREDS", "/nonexistent/observer.creds"},

@@ -14,6 +14,11 @@
 // torn last line (the process was killed in the middle of a write) is cut
 // off when the file is opened; it had not been acknowledged.
 //
+// A history may be compacted to its last leaderships (Store.Compact): the
+// file is rewritten with a Floor record first, and records of terms below
+// the floor are refused from then on, so an old announcement redelivered
+// after a compaction is not recorded again.
+//
 // Times come from two clocks: a leadership starts at the `at` of its
 // announcement (the new leader's clock); ends that the observer detects
 // itself (resign, silence) carry the observer's clock. Gaps are clamped at
@@ -42,6 +47,9 @@ const (
 	KindResume Kind = "resume"
 	// KindSplit: two nodes acted as leader at the same time.
 	KindSplit Kind = "split"
+	// KindFloor: the leaderships below Term were compacted away; records
+	// of lower terms are refused.
+	KindFloor Kind = "floor"
 )
 
 // EndReason says how the observer learnt that a leadership ended.
@@ -128,6 +136,9 @@ type Cluster struct {
 	Leaderships []Leadership
 	// SplitBrains, in the order seen.
 	SplitBrains []SplitBrain
+	// Floor is the lowest term still recorded after a compaction: the
+	// leaderships below it were dropped. 0 if never compacted.
+	Floor uint64
 }
 
 // Latest returns the leadership with the highest term.
@@ -153,6 +164,9 @@ func (c *Cluster) find(term uint64) (int, bool) {
 
 // accepts reports whether r would change the cluster: the dedup rule.
 func (c *Cluster) accepts(r Record) bool {
+	if r.Kind != KindSplit && r.Term < c.Floor {
+		return false // compacted away
+	}
 	switch r.Kind {
 	case KindLeader:
 		_, found := c.find(r.Term)
@@ -169,6 +183,8 @@ func (c *Cluster) accepts(r Record) bool {
 		return reason == EndSilent || reason == EndUnobserved
 	case KindSplit:
 		return len(r.Leaders) == 2
+	case KindFloor:
+		return r.Term > c.Floor
 	}
 	return false
 }
@@ -194,12 +210,42 @@ func (c *Cluster) apply(r Record) {
 		c.Leaderships[i].EndedAt, c.Leaderships[i].EndReason = time.Time{}, ""
 	case KindSplit:
 		c.SplitBrains = append(c.SplitBrains, SplitBrain{At: r.At.Time, Reason: r.Reason, Leaders: [2]Acting(r.Leaders)})
+	case KindFloor:
+		c.Floor = r.Term
+		i, _ := c.find(r.Term)
+		c.Leaderships = slices.Delete(c.Leaderships, 0, i)
+		c.SplitBrains = slices.DeleteFunc(c.SplitBrains, func(s SplitBrain) bool {
+			return max(s.Leaders[0].Term, s.Leaders[1].Term) < r.Term
+		})
 	}
+}
+
+// compacted returns the records that rebuild the cluster with only its
+// last keep leaderships (and the split brains that involve them), starting
+// with the Floor record. It returns nil if there are no more than keep.
+func (c *Cluster) compacted(keep int) []Record {
+	if keep <= 0 || len(c.Leaderships) <= keep {
+		return nil
+	}
+	kept := c.Leaderships[len(c.Leaderships)-keep:]
+	recs := []Record{{Kind: KindFloor, Term: kept[0].Term, At: protocol.Timestamp{Time: kept[0].StartedAt}}}
+	for _, l := range kept {
+		recs = append(recs, Record{Kind: KindLeader, Term: l.Term, Leader: l.Leader, Algorithm: l.Algorithm, At: protocol.Timestamp{Time: l.StartedAt}})
+		if l.Ended() {
+			recs = append(recs, Record{Kind: KindEnd, Term: l.Term, At: protocol.Timestamp{Time: l.EndedAt}, Reason: string(l.EndReason)})
+		}
+	}
+	for _, s := range c.SplitBrains {
+		if max(s.Leaders[0].Term, s.Leaders[1].Term) >= kept[0].Term {
+			recs = append(recs, Record{Kind: KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
+		}
+	}
+	return recs
 }
 
 // clone returns a deep copy, for readers outside the store's lock.
 func (c *Cluster) clone() *Cluster {
-	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains)}
+	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor}
 }
 
 // SplitBrainOf reports whether l took part in a split-brain event.

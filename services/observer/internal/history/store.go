@@ -159,13 +159,98 @@ func (s *Store) file(cluster string) (*os.File, error) {
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
 		// A new file: sync the directory so the file itself survives.
-		if d, err := os.Open(s.dir); err == nil {
-			d.Sync()
-			d.Close()
-		}
+		syncDir(s.dir)
 	}
 	s.files[cluster] = f
 	return f, nil
+}
+
+// syncDir syncs a directory, so that files created or renamed in it
+// survive a crash.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// Len returns how many leaderships of cluster are recorded.
+func (s *Store) Len(cluster string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c := s.clusters[cluster]; c != nil {
+		return len(c.Leaderships)
+	}
+	return 0
+}
+
+// Compact rewrites cluster's file with only its last keep leaderships, if
+// it has more, and returns how many leaderships it dropped. The new file is
+// written and synced beside the old one, then renamed over it, so a crash
+// leaves one or the other whole; on error the history is unchanged.
+func (s *Store) Compact(cluster string, keep int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.clusters[cluster]
+	if c == nil {
+		return 0, nil
+	}
+	recs := c.compacted(keep)
+	if recs == nil {
+		return 0, nil
+	}
+	rebuilt := &Cluster{}
+	for _, r := range recs {
+		if rebuilt.accepts(r) {
+			rebuilt.apply(r)
+		}
+	}
+	path := filepath.Join(s.dir, cluster+fileSuffix)
+	tmp := path + ".compact"
+	if err := writeRecords(tmp, recs); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("history: compact %s: %w", cluster, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("history: compact %s: %w", cluster, err)
+	}
+	syncDir(s.dir)
+	// The append handle still points at the old file: reopen on the next
+	// write.
+	if f := s.files[cluster]; f != nil {
+		f.Close()
+		delete(s.files, cluster)
+	}
+	dropped := len(c.Leaderships) - len(rebuilt.Leaderships)
+	s.clusters[cluster] = rebuilt
+	return dropped, nil
+}
+
+// writeRecords writes recs to a new file at path, one per line, and syncs
+// it.
+func writeRecords(path string, recs []Record) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Clusters returns the names of the clusters with a history, sorted.

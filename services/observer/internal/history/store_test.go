@@ -136,3 +136,73 @@ func TestEndResumeAndSplit(t *testing.T) {
 		t.Error("resume of a live leadership accepted")
 	}
 }
+
+// Compact keeps the last leaderships and the split brains that involve
+// them, survives a reopen, and refuses records of compacted terms, so an
+// old announcement redelivered afterwards is not recorded again.
+func TestCompact(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for term := uint64(1); term <= 10; term++ {
+		at := time.Duration(term) * time.Second
+		recs = append(recs, leaderRec(term, term%5+1, at), endRec(term, at+900*time.Millisecond, EndSilent))
+	}
+	recs = append(recs, leaderRec(11, 5, 11*time.Second),
+		Record{Kind: KindSplit, At: protocol.Timestamp{Time: t0.Add(2 * time.Second)}, Reason: SplitStaleLeader, Leaders: []Acting{{1, 1}, {3, 2}}},
+		Record{Kind: KindSplit, At: protocol.Timestamp{Time: t0.Add(9 * time.Second)}, Reason: SplitSameTerm, Leaders: []Acting{{4, 9}, {5, 9}}})
+	if _, err := s.Apply("a", recs...); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Cluster("a")
+
+	if n, err := s.Compact("a", 20); err != nil || n != 0 {
+		t.Fatalf("Compact to 20 of 11 = %d, %v; want nothing to do", n, err)
+	}
+	if n, err := s.Compact("a", 4); err != nil || n != 7 {
+		t.Fatalf("Compact to 4 = %d, %v; want 7 dropped", n, err)
+	}
+	check := func(when string, c *Cluster) {
+		t.Helper()
+		if got := terms(c); len(got) != 4 || got[0] != 8 || got[3] != 11 {
+			t.Errorf("%s: terms = %v, want [8 9 10 11]", when, got)
+		}
+		if c.Floor != 8 {
+			t.Errorf("%s: floor = %d, want 8", when, c.Floor)
+		}
+		for i, l := range c.Leaderships {
+			if want := before.Leaderships[7+i]; l != want {
+				t.Errorf("%s: leadership %d = %+v, want %+v as before", when, l.Term, l, want)
+			}
+		}
+		if len(c.SplitBrains) != 1 || c.SplitBrains[0].Reason != SplitSameTerm {
+			t.Errorf("%s: split brains = %+v, want the one of term 9", when, c.SplitBrains)
+		}
+	}
+	c, _ := s.Cluster("a")
+	check("after compacting", c)
+
+	// Writes go on in the new file; compacted terms are refused.
+	if kept, err := s.Apply("a", leaderRec(3, 4, 3*time.Second), endRec(11, 12*time.Second, EndResign), leaderRec(12, 1, 13*time.Second)); err != nil || len(kept) != 2 {
+		t.Fatalf("after compacting: kept %v, %v; want the end of 11 and term 12", kept, err)
+	}
+	s.Close()
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, _ = s.Cluster("a")
+	if got := terms(c); len(got) != 5 || got[4] != 12 {
+		t.Fatalf("reopened: terms = %v, want [8 9 10 11 12]", got)
+	}
+	c.Leaderships = c.Leaderships[:4]
+	c.Leaderships[3].EndedAt, c.Leaderships[3].EndReason = time.Time{}, ""
+	check("reopened", c)
+	if _, err := os.Stat(filepath.Join(dir, "a"+fileSuffix+".compact")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the compaction's temporary file is left: %v", err)
+	}
+}

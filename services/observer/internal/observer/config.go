@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -21,6 +22,10 @@ type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	// DataDir is the directory of the history files, one per cluster.
 	DataDir string `env:"OBSERVER_DATA" envDefault:"observer-data"`
+	// Keep is how many leaderships per cluster the history keeps: once it
+	// holds a tenth more, the oldest are dropped from memory and disk. 0
+	// keeps every one.
+	Keep int `env:"OBSERVER_KEEP" envDefault:"100000"`
 	// Stream is the JetStream stream that captures every cluster's
 	// announcements. The observer creates or updates it on start.
 	Stream string `env:"OBSERVER_STREAM" envDefault:"ELECTION_LEADERS"`
@@ -78,6 +83,8 @@ func (c Config) Validate() error {
 		return bad("HTTP_ADDR", "empty")
 	case c.DataDir == "":
 		return bad("OBSERVER_DATA", "empty")
+	case c.Keep < 0:
+		return bad("OBSERVER_KEEP", "%d is negative", c.Keep)
 	case !validName(c.Stream):
 		return bad("OBSERVER_STREAM", "%q must be letters, digits, _ or -", c.Stream)
 	case c.StreamMaxAge < 0:
@@ -115,6 +122,9 @@ func describeEnvError(err error) error {
 		name := parse.Name
 		if f, ok := reflect.TypeFor[Config]().FieldByName(parse.Name); ok {
 			name = f.Tag.Get("env")
+		}
+		if num, ok := errors.AsType[*strconv.NumError](parse.Err); ok {
+			return fmt.Errorf("%w: %s: %q is not a whole number", ErrConfig, name, num.Num)
 		}
 		return fmt.Errorf("%w: %s: %v", ErrConfig, name, parse.Err)
 	}

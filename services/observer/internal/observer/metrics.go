@@ -23,6 +23,7 @@ type metrics struct {
 	splits        *prometheus.CounterVec
 	announcements *prometheus.CounterVec
 	live          *prometheus.CounterVec
+	compacted     *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -65,8 +66,12 @@ func newMetrics() *metrics {
 			Name: "observer_live_messages_total",
 			Help: "Live messages (leader, heartbeat, resign, query answers) by kind and result: ok, invalid, bad_signature, dropped (inbox full).",
 		}, []string{"kind", "result"}),
+		compacted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_history_compacted_total",
+			Help: "Leaderships dropped from the history by compaction (OBSERVER_KEEP), per cluster.",
+		}, []string{"cluster"}),
 	}
-	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live,
+	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature} {
 		m.announcements.WithLabelValues(r)

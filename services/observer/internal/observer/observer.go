@@ -144,6 +144,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	defer store.Close()
 	o.store = store
 	for _, c := range store.Clusters() {
+		o.compact(c, 0)
 		o.metrics.state(c, store)
 	}
 
@@ -426,8 +427,25 @@ func (o *Observer) recordAnnouncement(t *tracker, cluster string, a protocol.Ann
 	} else {
 		o.metrics.announcements.WithLabelValues("recorded").Inc()
 		o.log.Info("leader", "cluster", cluster, "leader", a.Leader, "term", a.Term, "algorithm", a.Algorithm)
+		o.compact(cluster, o.cfg.Keep/10)
 	}
 	return kept, nil
+}
+
+// compact drops the oldest leaderships of cluster once it holds more than
+// OBSERVER_KEEP and slack. A failure leaves the history whole, and longer.
+func (o *Observer) compact(cluster string, slack int) {
+	keep := o.cfg.Keep
+	if keep <= 0 || o.store.Len(cluster) <= keep+slack {
+		return
+	}
+	n, err := o.store.Compact(cluster, keep)
+	if err != nil {
+		o.log.Warn("cannot compact the history; it keeps every leadership for now", "cluster", cluster, "err", err)
+		return
+	}
+	o.metrics.compacted.WithLabelValues(cluster).Add(float64(n))
+	o.log.Info("history compacted", "cluster", cluster, "dropped", n, "kept", keep)
 }
 
 // endBefore decides how prev ended, now that a leadership starting at

@@ -22,6 +22,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/baton-election/baton/internal/batontest"
 )
 
 // The deployment under test mirrors compose.yaml: three NATS servers with
@@ -342,25 +344,16 @@ func (d *deployment) statusOf(alg string, id uint64) (status, error) {
 	return s, getJSON(ctx, u, &s)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func (d *deployment) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+// waitFor polls check until it returns nil; after timeout it fails the
+// test with what and check's last error.
+func (d *deployment) waitFor(timeout time.Duration, what string, check func() error) {
 	d.t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
+	batontest.CheckFor(d.t, timeout, func() error {
+		if err := check(); err != nil {
+			return fmt.Errorf("%s: not yet: %w", what, err)
 		}
-		last = why
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s: not reached within %v: %s", what, timeout, last)
-		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 // waitAgreed waits until every reachable live node of a cluster reports
@@ -369,7 +362,7 @@ func (d *deployment) eventually(timeout time.Duration, what string, cond func() 
 func (d *deployment) waitAgreed(alg string, want, minTerm uint64, timeout time.Duration, skip ...uint64) uint64 {
 	d.t.Helper()
 	var term uint64
-	d.eventually(timeout, fmt.Sprintf("%s cluster agrees on leader %d", alg, want), func() (bool, string) {
+	d.waitFor(timeout, fmt.Sprintf("%s cluster agrees on leader %d", alg, want), func() error {
 		term = 0
 		for id := uint64(1); id <= nodesPerCluster; id++ {
 			if contains(skip, id) {
@@ -377,17 +370,17 @@ func (d *deployment) waitAgreed(alg string, want, minTerm uint64, timeout time.D
 			}
 			s, err := d.statusOf(alg, id)
 			if err != nil {
-				return false, fmt.Sprintf("node %d: %v", id, err)
+				return fmt.Errorf("node %d: %v", id, err)
 			}
 			if s.Leader == nil || *s.Leader != want || s.Term <= minTerm {
-				return false, fmt.Sprintf("node %d: leader %v term %d state %s", id, deref(s.Leader), s.Term, s.State)
+				return fmt.Errorf("node %d: leader %v term %d state %s", id, deref(s.Leader), s.Term, s.State)
 			}
 			if term != 0 && s.Term != term {
-				return false, fmt.Sprintf("node %d has term %d, another node %d", id, s.Term, term)
+				return fmt.Errorf("node %d has term %d, another node %d", id, s.Term, term)
 			}
 			term = s.Term
 		}
-		return true, ""
+		return nil
 	})
 	return term
 }
@@ -397,20 +390,20 @@ func (d *deployment) waitAgreed(alg string, want, minTerm uint64, timeout time.D
 func (d *deployment) waitRecorded(alg string, want, minTerm uint64, timeout time.Duration) leadership {
 	d.t.Helper()
 	var rec leadership
-	d.eventually(timeout, fmt.Sprintf("observer records leader %d of %s", want, alg), func() (bool, string) {
+	d.waitFor(timeout, fmt.Sprintf("observer records leader %d of %s", want, alg), func() error {
 		u, err := d.url(d.observer, "/api/clusters/"+alg+"/leader")
 		if err != nil {
-			return false, err.Error()
+			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := getJSON(ctx, u, &rec); err != nil {
-			return false, err.Error()
+			return err
 		}
 		if rec.Leader != want || rec.Term <= minTerm {
-			return false, fmt.Sprintf("recorded leader %d term %d", rec.Leader, rec.Term)
+			return fmt.Errorf("recorded leader %d term %d", rec.Leader, rec.Term)
 		}
-		return true, ""
+		return nil
 	})
 	return rec
 }

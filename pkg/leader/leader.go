@@ -83,20 +83,8 @@ func WithSecret(secret []byte) Option { return func(o *options) { o.secret = sec
 
 // read decodes an announcement of cluster and, with a secret, checks its
 // signature.
-func (o options) read(cluster string, data []byte, header nats.Header) (protocol.Announcement, error) {
-	var (
-		a   protocol.Announcement
-		err error
-	)
-	if len(o.secret) > 0 {
-		a, err = protocol.VerifyAnnouncement(o.secret, data, header.Get(protocol.SignatureHeader))
-	} else {
-		a, err = protocol.DecodeAnnouncement(data)
-	}
-	if err == nil && a.Cluster != cluster {
-		err = fmt.Errorf("%w: cluster %q where %q was asked for", protocol.ErrAnnouncement, a.Cluster, cluster)
-	}
-	return a, err
+func (o options) read(cluster string, m *nats.Msg) (protocol.Announcement, error) {
+	return protocol.ReadAnnouncement(o.secret, cluster, m.Data, m.Header.Get(protocol.SignatureHeader))
 }
 
 func newOptions(opts []Option) options {
@@ -120,7 +108,7 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 	defer cancel()
 	reply, err := nc.RequestWithContext(ctx, protocol.QuerySubject(cluster), nil)
 	if err == nil {
-		if a, err := o.read(cluster, reply.Data, reply.Header); err == nil {
+		if a, err := o.read(cluster, reply); err == nil {
 			return a, nil
 		}
 	}
@@ -158,7 +146,7 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 	if err != nil {
 		return protocol.Announcement{}, err
 	}
-	return o.read(cluster, msg.Data, msg.Header)
+	return protocol.ReadAnnouncement(o.secret, cluster, msg.Data, msg.Header.Get(protocol.SignatureHeader))
 }
 
 // Watch yields the leader of cluster as soon as it is known (at once if
@@ -194,7 +182,7 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			}
 		}
 		sub, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-			if a, err := o.read(cluster, m.Data, m.Header); err == nil {
+			if a, err := o.read(cluster, m); err == nil {
 				offer(a)
 			}
 		})

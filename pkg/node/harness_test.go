@@ -218,15 +218,6 @@ func matches(m *dto.Metric, labels []string) bool {
 	return true
 }
 
-// readAnnouncement decodes an announcement and, for a signed cluster,
-// checks its signature.
-func readAnnouncement(m *nats.Msg, secret []byte) (protocol.Announcement, error) {
-	if secret == nil {
-		return protocol.DecodeAnnouncement(m.Data)
-	}
-	return protocol.VerifyAnnouncement(secret, m.Data, m.Header.Get(protocol.SignatureHeader))
-}
-
 // announcements subscribes to a cluster's leader subject; with a secret,
 // every announcement must be signed with it.
 func announcements(t *testing.T, url, cluster string, secret []byte) <-chan protocol.Announcement {
@@ -234,7 +225,7 @@ func announcements(t *testing.T, url, cluster string, secret []byte) <-chan prot
 	nc := connect(t, url)
 	ch := make(chan protocol.Announcement, 64)
 	_, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-		a, err := readAnnouncement(m, secret)
+		a, err := protocol.ReadAnnouncement(secret, cluster, m.Data, m.Header.Get(protocol.SignatureHeader))
 		if err != nil {
 			t.Errorf("announcement %q: %v", m.Data, err)
 			return
@@ -274,7 +265,7 @@ func query(t *testing.T, nc *nats.Conn, cluster string, secret []byte) protocol.
 	if err != nil {
 		t.Fatalf("query: %v", err)
 	}
-	a, err := readAnnouncement(reply, secret)
+	a, err := protocol.ReadAnnouncement(secret, cluster, reply.Data, reply.Header.Get(protocol.SignatureHeader))
 	if err != nil {
 		t.Fatalf("query reply %q: %v", reply.Data, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 )
 
 // SignatureHeader is the NATS header that carries a message's signature when
@@ -46,17 +47,23 @@ func SignAnnouncement(key []byte, cluster string, data []byte) string {
 	return Sign(key, LeaderSubject(cluster), data)
 }
 
-// VerifyAnnouncement decodes an announcement and checks its signature,
-// made by SignAnnouncement. A missing or wrong signature is a
-// *ValidationError with ReasonSignature; a malformed announcement wraps
-// ErrAnnouncement.
-func VerifyAnnouncement(key []byte, data []byte, signature string) (Announcement, error) {
+// ReadAnnouncement decodes an announcement received for cluster. With a
+// key, it must carry signature, made by SignAnnouncement with that key: a
+// missing or wrong one is a *ValidationError with ReasonSignature. A
+// malformed announcement, or one of another cluster, wraps ErrAnnouncement.
+// Every reader (the observer, pkg/leader) checks announcements with it.
+func ReadAnnouncement(key []byte, cluster string, data []byte, signature string) (Announcement, error) {
 	a, err := DecodeAnnouncement(data)
 	if err != nil {
 		return Announcement{}, err
 	}
-	if err := Verify(key, LeaderSubject(a.Cluster), data, signature); err != nil {
-		return Announcement{}, err
+	if len(key) > 0 {
+		if err := Verify(key, LeaderSubject(a.Cluster), data, signature); err != nil {
+			return Announcement{}, err
+		}
+	}
+	if a.Cluster != cluster {
+		return Announcement{}, fmt.Errorf("%w: cluster %q where %q was expected", ErrAnnouncement, a.Cluster, cluster)
 	}
 	return a, nil
 }

@@ -93,33 +93,45 @@ func TestSignature(t *testing.T) {
 	}
 }
 
-func TestSignedAnnouncement(t *testing.T) {
+func TestReadAnnouncement(t *testing.T) {
 	key := []byte("secret")
 	data := []byte(`{"cluster":"c","leader":5,"term":12,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)
 	sig := SignAnnouncement(key, "c", data)
-	a, err := VerifyAnnouncement(key, data, sig)
+	a, err := ReadAnnouncement(key, "c", data, sig)
 	if err != nil || a.Leader != 5 || a.Term != 12 {
-		t.Fatalf("VerifyAnnouncement(valid) = %+v, %v", a, err)
+		t.Fatalf("ReadAnnouncement(signed) = %+v, %v", a, err)
+	}
+	if a, err := ReadAnnouncement(nil, "c", data, ""); err != nil || a.Term != 12 {
+		t.Fatalf("ReadAnnouncement(no key, unsigned) = %+v, %v", a, err)
 	}
 	// A signature made for another cluster's leader subject, as a node of
 	// that cluster would make it, does not pass for this one.
 	moved := []byte(`{"cluster":"d","leader":5,"term":12,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)
 	bad := []struct {
-		name, sig string
-		key, data []byte
+		name, cluster, sig string
+		key, data          []byte
 	}{
-		{"unsigned", "", key, data},
-		{"other key", SignAnnouncement([]byte("guess"), "c", data), key, data},
-		{"other cluster", sig, key, moved},
-		{"tampered term", sig, key, []byte(`{"cluster":"c","leader":5,"term":13,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)},
+		{"unsigned", "c", "", key, data},
+		{"other key", "c", SignAnnouncement([]byte("guess"), "c", data), key, data},
+		{"other cluster", "d", sig, key, moved},
+		{"tampered term", "c", sig, key, []byte(`{"cluster":"c","leader":5,"term":13,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)},
 	}
 	for _, b := range bad {
-		if _, err := VerifyAnnouncement(b.key, b.data, b.sig); ReasonOf(err) != ReasonSignature || err == nil {
-			t.Errorf("%s: VerifyAnnouncement = %v, want %s", b.name, err, ReasonSignature)
+		if _, err := ReadAnnouncement(b.key, b.cluster, b.data, b.sig); ReasonOf(err) != ReasonSignature || err == nil {
+			t.Errorf("%s: ReadAnnouncement = %v, want %s", b.name, err, ReasonSignature)
 		}
 	}
-	if _, err := VerifyAnnouncement(key, []byte(`{"cluster":"c"}`), sig); !errors.Is(err, ErrAnnouncement) {
-		t.Errorf("malformed: VerifyAnnouncement = %v, want ErrAnnouncement", err)
+	for _, tc := range []struct {
+		name, cluster string
+		key, data     []byte
+	}{
+		{"malformed", "c", key, []byte(`{"cluster":"c"}`)},
+		{"asked for another cluster", "d", key, data},
+		{"asked for another cluster, no key", "d", nil, data},
+	} {
+		if _, err := ReadAnnouncement(tc.key, tc.cluster, tc.data, sig); !errors.Is(err, ErrAnnouncement) {
+			t.Errorf("%s: ReadAnnouncement = %v, want ErrAnnouncement", tc.name, err)
+		}
 	}
 }
 

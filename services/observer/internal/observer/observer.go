@@ -364,7 +364,7 @@ func (o *Observer) record(t *tracker, m jetstream.Msg) {
 	cluster, err := protocol.ClusterOf(m.Subject())
 	var a protocol.Announcement
 	if err == nil {
-		a, err = o.readAnnouncement(cluster, m.Data(), m.Headers().Get(protocol.SignatureHeader))
+		a, err = protocol.ReadAnnouncement(o.secret, cluster, m.Data(), m.Headers().Get(protocol.SignatureHeader))
 	}
 	if err != nil {
 		o.metrics.announcements.WithLabelValues(invalid(err)).Inc()
@@ -382,24 +382,6 @@ func (o *Observer) record(t *tracker, m jetstream.Msg) {
 		o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
 	}
 	o.changed(cluster, kept)
-}
-
-// readAnnouncement decodes an announcement that came for cluster and, with
-// a secret, checks its signature.
-func (o *Observer) readAnnouncement(cluster string, data []byte, sig string) (protocol.Announcement, error) {
-	var (
-		a   protocol.Announcement
-		err error
-	)
-	if len(o.secret) > 0 {
-		a, err = protocol.VerifyAnnouncement(o.secret, data, sig)
-	} else {
-		a, err = protocol.DecodeAnnouncement(data)
-	}
-	if err == nil && a.Cluster != cluster {
-		err = fmt.Errorf("%w: cluster %q on a subject of %q", protocol.ErrAnnouncement, a.Cluster, cluster)
-	}
-	return a, err
 }
 
 // invalid is the metric result of a message dropped for err.
@@ -489,7 +471,7 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 	switch kind {
 	case protocol.KindLeader:
 		var a protocol.Announcement
-		a, err = o.readAnnouncement(cluster, m.data, m.sig)
+		a, err = protocol.ReadAnnouncement(o.secret, cluster, m.data, m.sig)
 		node, term = a.Leader, a.Term
 	case protocol.KindHeartbeat, protocol.KindResign:
 		var msg protocol.Message
@@ -562,7 +544,7 @@ func (o *Observer) askMissing(now time.Time) {
 // answered records a leader's answer to the observer's query.
 func (o *Observer) answered(t *tracker, m liveMsg) {
 	cluster := m.subject[strings.LastIndexByte(m.subject, '.')+1:]
-	a, err := o.readAnnouncement(cluster, m.data, m.sig)
+	a, err := protocol.ReadAnnouncement(o.secret, cluster, m.data, m.sig)
 	if err != nil {
 		o.metrics.live.WithLabelValues(protocol.KindQuery, invalid(err)).Inc()
 		o.log.Debug("dropping invalid answer", "cluster", cluster, "err", err)

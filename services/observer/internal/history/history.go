@@ -220,27 +220,29 @@ func (c *Cluster) apply(r Record) {
 	}
 }
 
-// compacted returns the records that rebuild the cluster with only its
-// last keep leaderships (and the split brains that involve them), starting
-// with the Floor record. It returns nil if there are no more than keep.
-func (c *Cluster) compacted(keep int) []Record {
+// compacted returns the cluster with only its last keep leaderships (and
+// the split brains that involve them), and the records that rebuild it,
+// starting with the Floor record. It returns nil if there are no more than
+// keep.
+func (c *Cluster) compacted(keep int) (*Cluster, []Record) {
 	if keep <= 0 || len(c.Leaderships) <= keep {
-		return nil
+		return nil, nil
 	}
-	kept := c.Leaderships[len(c.Leaderships)-keep:]
-	recs := []Record{{Kind: KindFloor, Term: kept[0].Term, At: protocol.Timestamp{Time: kept[0].StartedAt}}}
-	for _, l := range kept {
+	first := c.Leaderships[len(c.Leaderships)-keep]
+	floor := Record{Kind: KindFloor, Term: first.Term, At: protocol.Timestamp{Time: first.StartedAt}}
+	kept := c.clone()
+	kept.apply(floor)
+	recs := []Record{floor}
+	for _, l := range kept.Leaderships {
 		recs = append(recs, Record{Kind: KindLeader, Term: l.Term, Leader: l.Leader, Algorithm: l.Algorithm, At: protocol.Timestamp{Time: l.StartedAt}})
 		if l.Ended() {
 			recs = append(recs, Record{Kind: KindEnd, Term: l.Term, At: protocol.Timestamp{Time: l.EndedAt}, Reason: string(l.EndReason)})
 		}
 	}
-	for _, s := range c.SplitBrains {
-		if max(s.Leaders[0].Term, s.Leaders[1].Term) >= kept[0].Term {
-			recs = append(recs, Record{Kind: KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
-		}
+	for _, s := range kept.SplitBrains {
+		recs = append(recs, Record{Kind: KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
 	}
-	return recs
+	return kept, recs
 }
 
 // clone returns a deep copy, for readers outside the store's lock.

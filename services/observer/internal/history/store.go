@@ -195,15 +195,9 @@ func (s *Store) Compact(cluster string, keep int) (int, error) {
 	if c == nil {
 		return 0, nil
 	}
-	recs := c.compacted(keep)
-	if recs == nil {
+	rebuilt, recs := c.compacted(keep)
+	if rebuilt == nil {
 		return 0, nil
-	}
-	rebuilt := &Cluster{}
-	for _, r := range recs {
-		if rebuilt.accepts(r) {
-			rebuilt.apply(r)
-		}
 	}
 	path := filepath.Join(s.dir, cluster+fileSuffix)
 	tmp := path + ".compact"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -175,16 +176,21 @@ func TestChangesWhileDownAreRecordedOnce(t *testing.T) {
 	}
 }
 
+// startWithFakeClock runs an observer whose clock the test moves, on a
+// NATS server of its own, and returns a connection to that server. The
+// failure-detection window (an hour) never ends a leadership by itself.
+func startWithFakeClock(t *testing.T) (*nats.Conn, *fakeClock, *running) {
+	t.Helper()
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	clock := &fakeClock{now: t0}
+	return batontest.Connect(t, url), clock, startObserver(t, testConfig(url, t.TempDir()), clock)
+}
+
 // Gaps come from what the nodes publish: here the old leader's resign.
 // Split brain: two nodes with one term, and a superseded leader that keeps
 // sending heartbeats after the grace.
 func TestGapsAndSplitBrain(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
-	nc := batontest.Connect(t, url)
-	clock := &fakeClock{now: t0}
-	cfg := testConfig(url, t.TempDir())
-	cfg.LeaderTimeout = time.Hour // checkSilence must not end anything
-	o := startObserver(t, cfg, clock)
+	nc, clock, o := startWithFakeClock(t)
 	c := "default"
 
 	announce(t, nc, announcement(c, 1, 1, t0))
@@ -300,12 +306,7 @@ func scrape(t *testing.T, o *running) string {
 // its last heartbeat, and the gap runs from there. One heard within the
 // grace was superseded while working: no gap.
 func TestSilentLeaderBeforeItsSuccessor(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
-	nc := batontest.Connect(t, url)
-	clock := &fakeClock{now: t0}
-	cfg := testConfig(url, t.TempDir())
-	cfg.LeaderTimeout = time.Hour // checkSilence must not end anything
-	o := startObserver(t, cfg, clock)
+	nc, clock, o := startWithFakeClock(t)
 	c := "default"
 
 	announce(t, nc, announcement(c, 5, 5, t0))

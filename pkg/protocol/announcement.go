@@ -77,6 +77,8 @@ func DecodeAnnouncement(data []byte) (Announcement, error) {
 		return Announcement{}, fmt.Errorf("%w: leader missing", ErrAnnouncement)
 	case a.Term == 0:
 		return Announcement{}, fmt.Errorf("%w: term missing", ErrAnnouncement)
+	case a.Term > MaxTerm:
+		return Announcement{}, fmt.Errorf("%w: term %d above the ceiling %d", ErrAnnouncement, a.Term, MaxTerm)
 	case a.At.IsZero():
 		return Announcement{}, fmt.Errorf("%w: at missing", ErrAnnouncement)
 	}

@@ -19,11 +19,23 @@ import (
 	"slices"
 )
 
-// Version is the version of the node-to-node message format.
-const Version = 1
+// Version is the version of the node-to-node message format. Version 2
+// added the freshness fields (Inc, N, TS) and the term ceiling.
+const Version = 2
 
 // MaxPayload is the largest encoded message a node accepts, in bytes.
 const MaxPayload = 1024
+
+// MaxTerm is the largest valid term: 2^62. A message, announcement or stored
+// state with a larger term is invalid, so that no arithmetic on a term can
+// wrap round. A node never claims a term above it; a cluster that reaches it
+// elects no new leader (at one election per millisecond, that takes about
+// 146 million years).
+const MaxTerm uint64 = 1 << 62
+
+// MaxHops bounds the Hops of a ring message. Rings drop a message after two
+// rounds, so no valid message comes near it.
+const MaxHops = 1 << 20
 
 // Type names a kind of node-to-node message.
 type Type string
@@ -82,6 +94,20 @@ type Message struct {
 	// Hops counts how many nodes forwarded a ring message, so a message
 	// whose candidate has died cannot circle forever.
 	Hops int `json:"hops,omitempty"`
+
+	// The freshness fields are set by the runtime that publishes the
+	// message, not by the algorithms, and checked by a ReplayGuard on
+	// receipt; the signature covers them.
+
+	// Inc is the sender's incarnation: a number that grows each time the
+	// sender's process starts.
+	Inc uint64 `json:"inc,omitempty"`
+	// N numbers the messages of one incarnation, from 1, in the order they
+	// are sent.
+	N uint64 `json:"n,omitempty"`
+	// TS is the sender's wall-clock time when it sent the message, in
+	// milliseconds since the Unix epoch.
+	TS int64 `json:"ts,omitempty"`
 }
 
 // String renders a message compactly for logs and simulator traces.
@@ -116,10 +142,16 @@ const (
 	ReasonNotMember    Reason = "not_member"
 	ReasonWrongSubject Reason = "wrong_subject"
 	ReasonSignature    Reason = "bad_signature"
+	// ReasonReplayed: a message already received, or one of an earlier
+	// incarnation of its sender.
+	ReasonReplayed Reason = "replayed"
+	// ReasonExpired: a message sent longer ago than the receiver accepts, or
+	// dated in the future beyond the same bound.
+	ReasonExpired Reason = "expired"
 )
 
 // Reasons lists every rejection reason, in a fixed order.
-var Reasons = []Reason{ReasonOversized, ReasonMalformed, ReasonVersion, ReasonUnknownType, ReasonInvalidField, ReasonNotMember, ReasonWrongSubject, ReasonSignature}
+var Reasons = []Reason{ReasonOversized, ReasonMalformed, ReasonVersion, ReasonUnknownType, ReasonInvalidField, ReasonNotMember, ReasonWrongSubject, ReasonSignature, ReasonReplayed, ReasonExpired}
 
 // ValidationError is the error for a message that is rejected.
 type ValidationError struct {
@@ -200,8 +232,11 @@ func Validate(m Message, members []uint64) error {
 	if m.To == m.From {
 		return reject(ReasonInvalidField, "message from %d to itself", m.From)
 	}
-	if m.Hops < 0 {
-		return reject(ReasonInvalidField, "negative hops %d", m.Hops)
+	if m.Hops < 0 || m.Hops > MaxHops {
+		return reject(ReasonInvalidField, "hops %d outside [0, %d]", m.Hops, MaxHops)
+	}
+	if m.Term > MaxTerm {
+		return reject(ReasonInvalidField, "term %d above the ceiling %d", m.Term, MaxTerm)
 	}
 	switch m.Type {
 	case TypeResign:

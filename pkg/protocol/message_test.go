@@ -19,6 +19,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Type: TypeHeartbeat, From: 8, Term: 10},
 		{Type: TypeResign, From: 8, Term: 10},
 		{Type: TypeStale, From: 3, To: 8, Term: 15, Candidate: 5},
+		{Type: TypeHeartbeat, From: 8, Term: MaxTerm, Inc: 1 << 60, N: 3, TS: 1_700_000_000_000},
 	}
 	for _, m := range msgs {
 		data, err := Encode(m)
@@ -49,17 +50,18 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty", ``, ReasonMalformed},
 		{"not json", `hello`, ReasonMalformed},
 		{"array", `[1,2]`, ReasonInvalidField},
-		{"truncated", `{"v":1,"type":"election"`, ReasonMalformed},
-		{"trailing data", `{"v":1,"type":"election","from":1} {}`, ReasonMalformed},
-		{"wrong field type", `{"v":1,"type":"election","from":"one"}`, ReasonInvalidField},
-		{"negative id", `{"v":1,"type":"election","from":-1}`, ReasonInvalidField},
-		{"float term", `{"v":1,"type":"heartbeat","from":1,"term":1.5}`, ReasonInvalidField},
-		{"unknown field", `{"v":1,"type":"election","from":1,"admin":true}`, ReasonMalformed},
+		{"truncated", `{"v":2,"type":"election"`, ReasonMalformed},
+		{"trailing data", `{"v":2,"type":"election","from":1} {}`, ReasonMalformed},
+		{"wrong field type", `{"v":2,"type":"election","from":"one"}`, ReasonInvalidField},
+		{"negative id", `{"v":2,"type":"election","from":-1}`, ReasonInvalidField},
+		{"float term", `{"v":2,"type":"heartbeat","from":1,"term":1.5}`, ReasonInvalidField},
+		{"unknown field", `{"v":2,"type":"election","from":1,"admin":true}`, ReasonMalformed},
 		{"no version", `{"type":"election","from":1}`, ReasonVersion},
-		{"future version", `{"v":2,"type":"election","from":1}`, ReasonVersion},
-		{"unknown type", `{"v":1,"type":"promote","from":1}`, ReasonUnknownType},
-		{"missing type", `{"v":1,"from":1}`, ReasonUnknownType},
-		{"oversized", `{"v":1,"type":"election","from":1,"pad":"` + strings.Repeat("x", MaxPayload) + `"}`, ReasonOversized},
+		{"old version", `{"v":1,"type":"election","from":1}`, ReasonVersion},
+		{"future version", `{"v":3,"type":"election","from":1}`, ReasonVersion},
+		{"unknown type", `{"v":2,"type":"promote","from":1}`, ReasonUnknownType},
+		{"missing type", `{"v":2,"from":1}`, ReasonUnknownType},
+		{"oversized", `{"v":2,"type":"election","from":1,"pad":"` + strings.Repeat("x", MaxPayload) + `"}`, ReasonOversized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +89,11 @@ func TestValidateRejects(t *testing.T) {
 		{"candidate not a member", Message{Type: TypeElection, From: 1, To: 2, Candidate: 9}, ReasonNotMember},
 		{"to itself", Message{Type: TypeAnswer, From: 2, To: 2}, ReasonInvalidField},
 		{"negative hops", Message{Type: TypeElection, From: 1, To: 2, Candidate: 2, Hops: -1}, ReasonInvalidField},
+		{"hops above the bound", Message{Type: TypeElection, From: 1, To: 2, Candidate: 2, Hops: MaxHops + 1}, ReasonInvalidField},
+		// Terms are bounded: a term above the ceiling is invalid, so that
+		// claiming the next term can never wrap round.
+		{"term above the ceiling", Message{Type: TypeElection, From: 1, Term: MaxTerm + 1}, ReasonInvalidField},
+		{"largest term", Message{Type: TypeHeartbeat, From: 1, Term: 1<<64 - 1}, ReasonInvalidField},
 		{"coordinator without term", Message{Type: TypeCoordinator, From: 8}, ReasonInvalidField},
 		{"heartbeat addressed", Message{Type: TypeHeartbeat, From: 8, To: 1, Term: 5}, ReasonInvalidField},
 		{"resign addressed", Message{Type: TypeResign, From: 8, To: 1, Term: 5}, ReasonInvalidField},
@@ -117,17 +124,17 @@ func TestReasonOfForeignError(t *testing.T) {
 // that whatever decodes and validates survives a round trip unchanged.
 func FuzzDecode(f *testing.F) {
 	seeds := []string{
-		`{"v":1,"type":"election","from":2,"term":7}`,
-		`{"v":1,"type":"election","from":2,"to":3,"term":7,"candidate":8,"seq":4,"hops":2}`,
-		`{"v":1,"type":"answer","from":5,"to":2,"term":10}`,
-		`{"v":1,"type":"coordinator","from":8,"term":10}`,
-		`{"v":1,"type":"elected","from":1,"to":2,"candidate":8,"term":10,"seq":9}`,
-		`{"v":1,"type":"ack","from":2,"to":1,"seq":9}`,
-		`{"v":1,"type":"heartbeat","from":8,"term":10}`,
-		`{"v":1,"type":"resign","from":8,"term":10}`,
-		`{"v":1,"type":"stale","from":3,"to":8,"term":15,"candidate":5}`,
-		`{"v":1,"type":"heartbeat","from":8,"term":1e400}`,
-		`{"v":1,"type":"\u0000","from":8}`,
+		`{"v":2,"type":"election","from":2,"term":7}`,
+		`{"v":2,"type":"election","from":2,"to":3,"term":7,"candidate":8,"seq":4,"hops":2}`,
+		`{"v":2,"type":"answer","from":5,"to":2,"term":10}`,
+		`{"v":2,"type":"coordinator","from":8,"term":10}`,
+		`{"v":2,"type":"elected","from":1,"to":2,"candidate":8,"term":10,"seq":9}`,
+		`{"v":2,"type":"ack","from":2,"to":1,"seq":9}`,
+		`{"v":2,"type":"heartbeat","from":8,"term":10}`,
+		`{"v":2,"type":"resign","from":8,"term":10}`,
+		`{"v":2,"type":"stale","from":3,"to":8,"term":15,"candidate":5}`,
+		`{"v":2,"type":"heartbeat","from":8,"term":1e400}`,
+		`{"v":2,"type":"\u0000","from":8}`,
 		`{}`, `null`, `[]`, `"x"`, ``,
 	}
 	for _, s := range seeds {

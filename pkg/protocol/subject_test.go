@@ -126,6 +126,7 @@ func TestReadAnnouncement(t *testing.T) {
 		key, data     []byte
 	}{
 		{"malformed", "c", key, []byte(`{"cluster":"c"}`)},
+		{"term above the ceiling", "c", nil, []byte(`{"cluster":"c","leader":5,"term":18446744073709551615,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)},
 		{"asked for another cluster", "d", key, data},
 		{"asked for another cluster, no key", "d", nil, data},
 	} {

@@ -1,0 +1,82 @@
+package protocol
+
+import (
+	"testing"
+	"time"
+)
+
+func TestReplayGuard(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	msg := func(from, inc, n uint64, sent time.Time) Message {
+		return Message{V: Version, Type: TypeHeartbeat, From: from, Term: 5, Inc: inc, N: n, TS: sent.UnixMilli()}
+	}
+	type step struct {
+		name string
+		m    Message
+		want Reason // "" means accepted
+	}
+	steps := []step{
+		{"first message of a sender", msg(1, 10, 5, now), ""},
+		{"the same message again", msg(1, 10, 5, now), ReasonReplayed},
+		{"the next number", msg(1, 10, 6, now), ""},
+		{"an earlier number not yet seen (overtaken)", msg(1, 10, 3, now), ""},
+		{"that one again", msg(1, 10, 3, now), ReasonReplayed},
+		{"a jump ahead", msg(1, 10, 300, now), ""},
+		{"what came before the jump, still in the window", msg(1, 10, 100, now), ""},
+		{"a number before the window", msg(1, 10, 300-ReplayWindow, now), ReasonReplayed},
+		{"an earlier incarnation", msg(1, 9, 1000, now), ReasonReplayed},
+		{"another sender has its own numbers", msg(2, 10, 5, now), ""},
+		{"a new incarnation restarts the numbers", msg(1, 11, 1, now), ""},
+		{"the old incarnation is now refused", msg(1, 10, 301, now), ReasonReplayed},
+		{"sent too long ago", msg(1, 11, 2, now.Add(-3*time.Second)), ReasonExpired},
+		{"dated too far in the future", msg(1, 11, 3, now.Add(3*time.Second)), ReasonExpired},
+		{"within the bound either way", msg(1, 11, 4, now.Add(1500*time.Millisecond)), ""},
+		{"no freshness fields", Message{V: Version, Type: TypeHeartbeat, From: 1, Term: 5}, ReasonInvalidField},
+	}
+	g := NewReplayGuard(2 * time.Second)
+	for _, s := range steps {
+		err := g.Check(s.m, now)
+		switch {
+		case s.want == "" && err != nil:
+			t.Errorf("%s: got %v, want accepted", s.name, err)
+		case s.want != "" && (err == nil || ReasonOf(err) != s.want):
+			t.Errorf("%s: got %v, want reason %s", s.name, err, s.want)
+		}
+	}
+}
+
+// Every number of a window is accepted once, whatever the order of arrival
+// within the window.
+func TestReplayGuardEveryNumberOnce(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	g := NewReplayGuard(time.Second)
+	order := []uint64{}
+	for n := uint64(1); n <= 600; n++ {
+		order = append(order, n)
+	}
+	// Swap neighbours within blocks of 7 so that messages overtake.
+	for i := 0; i+6 < len(order); i += 7 {
+		order[i], order[i+6] = order[i+6], order[i]
+		order[i+2], order[i+4] = order[i+4], order[i+2]
+	}
+	for _, n := range order {
+		m := Message{V: Version, Type: TypeAck, From: 3, Inc: 1, N: n, TS: now.UnixMilli()}
+		if err := g.Check(m, now); err != nil {
+			t.Fatalf("number %d: first arrival refused: %v", n, err)
+		}
+		if err := g.Check(m, now); ReasonOf(err) != ReasonReplayed {
+			t.Fatalf("number %d: second arrival got %v, want %s", n, err, ReasonReplayed)
+		}
+	}
+}
+
+func TestStamp(t *testing.T) {
+	s := NewStamp(42)
+	now := time.UnixMilli(1_700_000_000_123)
+	var a, b Message
+	s.Apply(&a, now)
+	s.Apply(&b, now.Add(time.Millisecond))
+	if a.Inc != 42 || a.N != 1 || a.TS != 1_700_000_000_123 || b.N != 2 || b.TS != 1_700_000_000_124 {
+		t.Errorf("got %+v and %+v, want numbers 1 and 2 of incarnation 42 with their times", a, b)
+	}
+}

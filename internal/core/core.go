@@ -1,8 +1,13 @@
-package election
+// Package core holds the state and the rules that the Bully and ring
+// machines share: membership, terms, leader tracking, heartbeats, failure
+// suspicion, the hard state and the events they report. Only the
+// algorithms use it; drivers see them through election.Machine.
+package core
 
 import (
 	"slices"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -12,9 +17,9 @@ type Core struct {
 	id      uint64
 	members []uint64 // sorted
 	index   int      // position of id in members
-	timing  Timing
+	timing  election.Timing
 
-	role    Role
+	role    election.Role
 	leader  uint64 // 0 while undefined
 	term    uint64 // term of the last leadership accepted or claimed
 	maxTerm uint64 // highest term seen anywhere
@@ -23,12 +28,16 @@ type Core struct {
 	seq     uint64
 	left    bool // resigned: ignore every later event
 
+	saved   election.HardState // the hard state last handed to the driver
 	out     []protocol.Message
 	claimed uint64
+	events  []election.Event
 }
 
-// NewCore validates cfg and returns a follower with no leader.
-func NewCore(cfg Config) (*Core, error) {
+// NewCore validates cfg and returns a follower with no leader that starts
+// from cfg.State: it never accepts a term below the one it accepted before
+// and only claims terms above every term it has seen.
+func NewCore(cfg election.Config) (*Core, error) {
 	members, err := cfg.Validate()
 	if err != nil {
 		return nil, err
@@ -39,6 +48,9 @@ func NewCore(cfg Config) (*Core, error) {
 		members: members,
 		index:   index,
 		timing:  cfg.Timing,
+		term:    cfg.State.Term,
+		maxTerm: cfg.State.MaxTerm,
+		saved:   cfg.State,
 		gone:    make(map[uint64]absence),
 	}, nil
 }
@@ -50,10 +62,10 @@ func (c *Core) ID() uint64 { return c.id }
 func (c *Core) Members() []uint64 { return c.members }
 
 // Timing is the configured timing.
-func (c *Core) Timing() Timing { return c.timing }
+func (c *Core) Timing() election.Timing { return c.timing }
 
 // Role is this node's role.
-func (c *Core) Role() Role { return c.role }
+func (c *Core) Role() election.Role { return c.role }
 
 // Leader is the current leader, 0 while undefined.
 func (c *Core) Leader() uint64 { return c.leader }
@@ -68,15 +80,30 @@ func (c *Core) MaxTerm() uint64 { return c.maxTerm }
 func (c *Core) Left() bool { return c.left }
 
 // Status returns the node's view.
-func (c *Core) Status() Status {
-	return Status{ID: c.id, Leader: c.leader, Term: c.term, Role: c.role}
+func (c *Core) Status() election.Status {
+	return election.Status{ID: c.id, Leader: c.leader, Term: c.term, Role: c.role}
 }
 
-// Ready returns and clears the pending output.
-func (c *Core) Ready() Ready {
-	r := Ready{Messages: c.out, Claimed: c.claimed}
-	c.out, c.claimed = nil, 0
+// State is the node's hard state now.
+func (c *Core) State() election.HardState {
+	return election.HardState{Term: c.term, MaxTerm: c.maxTerm}
+}
+
+// Ready returns and clears the pending output, with the hard state if it
+// changed since the last Ready.
+func (c *Core) Ready() election.Ready {
+	r := election.Ready{Messages: c.out, Claimed: c.claimed, Events: c.events}
+	if st := c.State(); st != c.saved {
+		c.saved = st
+		r.State = &st
+	}
+	c.out, c.claimed, c.events = nil, 0, nil
 	return r
+}
+
+// report records an event for the driver.
+func (c *Core) report(kind election.EventKind, leader, term uint64) {
+	c.events = append(c.events, election.Event{Kind: kind, Leader: leader, Term: term})
 }
 
 // Send queues m from this node.
@@ -95,9 +122,11 @@ func (c *Core) NextSeq() uint64 {
 // Receive does what every message does to a node before its algorithm
 // looks at it: it learns the message's term and that its sender is alive.
 // It reports false for messages the algorithm must ignore: those from this
-// node itself, and everything once this node has resigned.
+// node itself, those with a term above protocol.MaxTerm (Validate drops
+// them; this keeps the ceiling whatever the driver does), and everything
+// once this node has resigned.
 func (c *Core) Receive(m protocol.Message) bool {
-	if c.left || m.From == c.id {
+	if c.left || m.From == c.id || m.Term > protocol.MaxTerm {
 		return false
 	}
 	c.maxTerm = max(c.maxTerm, m.Term)
@@ -165,13 +194,18 @@ func (c *Core) HigherAlive() bool {
 	return false
 }
 
-// nextTerm is the smallest term owned by this node above every term seen.
+// nextTerm is the smallest term owned by this node above every term seen,
+// or 0 if that term would be above protocol.MaxTerm. Every term it reads is
+// at most protocol.MaxTerm (2^62), so the sum cannot wrap.
 func (c *Core) nextTerm() uint64 {
 	n := uint64(len(c.members))
 	own := uint64(c.index) + 1
 	t := c.maxTerm - c.maxTerm%n + own
 	if t <= c.maxTerm {
 		t += n
+	}
+	if t > protocol.MaxTerm {
+		return 0
 	}
 	return t
 }
@@ -180,7 +214,10 @@ func (c *Core) nextTerm() uint64 {
 // undefined (it failed, left, or this node just started); without, a
 // leader that is still working is kept while the election runs.
 func (c *Core) BecomeCandidate(forget bool) {
-	c.role = Candidate
+	if c.role != election.Candidate {
+		c.report(election.ElectionStarted, 0, 0)
+	}
+	c.role = election.Candidate
 	c.silent = 0
 	if forget {
 		c.leader = 0
@@ -189,20 +226,31 @@ func (c *Core) BecomeCandidate(forget bool) {
 
 // Claim makes this node leader. A node that already leads under a term no
 // older than any it has seen keeps that term; otherwise it takes a new term
-// and Ready reports it to be announced. It returns the term.
+// and Ready reports it to be announced. It returns the term, or 0 if every
+// term this node could claim is above protocol.MaxTerm: it then stays as
+// it was (a cluster that reaches the ceiling elects no new leader).
 func (c *Core) Claim() uint64 {
-	if c.role != Leader || c.leader != c.id || c.term < c.maxTerm {
-		c.term = c.nextTerm()
-		c.maxTerm = c.term
-		c.claimed = c.term
+	if c.role != election.Leader || c.leader != c.id || c.term < c.maxTerm {
+		next := c.nextTerm()
+		if next == 0 {
+			return 0
+		}
+		if c.role != election.Candidate {
+			c.report(election.ElectionStarted, 0, 0) // claimed straight away
+		}
+		c.term, c.maxTerm, c.claimed = next, next, next
+		c.report(election.LeaderChanged, c.id, next)
 	}
-	c.role, c.leader, c.silent = Leader, c.id, 0
+	c.role, c.leader, c.silent = election.Leader, c.id, 0
 	return c.term
 }
 
 // follow accepts leader with term.
 func (c *Core) follow(leader, term uint64) {
-	c.role, c.leader, c.term, c.silent = Follower, leader, term, 0
+	if leader != c.leader || term != c.term {
+		c.report(election.LeaderChanged, leader, term)
+	}
+	c.role, c.leader, c.term, c.silent = election.Follower, leader, term, 0
 	c.maxTerm = max(c.maxTerm, term)
 }
 
@@ -243,13 +291,15 @@ func (c *Core) Claimed(sender, leader, term uint64) Verdict {
 	case term < c.term:
 		c.ReplyStale(sender)
 		return Rejected
+	case leader < c.id:
+		// Even under the term this node accepted before (it may have been
+		// restored from disk): the highest live ID wins.
+		return Challenged
 	case term == c.term:
 		// The same leadership: the claimant owns the term, so it is the
 		// leader we accepted, perhaps suspected since.
 		c.follow(leader, term)
 		return Refreshed
-	case leader < c.id:
-		return Challenged
 	}
 	c.follow(leader, term)
 	return Accepted
@@ -266,11 +316,11 @@ func (c *Core) ReplyStale(to uint64) {
 // node leads under the newer term, this node steps down and waits to hear
 // from it.
 func (c *Core) Staled(m protocol.Message) (reclaim bool) {
-	if c.role != Leader || m.Term <= c.term {
+	if c.role != election.Leader || m.Term <= c.term {
 		return false
 	}
 	if m.Candidate > c.id {
-		c.role, c.leader, c.silent = Follower, 0, 0
+		c.role, c.leader, c.silent = election.Follower, 0, 0
 		return false
 	}
 	return true
@@ -294,11 +344,11 @@ func (c *Core) Leave() {
 		return
 	}
 	term := c.maxTerm
-	if c.role == Leader {
+	if c.role == election.Leader {
 		term = c.term
 	}
 	c.Send(protocol.Message{Type: protocol.TypeResign, Term: term})
-	c.role, c.leader, c.left = Follower, 0, true
+	c.role, c.leader, c.left = election.Follower, 0, true
 }
 
 // TickLeader advances a leader's clock, broadcasting a heartbeat when due.
@@ -312,7 +362,7 @@ func (c *Core) TickLeader() {
 // Heartbeat broadcasts a leader's heartbeat now; the next one is due
 // HeartbeatTicks later. It does nothing unless this node leads.
 func (c *Core) Heartbeat() {
-	if c.role != Leader || c.left {
+	if c.role != election.Leader || c.left {
 		return
 	}
 	c.silent = 0
@@ -329,8 +379,15 @@ func (c *Core) TickFollower() (timedOut bool) {
 	}
 	c.silent = 0
 	if c.leader != 0 {
+		c.report(election.LeaderTimedOut, c.leader, c.term)
 		c.MarkDeparted(c.leader)
 		c.leader = 0
 	}
 	return true
 }
+
+// LeaderDue is how many ticks until a leader's next heartbeat is due.
+func (c *Core) LeaderDue() int { return max(1, c.timing.HeartbeatTicks-c.silent) }
+
+// FollowerDue is how many ticks until a follower's leader time-out fires.
+func (c *Core) FollowerDue() int { return max(1, c.timing.LeaderTimeoutTicks-c.silent) }

@@ -1,8 +1,10 @@
-package election
+package core
 
 import (
+	"slices"
 	"testing"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -11,7 +13,7 @@ var testMembers = []uint64{9, 4, 2}
 
 func newTestCore(t *testing.T, id uint64) *Core {
 	t.Helper()
-	c, err := NewCore(Config{ID: id, Members: testMembers, Timing: DefaultTiming(len(testMembers))})
+	c, err := NewCore(election.Config{ID: id, Members: testMembers, Timing: election.DefaultTiming(len(testMembers))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func TestClaimed(t *testing.T) {
 			if c.Leader() != tt.wantLeader || c.Term() != tt.wantTerm {
 				t.Errorf("leader, term: got %d, %d, want %d, %d", c.Leader(), c.Term(), tt.wantLeader, tt.wantTerm)
 			}
-			if tt.wantFollowRole && c.Role() != Follower {
+			if tt.wantFollowRole && c.Role() != election.Follower {
 				t.Errorf("role: got %v, want follower", c.Role())
 			}
 			msgs := c.Ready().Messages
@@ -112,13 +114,13 @@ func TestStaled(t *testing.T) {
 		staleTerm   uint64
 		staleLeader uint64
 		wantReclaim bool
-		wantRole    Role
+		wantRole    election.Role
 		wantLeader  uint64
 	}{
-		{name: "newer term, no leader", staleTerm: 7, wantReclaim: true, wantRole: Leader, wantLeader: 4},
-		{name: "newer term, lower leader", staleTerm: 7, staleLeader: 2, wantReclaim: true, wantRole: Leader, wantLeader: 4},
-		{name: "newer term, higher leader", staleTerm: 9, staleLeader: 9, wantRole: Follower, wantLeader: 0},
-		{name: "not newer", staleTerm: 5, staleLeader: 9, wantRole: Leader, wantLeader: 4},
+		{name: "newer term, no leader", staleTerm: 7, wantReclaim: true, wantRole: election.Leader, wantLeader: 4},
+		{name: "newer term, lower leader", staleTerm: 7, staleLeader: 2, wantReclaim: true, wantRole: election.Leader, wantLeader: 4},
+		{name: "newer term, higher leader", staleTerm: 9, staleLeader: 9, wantRole: election.Follower, wantLeader: 0},
+		{name: "not newer", staleTerm: 5, staleLeader: 9, wantRole: election.Leader, wantLeader: 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,5 +188,102 @@ func TestClaimKeepsCurrentTerm(t *testing.T) {
 	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: first + 5})
 	if next := c.Claim(); next <= first+5 {
 		t.Errorf("after a newer term: got %d, want above %d", next, first+5)
+	}
+}
+
+// Terms are bounded: no claim goes above protocol.MaxTerm, and a node
+// whose next term would be above it does not claim at all.
+func TestClaimNeverWraps(t *testing.T) {
+	c := newTestCore(t, 9) // owns terms 3, 6, 9, ...
+	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: protocol.MaxTerm - 2})
+	if got := c.nextTerm(); got != 0 && got > protocol.MaxTerm {
+		t.Fatalf("nextTerm after %d: got %d, above the ceiling", protocol.MaxTerm-2, got)
+	}
+	c = newTestCore(t, 9)
+	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: protocol.MaxTerm})
+	if got := c.Claim(); got != 0 {
+		t.Errorf("claim after the ceiling: got term %d, want no claim (0)", got)
+	}
+	if rd := c.Ready(); rd.Claimed != 0 || c.Role() == election.Leader {
+		t.Errorf("after a refused claim: claimed %d, role %v; want nothing claimed, not leader", rd.Claimed, c.Role())
+	}
+	// A term above the ceiling is ignored even if a driver let it through.
+	c = newTestCore(t, 4)
+	if c.Receive(protocol.Message{Type: protocol.TypeHeartbeat, From: 9, Term: 1<<64 - 1}) {
+		t.Errorf("Receive accepted a term above the ceiling")
+	}
+	if c.MaxTerm() != 0 {
+		t.Errorf("max term: got %d, want 0", c.MaxTerm())
+	}
+}
+
+// Terms survive restarts: a node restored from its hard state claims above
+// everything it saw, and refuses (with a Stale reply) a leader whose term
+// is below the one it accepted before.
+func TestRestoredState(t *testing.T) {
+	c, err := NewCore(election.Config{ID: 4, Members: testMembers, Timing: election.DefaultTiming(3),
+		State: election.HardState{Term: 7, MaxTerm: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := c.Claimed(9, 9, 6); v != Rejected {
+		t.Errorf("claim of term 6 after restoring term 7: got %v, want Rejected", v)
+	}
+	if msgs := c.Ready().Messages; len(msgs) != 1 || msgs[0].Type != protocol.TypeStale {
+		t.Errorf("want a Stale reply, got %v", msgs)
+	}
+	if got := c.Claim(); got <= 10 || c.Owner(got) != 4 {
+		t.Errorf("claim after restoring max term 10: got %d, want one of node 4's above 10", got)
+	}
+	for _, bad := range []election.HardState{{Term: 5, MaxTerm: 4}, {MaxTerm: protocol.MaxTerm + 1}} {
+		if _, err := NewCore(election.Config{ID: 4, Members: testMembers, Timing: election.DefaultTiming(3), State: bad}); err == nil {
+			t.Errorf("NewCore with state %+v: got no error", bad)
+		}
+	}
+}
+
+// The driver must store the hard state before it sends: Ready carries it
+// exactly when it changed.
+func TestReadyCarriesChangedState(t *testing.T) {
+	c := newTestCore(t, 4)
+	if rd := c.Ready(); rd.State != nil {
+		t.Fatalf("nothing happened: got state %+v, want none", *rd.State)
+	}
+	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: 5})
+	rd := c.Ready()
+	if rd.State == nil || *rd.State != (election.HardState{MaxTerm: 5}) {
+		t.Fatalf("after seeing term 5: got state %v, want max term 5", rd.State)
+	}
+	if rd := c.Ready(); rd.State != nil {
+		t.Errorf("unchanged: got state %+v, want none", *rd.State)
+	}
+	term := c.Claim()
+	rd = c.Ready()
+	if rd.State == nil || rd.State.Term != term || rd.State.MaxTerm != term || rd.Claimed != term {
+		t.Errorf("after claiming %d: got state %v, claimed %d", term, rd.State, rd.Claimed)
+	}
+}
+
+// The machine says what happened: an election started, a new leadership,
+// a leader that timed out.
+func TestEvents(t *testing.T) {
+	c := newTestCore(t, 4)
+	c.Claimed(9, 9, 3)
+	want := []election.Event{{Kind: election.LeaderChanged, Leader: 9, Term: 3}}
+	if got := c.Ready().Events; !slices.Equal(got, want) {
+		t.Errorf("follow: got %v, want %v", got, want)
+	}
+	for range c.Timing().LeaderTimeoutTicks {
+		c.TickFollower()
+	}
+	c.BecomeCandidate(true)
+	term := c.Claim()
+	want = []election.Event{
+		{Kind: election.LeaderTimedOut, Leader: 9, Term: 3},
+		{Kind: election.ElectionStarted},
+		{Kind: election.LeaderChanged, Leader: 4, Term: term},
+	}
+	if got := c.Ready().Events; !slices.Equal(got, want) {
+		t.Errorf("time-out and claim: got %v, want %v", got, want)
 	}
 }

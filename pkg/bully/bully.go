@@ -17,30 +17,69 @@
 //     election at once even if the coordinator is working; if its ID is the
 //     highest live one it takes over.
 //
-// Two refinements keep failover fast without changing the outcome: a
-// candidate none of whose higher members can be alive (each resigned, or
-// was the leader whose heartbeats stopped) does not wait T for Answers that
-// cannot come; and a node that has just started always waits T, so that it
-// hears the cluster's current term before it claims a newer one.
+// # Refinements
+//
+// They keep failover fast and the message count bounded without changing
+// the outcome:
+//
+//   - Election is a broadcast, so a candidate hears the Election of every
+//     higher candidate: that tells it what an Answer would (a higher node
+//     is alive and holds its own election), and counts as one. A node that
+//     starts its own election because of a lower Election therefore needs
+//     no separate Answer: its Election is the answer.
+//   - A follower whose leader is a live higher node answers a lower
+//     Election but does not start an election of its own: the leader hears
+//     the same broadcast and re-asserts itself. Without this, every lower
+//     Election would restart the election of every node between it and the
+//     leader, and each Coordinator would end them only for the next lower
+//     Election to start them again.
+//   - A leader re-asserts itself with Coordinator at most once per
+//     heartbeat interval (its heartbeats, which follow within that
+//     interval, say the same); in between it answers. It claims a new term
+//     at once, though, when the Election shows a term newer than its own.
+//   - A candidate none of whose higher members can be alive (each
+//     resigned, or was the leader whose heartbeats stopped) does not wait
+//     T for Answers that cannot come.
+//   - A node that has just started always waits T, so that it hears the
+//     cluster's current term before it claims a newer one; if in that time
+//     it has heard no leader at all (a cold start, with the others still
+//     coming up), it waits until the leader time-out has passed since it
+//     started, so that nodes that start together elect the highest of them
+//     once instead of each declaring itself in turn.
+//
+// # Messages per election
+//
+// For n members, counting publications (a broadcast is one publication,
+// delivered to n-1 nodes): a node that restarts while the leader works
+// costs its Election, at most one Answer from each higher node and at most
+// one Coordinator, so O(n); an election held by the highest live node costs
+// its Election and its Coordinator. The worst case is every node
+// suspecting the leader at once: n-1 Elections, each answered by the
+// higher nodes that are not candidates yet, so at most n-1 Elections,
+// (n-1)(n-2)/2 Answers and one Coordinator; O(n²).
 package bully
 
 import (
+	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Machine is one node running Bully. It implements election.Machine.
 type Machine struct {
-	c        *election.Core
-	answered bool // a higher node answered our current election
-	wait     int  // ticks left in the candidate's current wait
+	c           *core.Core
+	answered    bool // a higher node answered our current election
+	wait        int  // ticks left in the candidate's current wait
+	age         int  // ticks since Start, counted up to the leader time-out
+	heardLeader bool // a Coordinator or heartbeat arrived since Start
+	sinceAssert int  // ticks since this leader last sent Coordinator
 }
 
 var _ election.Machine = (*Machine)(nil)
 
 // New returns a node that has not started yet.
 func New(cfg election.Config) (*Machine, error) {
-	c, err := election.NewCore(cfg)
+	c, err := core.NewCore(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +98,12 @@ func (m *Machine) Tick() {
 	if m.c.Left() {
 		return
 	}
+	if m.age < m.c.Timing().LeaderTimeoutTicks {
+		m.age++
+	}
 	switch m.c.Role() {
 	case election.Leader:
+		m.sinceAssert++
 		m.c.TickLeader()
 	case election.Follower:
 		if m.c.TickFollower() {
@@ -71,14 +114,38 @@ func (m *Machine) Tick() {
 		if m.wait > 0 {
 			return
 		}
-		if m.answered {
+		switch {
+		case m.answered:
 			// Answered, but no Coordinator came: start again.
 			m.elect(false, true)
-		} else {
+		case m.coldStart():
+			// Nobody answered and no leader was heard: the others may
+			// still be starting. Look again next tick.
+			m.wait = 1
+		default:
 			// Nobody higher answered within T.
 			m.lead()
 		}
 	}
+}
+
+// coldStart reports whether this node has just started and heard no
+// leader yet.
+func (m *Machine) coldStart() bool {
+	return !m.heardLeader && m.age < m.c.Timing().LeaderTimeoutTicks
+}
+
+// Due is how many ticks until the next Tick can have an effect.
+func (m *Machine) Due() int {
+	switch {
+	case m.c.Left():
+		return 1 << 30
+	case m.c.Role() == election.Leader:
+		return m.c.LeaderDue()
+	case m.c.Role() == election.Follower:
+		return m.c.FollowerDue()
+	}
+	return max(1, m.wait)
 }
 
 // Step handles a message.
@@ -90,19 +157,9 @@ func (m *Machine) Step(msg protocol.Message) {
 	switch msg.Type {
 	case protocol.TypeElection:
 		if msg.From > id {
-			// A higher node's election: it needs no Answer, but it may
-			// have just started and not know the current term.
-			if msg.Term < m.c.Term() {
-				m.c.ReplyStale(msg.From)
-			}
-			return
-		}
-		m.c.Send(protocol.Message{Type: protocol.TypeAnswer, To: msg.From, Term: m.c.MaxTerm()})
-		switch m.c.Role() {
-		case election.Leader:
-			m.lead()
-		case election.Follower:
-			m.elect(false, false)
+			m.higherElection(msg)
+		} else {
+			m.lowerElection(msg)
 		}
 	case protocol.TypeAnswer:
 		if m.c.Role() == election.Candidate && msg.From > id {
@@ -110,7 +167,8 @@ func (m *Machine) Step(msg protocol.Message) {
 			m.wait = m.c.Timing().CoordinatorTicks
 		}
 	case protocol.TypeCoordinator, protocol.TypeHeartbeat:
-		if m.c.Claimed(msg.From, msg.From, msg.Term) == election.Challenged && m.c.Role() != election.Candidate {
+		m.heardLeader = true
+		if m.c.Claimed(msg.From, msg.From, msg.Term) == core.Challenged && m.c.Role() != election.Candidate {
 			m.elect(false, true)
 		}
 	case protocol.TypeResign:
@@ -122,6 +180,48 @@ func (m *Machine) Step(msg protocol.Message) {
 			m.lead()
 		}
 	}
+}
+
+// higherElection handles the Election of a higher node. It needs no Answer,
+// but the higher node may have just started and not know the current term;
+// and to a candidate it says what an Answer would.
+func (m *Machine) higherElection(msg protocol.Message) {
+	if msg.Term < m.c.Term() {
+		m.c.ReplyStale(msg.From)
+	}
+	if m.c.Role() == election.Candidate {
+		m.answered = true
+		m.wait = m.c.Timing().CoordinatorTicks
+	}
+}
+
+// lowerElection handles the Election of a lower node: this node is a
+// higher live node, so the lower one must not declare itself.
+func (m *Machine) lowerElection(msg protocol.Message) {
+	switch m.c.Role() {
+	case election.Leader:
+		switch {
+		case m.c.Term() < m.c.MaxTerm():
+			m.lead() // the Election showed a newer term: claim above it
+		case m.sinceAssert >= m.c.Timing().HeartbeatTicks:
+			m.lead()
+		default:
+			m.answer(msg.From) // re-asserted recently; a heartbeat follows
+		}
+	case election.Candidate:
+		m.answer(msg.From)
+	case election.Follower:
+		if l := m.c.Leader(); l > m.c.ID() {
+			// A live higher leader hears the same Election and re-asserts.
+			m.answer(msg.From)
+			return
+		}
+		m.elect(false, false) // our Election answers it
+	}
+}
+
+func (m *Machine) answer(to uint64) {
+	m.c.Send(protocol.Message{Type: protocol.TypeAnswer, To: to, Term: m.c.MaxTerm()})
 }
 
 // Unreachable records that a peer cannot be reached.
@@ -154,8 +254,14 @@ func (m *Machine) elect(fresh, forget bool) {
 }
 
 // lead makes this node leader (or re-asserts it) and broadcasts Coordinator.
+// If every term it could claim is above the ceiling, it stays a candidate.
 func (m *Machine) lead() {
 	term := m.c.Claim()
+	if term == 0 {
+		m.wait = m.c.Timing().CoordinatorTicks
+		return
+	}
 	m.answered = false
+	m.sinceAssert = 0
 	m.c.Send(protocol.Message{Type: protocol.TypeCoordinator, Term: term})
 }

@@ -52,6 +52,7 @@ func ticks(m *Machine, n int) election.Ready {
 
 func TestBully(t *testing.T) {
 	T := election.DefaultAnswerTicks
+	timeout := election.DefaultLeaderTimeoutTicks
 	tests := []struct {
 		name string
 		rule string
@@ -73,11 +74,39 @@ func TestBully(t *testing.T) {
 			wantMsgs: nil, wantRole: election.Candidate,
 		},
 		{
-			name:     "no Answer within T: leader",
-			rule:     "a candidate that gets no Answer within T becomes leader and broadcasts Coordinator",
+			name: "no Answer within T: leader",
+			rule: "a candidate that gets no Answer within T becomes leader and broadcasts Coordinator",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeHeartbeat, 2, 0, 1)) // a leader works
+				m.Ready()
+				return ticks(m, T)
+			},
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+		},
+		{
+			name:     "cold start: no leader heard, wait for the others to start",
+			rule:     "refinement: a node that has just started and heard no leader waits the leader time-out before it declares itself",
 			id:       4,
 			run:      func(m *Machine) election.Ready { return ticks(m, T) },
+			wantRole: election.Candidate,
+		},
+		{
+			name:     "cold start: nobody higher within the leader time-out: leader",
+			rule:     "a candidate that gets no Answer becomes leader and broadcasts Coordinator",
+			id:       4,
+			run:      func(m *Machine) election.Ready { return ticks(m, timeout) },
 			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+		},
+		{
+			name: "a higher candidate's Election counts as an Answer",
+			rule: "refinement: Election is broadcast; a higher candidate's Election tells what an Answer would",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeElection, 9, 0, 0))
+				return ticks(m, 2*T)
+			},
+			wantRole: election.Candidate,
 		},
 		{
 			name: "Answer: wait for Coordinator, not lead",
@@ -100,16 +129,65 @@ func TestBully(t *testing.T) {
 			wantMsgs: []string{"election"}, wantRole: election.Candidate,
 		},
 		{
-			name: "Election from a lower ID: Answer and hold own election",
-			rule: "a node that receives Election from a lower ID answers with Answer and holds its own election",
+			name: "Election from a lower ID to a leader: Coordinator",
+			rule: "a leader answers and re-asserts itself with Coordinator",
 			id:   9,
 			run: func(m *Machine) election.Ready {
-				ticks(m, T) // leads
-				m.Ready()
+				ticks(m, timeout) // leads
+				ticks(m, election.DefaultHeartbeatTicks)
 				m.Step(msg(protocol.TypeElection, 2, 0, 0))
 				return m.Ready()
 			},
-			wantMsgs: []string{"answer→2", "coordinator"}, wantRole: election.Leader, wantLeader: 9,
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 9,
+		},
+		{
+			name: "Election from a lower ID to a leader that re-asserted recently: Answer",
+			rule: "refinement: a leader re-asserts at most once per heartbeat interval; in between it answers",
+			id:   9,
+			run: func(m *Machine) election.Ready {
+				ticks(m, timeout) // leads, Coordinator just sent
+				m.Step(msg(protocol.TypeElection, 2, 0, 0))
+				return m.Ready()
+			},
+			wantMsgs: []string{"answer→2"}, wantRole: election.Leader, wantLeader: 9,
+		},
+		{
+			name: "Election from a lower ID to a leader with a newer term: claim above it",
+			rule: "terms: a leader that sees a newer term claims above it at once",
+			id:   9,
+			run: func(m *Machine) election.Ready {
+				ticks(m, timeout)
+				m.Step(msg(protocol.TypeElection, 2, 0, 40))
+				return m.Ready()
+			},
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
+		},
+		{
+			name: "Election from a lower ID to a follower of a live higher leader: Answer only",
+			rule: "refinement: a follower whose leader is a live higher node answers but holds no election",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				m.Ready()
+				m.Step(msg(protocol.TypeElection, 2, 0, 3))
+				return m.Ready()
+			},
+			wantMsgs: []string{"answer→2"}, wantRole: election.Follower, wantLeader: 9,
+		},
+		{
+			name: "Election from a lower ID to a follower without a leader: own election",
+			rule: "a node that receives Election from a lower ID holds its own election (its Election answers)",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				ticks(m, timeout) // leads with term 2
+				stale := msg(protocol.TypeStale, 2, 4, 9)
+				stale.Candidate = 9
+				m.Step(stale) // 9 leads under a newer term: step down, leader undefined
+				m.Ready()
+				m.Step(msg(protocol.TypeElection, 2, 0, 9))
+				return m.Ready()
+			},
+			wantMsgs: []string{"election"}, wantRole: election.Candidate,
 		},
 		{
 			name: "Election from a higher ID: no Answer",
@@ -163,6 +241,16 @@ func TestBully(t *testing.T) {
 			},
 			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
 		},
+		{
+			name: "a lower leader under the term this node restored is still challenged",
+			rule: "the highest live ID wins, even over the leadership it accepted before a restart",
+			id:   9,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeHeartbeat, 4, 0, 2))
+				return ticks(m, T)
+			},
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,7 +294,7 @@ func TestBullyRestartLearnsTerm(t *testing.T) {
 	high.Start()
 	high.Ready()
 	high.Step(r.Messages[0])
-	got := ticks(high, election.DefaultAnswerTicks)
+	got := ticks(high, election.DefaultLeaderTimeoutTicks)
 	if got.Claimed <= 6 {
 		t.Errorf("claim after the Stale reply: got term %d, want above 6", got.Claimed)
 	}

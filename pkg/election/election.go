@@ -77,14 +77,81 @@ type Status struct {
 	Role Role
 }
 
-// Ready is what a machine asks its driver to do after an event.
+// HardState is what a node must keep on stable storage: it is restored
+// from there when the node restarts (Config.State), so that no term it
+// claimed or accepted is ever claimed again or undercut.
+type HardState struct {
+	// Term is the term of the last leadership the node accepted or claimed.
+	Term uint64 `json:"term"`
+	// MaxTerm is the highest term the node has seen anywhere; a node only
+	// claims terms above it.
+	MaxTerm uint64 `json:"max_term"`
+}
+
+// Validate checks a hard state read from storage or learned from others.
+func (h HardState) Validate() error {
+	switch {
+	case h.MaxTerm > protocol.MaxTerm:
+		return fmt.Errorf("%w: max term %d above the ceiling %d", ErrState, h.MaxTerm, protocol.MaxTerm)
+	case h.Term > h.MaxTerm:
+		return fmt.Errorf("%w: term %d above max term %d", ErrState, h.Term, h.MaxTerm)
+	}
+	return nil
+}
+
+// EventKind names something that happened to a node.
+type EventKind int
+
+// The events a machine reports.
+const (
+	// ElectionStarted: the node entered an election (it became a candidate,
+	// or claimed a new term straight away).
+	ElectionStarted EventKind = iota + 1
+	// LeaderTimedOut: the node's leader (Leader, Term) fell silent for the
+	// leader time-out, or its connection closed, and is now suspected.
+	LeaderTimedOut
+	// LeaderChanged: the node accepted or claimed a new leadership (Leader,
+	// Term).
+	LeaderChanged
+)
+
+// String names the event kind for logs.
+func (k EventKind) String() string {
+	switch k {
+	case ElectionStarted:
+		return "election_started"
+	case LeaderTimedOut:
+		return "leader_timed_out"
+	case LeaderChanged:
+		return "leader_changed"
+	}
+	return fmt.Sprintf("event(%d)", int(k))
+}
+
+// Event is one thing that happened to a node, for its logs and metrics.
+type Event struct {
+	Kind EventKind
+	// Leader and Term name the leadership the event is about (zero for
+	// ElectionStarted).
+	Leader, Term uint64
+}
+
+// Ready is what a machine asks its driver to do after an event, in this
+// order: store State, then send Messages and announce Claimed.
 type Ready struct {
+	// State, when not nil, is the node's new hard state. It must be on
+	// stable storage before any of Messages is sent, Claimed announced or
+	// the new status shown: a node that crashes and restarts from it never
+	// claims or accepts a term below one it acted on.
+	State *HardState
 	// Messages are to be sent in order. A message with To == 0 goes to
 	// every other member.
 	Messages []protocol.Message
 	// Claimed is non-zero when this node has just become leader with a new
 	// term: the driver announces it on the leader subject.
 	Claimed uint64
+	// Events are what happened since the last Ready, in order.
+	Events []Event
 }
 
 // Machine is an election algorithm for one node.
@@ -94,6 +161,10 @@ type Machine interface {
 	Start()
 	// Tick advances the node's clock by one tick.
 	Tick()
+	// Due is how many ticks from now the next Tick can have an effect: a
+	// driver with nothing else to do may sleep that long and then Tick that
+	// many times. It is at least 1.
+	Due() int
 	// Step hands the node a message. Messages must have passed
 	// protocol.Validate; messages from the node itself are ignored.
 	Step(m protocol.Message)
@@ -133,12 +204,18 @@ type Config struct {
 	// order. Every member must be configured with the same set.
 	Members []uint64
 	Timing  Timing
+	// State is the hard state the node restarts from: what it stored
+	// before it stopped, raised by what it has learned since (the term of
+	// the last announcement kept by the cluster). The zero value is a node
+	// that never ran.
+	State HardState
 }
 
-// Errors of Config.Validate.
+// Errors of Config.Validate and HardState.Validate.
 var (
 	ErrMembers = errors.New("election: invalid members")
 	ErrTiming  = errors.New("election: invalid timing")
+	ErrState   = errors.New("election: invalid hard state")
 )
 
 // Validate checks a configuration and returns the sorted membership.
@@ -165,6 +242,9 @@ func (c Config) Validate() ([]uint64, error) {
 		return nil, fmt.Errorf("%w: every time-out must be at least one tick: %+v", ErrTiming, t)
 	case t.LeaderTimeoutTicks <= t.HeartbeatTicks:
 		return nil, fmt.Errorf("%w: leader time-out (%d ticks) must exceed the heartbeat interval (%d ticks)", ErrTiming, t.LeaderTimeoutTicks, t.HeartbeatTicks)
+	}
+	if err := c.State.Validate(); err != nil {
+		return nil, err
 	}
 	return members, nil
 }

@@ -92,11 +92,11 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 		if s == protocol.BroadcastSubject(c.name, protocol.TypeHeartbeat) {
 			elsewhere.Type = protocol.TypeCoordinator
 		}
-		publish(s, `{"v":1,"type":"coordinator",`, secret)                                  // malformed
-		publish(s, `{"v":1,"type":"coordinator","from":"one","term":5}`, secret)            // invalid_field
-		publish(s, `{"v":1,"type":"surrender","from":1,"term":5}`, secret)                  // unknown_type
-		publish(s, `{"v":2,"type":"coordinator","from":1,"term":5}`, secret)                // version
-		publish(s, strings.Repeat(" ", protocol.MaxPayload)+`{"v":1}`, secret)              // oversized
+		publish(s, `{"v":2,"type":"coordinator",`, secret)                                  // malformed
+		publish(s, `{"v":2,"type":"coordinator","from":"one","term":5}`, secret)            // invalid_field
+		publish(s, `{"v":2,"type":"surrender","from":1,"term":5}`, secret)                  // unknown_type
+		publish(s, `{"v":1,"type":"coordinator","from":1,"term":5}`, secret)                // version
+		publish(s, strings.Repeat(" ", protocol.MaxPayload)+`{"v":2}`, secret)              // oversized
 		publish(s, good, nil)                                                               // bad_signature: unsigned
 		publish(s, good, []byte("guess"))                                                   // bad_signature: wrong key
 		publish(s, stranger, secret)                                                        // not_member

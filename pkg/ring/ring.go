@@ -37,6 +37,14 @@
 //     Election for its own leader or, unless it is participating, for
 //     itself. A leader that receives Election for a lower candidate
 //     re-asserts itself with a heartbeat instead of starting a round.
+//   - Telling everybody. A node that wins also broadcasts a heartbeat at
+//     once, so every node learns the new leader after one message instead
+//     of one hop per node; the Elected round still goes round the ring as
+//     the notes say, and stops at the first node that already knows (a
+//     node passes each leadership on once).
+//   - Re-assertion. A leader that receives Election for a lower candidate
+//     re-asserts itself with a heartbeat, at most once per heartbeat
+//     interval: its periodic heartbeats say the same.
 //   - Stale knowledge. Which successors are gone is forgotten whenever a
 //     node starts participating, and a candidate whose round arrives is
 //     tried again. A round whose candidate is the successor being skipped
@@ -49,6 +57,7 @@ package ring
 import (
 	"slices"
 
+	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -56,11 +65,12 @@ import (
 // Machine is one node running the ring election. It implements
 // election.Machine.
 type Machine struct {
-	c             *election.Core
+	c             *core.Core
 	participating bool
 	forwarded     []round   // rounds sent on while participating
 	wait          int       // ticks left to see Elected while participating
 	pending       []pending // ring messages sent but not yet acknowledged
+	sinceAssert   int       // ticks since this leader last re-asserted itself
 }
 
 // round identifies an election round by its candidate and by the Seq its
@@ -79,7 +89,7 @@ var _ election.Machine = (*Machine)(nil)
 
 // New returns a node that has not started yet.
 func New(cfg election.Config) (*Machine, error) {
-	c, err := election.NewCore(cfg)
+	c, err := core.NewCore(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +111,7 @@ func (m *Machine) Tick() {
 	m.tickPending()
 	switch m.c.Role() {
 	case election.Leader:
+		m.sinceAssert++
 		m.c.TickLeader()
 		if m.participating {
 			// A higher candidate's round that this leader passed on:
@@ -118,6 +129,29 @@ func (m *Machine) Tick() {
 			m.initiate()
 		}
 	}
+}
+
+// Due is how many ticks until the next Tick can have an effect.
+func (m *Machine) Due() int {
+	if m.c.Left() {
+		return 1 << 30
+	}
+	due := 0
+	switch m.c.Role() {
+	case election.Leader:
+		due = m.c.LeaderDue()
+	case election.Follower:
+		due = m.c.FollowerDue()
+	}
+	if m.participating && (due == 0 || m.wait < due) {
+		due = m.wait
+	}
+	for _, p := range m.pending {
+		if due == 0 || p.left < due {
+			due = p.left
+		}
+	}
+	return max(1, due)
 }
 
 // Step handles a message.
@@ -239,7 +273,7 @@ func (m *Machine) onElected(msg protocol.Message) {
 	}
 	was := m.participating
 	verdict := m.c.Claimed(msg.From, msg.Candidate, msg.Term)
-	if verdict == election.Rejected || (verdict == election.Refreshed && !was) {
+	if verdict == core.Rejected || (verdict == core.Refreshed && !was) {
 		// A node forwards each leadership once: a copy of a round it has
 		// already passed on (or that it knew from a heartbeat) stops here,
 		// so duplicates and resent copies cannot multiply round the ring.
@@ -250,33 +284,44 @@ func (m *Machine) onElected(msg protocol.Message) {
 }
 
 // onClaim finishes handling a leadership claim.
-func (m *Machine) onClaim(v election.Verdict) {
+func (m *Machine) onClaim(v core.Verdict) {
 	switch v {
-	case election.Accepted, election.Refreshed:
+	case core.Accepted, core.Refreshed:
 		m.participating = false
-	case election.Challenged:
+	case core.Challenged:
 		if !m.participating {
 			m.initiate()
 		}
 	}
 }
 
-// win makes this node leader and sends Elected round the ring.
+// win makes this node leader, tells every node at once with a heartbeat
+// and sends Elected round the ring. If every term it could claim is above
+// the ceiling, it stays a candidate and its wait runs out again.
 func (m *Machine) win() {
-	m.participating = false
 	term := m.c.Claim()
+	if term == 0 {
+		return
+	}
+	m.participating = false
+	m.sinceAssert = 0
+	m.c.Heartbeat()
 	m.forward(protocol.Message{Type: protocol.TypeElected, Candidate: m.c.ID(), Term: term})
 }
 
 // reassert answers an election while this node leads. If its term is still
-// the newest it knows, a heartbeat tells every node at once; otherwise it
-// claims a newer term with a new elected round.
+// the newest it knows, a heartbeat tells every node at once (unless one
+// went out less than a heartbeat interval ago, and the next is due within
+// one); otherwise it claims a newer term with a new elected round.
 func (m *Machine) reassert() {
 	if m.c.Term() < m.c.MaxTerm() {
 		m.win()
 		return
 	}
-	m.c.Heartbeat()
+	if m.sinceAssert >= m.c.Timing().HeartbeatTicks {
+		m.sinceAssert = 0
+		m.c.Heartbeat()
+	}
 }
 
 // forward sends a ring message to the successor and waits for its Ack. A

@@ -56,6 +56,7 @@ func TestRing(t *testing.T) {
 		start      bool
 		steps      []protocol.Message
 		ticks      int
+		then       []protocol.Message // after the ticks
 		wantMsgs   []string // after the last event
 		wantRole   election.Role
 		wantLeader uint64
@@ -100,7 +101,7 @@ func TestRing(t *testing.T) {
 			name: "own ID back: leader, Elected round", id: 9, start: true,
 			rule:     "when its own ID comes back it knows it is leader, becomes non-participating and sends Elected round the ring",
 			steps:    []protocol.Message{electionMsg(4, 9, 9, 1)},
-			wantMsgs: []string{"elected→2:9"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
+			wantMsgs: []string{"heartbeat", "elected→2:9"}, wantRole: election.Leader, wantLeader: 9, wantClaim: true,
 		},
 		{
 			name: "Elected is recorded and forwarded", id: 2,
@@ -129,8 +130,16 @@ func TestRing(t *testing.T) {
 		{
 			name: "leader re-asserts with a heartbeat", id: 9, start: true,
 			rule:     "a leader that receives Election for a lower candidate re-asserts itself (package doc, Copies)",
-			steps:    []protocol.Message{electionMsg(4, 9, 9, 1), electionMsg(4, 9, 4, 7)},
+			steps:    []protocol.Message{electionMsg(4, 9, 9, 1), {V: protocol.Version, Type: protocol.TypeAck, From: 2, To: 9, Seq: 2, Candidate: 9}},
+			ticks:    election.DefaultHeartbeatTicks,
+			then:     []protocol.Message{electionMsg(4, 9, 4, 7)},
 			wantMsgs: []string{"heartbeat"}, wantRole: election.Leader, wantLeader: 9,
+		},
+		{
+			name: "leader re-asserts at most once per heartbeat interval", id: 9, start: true,
+			rule:     "package doc, Re-assertion: in between, its periodic heartbeats say the same",
+			steps:    []protocol.Message{electionMsg(4, 9, 9, 1), electionMsg(4, 9, 4, 7)},
+			wantMsgs: nil, wantRole: election.Leader, wantLeader: 9,
 		},
 		{
 			name: "no Elected: start again", id: 4, start: true,
@@ -160,6 +169,10 @@ func TestRing(t *testing.T) {
 			for range tt.ticks {
 				m.Ready()
 				m.Tick()
+			}
+			for _, s := range tt.then {
+				m.Ready()
+				m.Step(s)
 			}
 			r := m.Ready()
 			if got := show(r.Messages); !slices.Equal(got, tt.wantMsgs) {

@@ -200,6 +200,7 @@ type liar struct {
 
 func (l *liar) Start()                { l.claimed = 1 }
 func (l *liar) Tick()                 {}
+func (l *liar) Due() int              { return 1 }
 func (l *liar) Step(protocol.Message) {}
 func (l *liar) Unreachable(uint64)    {}
 func (l *liar) Resign()               {}

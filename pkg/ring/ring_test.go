@@ -57,7 +57,7 @@ func TestRing(t *testing.T) {
 		steps      []protocol.Message
 		ticks      int
 		then       []protocol.Message // after the ticks
-		wantMsgs   []string // after the last event
+		wantMsgs   []string           // after the last event
 		wantRole   election.Role
 		wantLeader uint64
 		wantClaim  bool

@@ -19,13 +19,46 @@ const ReplayWindow = 256
 // For each sender it keeps the newest incarnation seen and which of the
 // last ReplayWindow message numbers of that incarnation have arrived, as
 // an IPsec receiver does, so messages that overtake each other on
-// different subjects are all accepted once. Its memory is bounded by the
-// number of members. It is safe for concurrent use.
+// different subjects are all accepted once. The first message it accepts
+// from a sender (or from a new incarnation of it) is a floor: nothing
+// numbered before it is accepted, so messages captured before this
+// receiver started cannot be replayed to it. What remains is a replay, to
+// a receiver started since, of a message it never heard, sent at most
+// MaxAge ago by a sender it has not heard from yet. Its memory is bounded
+// by the number of members. It is safe for concurrent use.
 type ReplayGuard struct {
 	maxAge time.Duration
 
 	mu    sync.Mutex
 	peers map[uint64]*window
+}
+
+// Incarnation is the newest incarnation of sender that the guard has
+// accepted a message of, 0 if none.
+func (g *ReplayGuard) Incarnation(sender uint64) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w := g.peers[sender]; w != nil {
+		return w.inc
+	}
+	return 0
+}
+
+// CheckAddressee drops a point-to-point message captured before its
+// receiver restarted and replayed to the new incarnation: one addressed to
+// an earlier incarnation of the receiver and dated before the receiver's
+// incarnation own began (incarnations are start times in nanoseconds since
+// the Unix epoch). A message addressed to the earlier incarnation but sent
+// since is accepted: its sender has not heard from the new one yet. The
+// reason is ReasonReplayed.
+func CheckAddressee(m Message, own uint64) error {
+	if m.To == 0 || m.ToInc == 0 || m.ToInc == own {
+		return nil
+	}
+	if m.TS < int64(own/uint64(time.Millisecond)) {
+		return reject(ReasonReplayed, "%s from %d for incarnation %d of %d, sent before incarnation %d began", m.Type, m.From, m.ToInc, m.To, own)
+	}
+	return nil
 }
 
 // window is what a ReplayGuard knows of one sender.
@@ -59,8 +92,14 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 	w := g.peers[m.From]
 	switch {
 	case w == nil || m.Inc > w.inc:
+		// The first message of a sender (or of its new incarnation) is the
+		// floor: every earlier number counts as received, so that messages
+		// sent before this receiver heard the sender cannot be replayed to
+		// it. Only a copy that overtook the very first is lost by this.
 		w = &window{inc: m.Inc, top: m.N}
-		w.seen[0] = 1
+		for i := range w.seen {
+			w.seen[i] = ^uint64(0)
+		}
 		g.peers[m.From] = w
 		return nil
 	case m.Inc < w.inc:

@@ -19,8 +19,11 @@ func TestReplayGuard(t *testing.T) {
 		{"first message of a sender", msg(1, 10, 5, now), ""},
 		{"the same message again", msg(1, 10, 5, now), ReasonReplayed},
 		{"the next number", msg(1, 10, 6, now), ""},
-		{"an earlier number not yet seen (overtaken)", msg(1, 10, 3, now), ""},
-		{"that one again", msg(1, 10, 3, now), ReasonReplayed},
+		{"an earlier number than the first one heard (the floor)", msg(1, 10, 3, now), ReasonReplayed},
+		{"an earlier number not yet seen, after the floor (overtaken)", msg(1, 10, 5, now), ReasonReplayed},
+		{"the number after next", msg(1, 10, 8, now), ""},
+		{"the one it overtook", msg(1, 10, 7, now), ""},
+		{"that one again", msg(1, 10, 7, now), ReasonReplayed},
 		{"a jump ahead", msg(1, 10, 300, now), ""},
 		{"what came before the jump, still in the window", msg(1, 10, 100, now), ""},
 		{"a number before the window", msg(1, 10, 300-ReplayWindow, now), ReasonReplayed},
@@ -54,12 +57,16 @@ func TestReplayGuardEveryNumberOnce(t *testing.T) {
 	for n := uint64(1); n <= 600; n++ {
 		order = append(order, n)
 	}
-	// Swap neighbours within blocks of 7 so that messages overtake.
-	for i := 0; i+6 < len(order); i += 7 {
+	// Swap neighbours within blocks of 7 so that messages overtake (after
+	// the first, the floor).
+	for i := 1; i+6 < len(order); i += 7 {
 		order[i], order[i+6] = order[i+6], order[i]
 		order[i+2], order[i+4] = order[i+4], order[i+2]
 	}
-	for _, n := range order {
+	if err := g.Check(Message{V: Version, Type: TypeAck, From: 3, Inc: 1, N: 1, TS: now.UnixMilli()}, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range order[1:] {
 		m := Message{V: Version, Type: TypeAck, From: 3, Inc: 1, N: n, TS: now.UnixMilli()}
 		if err := g.Check(m, now); err != nil {
 			t.Fatalf("number %d: first arrival refused: %v", n, err)
@@ -78,5 +85,38 @@ func TestStamp(t *testing.T) {
 	s.Apply(&b, now.Add(time.Millisecond))
 	if a.Inc != 42 || a.N != 1 || a.TS != 1_700_000_000_123 || b.N != 2 || b.TS != 1_700_000_000_124 {
 		t.Errorf("got %+v and %+v, want numbers 1 and 2 of incarnation 42 with their times", a, b)
+	}
+}
+
+// A point-to-point message names the receiver's incarnation: a copy
+// captured before the receiver restarted is refused by its new one.
+func TestCheckAddressee(t *testing.T) {
+	started := time.UnixMilli(1_700_000_000_000)
+	own, before := uint64(started.UnixNano()), uint64(started.Add(-time.Hour).UnixNano())
+	sentBefore, sentSince := started.Add(-time.Millisecond).UnixMilli(), started.Add(time.Millisecond).UnixMilli()
+	for _, tc := range []struct {
+		name string
+		m    Message
+		want bool
+	}{
+		{"for this incarnation", Message{Type: TypeAck, From: 1, To: 2, ToInc: own, TS: sentBefore}, true},
+		{"the sender knew no incarnation yet", Message{Type: TypeAck, From: 1, To: 2, TS: sentBefore}, true},
+		{"captured before the restart", Message{Type: TypeAck, From: 1, To: 2, ToInc: before, TS: sentBefore}, false},
+		{"sent since, before the sender heard of the restart", Message{Type: TypeAck, From: 1, To: 2, ToInc: before, TS: sentSince}, true},
+		{"broadcasts name nobody", Message{Type: TypeHeartbeat, From: 1, ToInc: before, TS: sentBefore}, true},
+	} {
+		err := CheckAddressee(tc.m, own)
+		if (err == nil) != tc.want || (err != nil && ReasonOf(err) != ReasonReplayed) {
+			t.Errorf("%s: CheckAddressee = %v, want accepted: %v", tc.name, err, tc.want)
+		}
+	}
+	g := NewReplayGuard(time.Second)
+	now := time.UnixMilli(1_700_000_000_000)
+	if g.Incarnation(3) != 0 {
+		t.Errorf("Incarnation of an unknown sender: got %d, want 0", g.Incarnation(3))
+	}
+	g.Check(Message{Type: TypeAck, From: 3, Inc: 9, N: 1, TS: now.UnixMilli()}, now)
+	if got := g.Incarnation(3); got != 9 {
+		t.Errorf("Incarnation: got %d, want 9", got)
 	}
 }

@@ -108,6 +108,11 @@ type Message struct {
 	// TS is the sender's wall-clock time when it sent the message, in
 	// milliseconds since the Unix epoch.
 	TS int64 `json:"ts,omitempty"`
+	// ToInc is, on a point-to-point message, the receiver's incarnation as
+	// the sender knows it (0 if it knows none yet), so that a message
+	// captured before the receiver restarted cannot be replayed to its new
+	// incarnation.
+	ToInc uint64 `json:"ti,omitempty"`
 }
 
 // String renders a message compactly for logs and simulator traces.

@@ -14,6 +14,7 @@
 package batontest
 
 import (
+	"context"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -22,6 +23,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // readyTimeout bounds the wait for the embedded server to accept
@@ -53,6 +57,13 @@ func WithUser(user, password string) NATSOption {
 // for, when the test ends.
 func StartNATS(t testing.TB, opts ...NATSOption) string {
 	t.Helper()
+	return StartNATSServer(t, opts...).ClientURL()
+}
+
+// StartNATSServer is StartNATS for tests that need the server itself, to
+// count its clients or subscriptions.
+func StartNATSServer(t testing.TB, opts ...NATSOption) *server.Server {
+	t.Helper()
 	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
 	for _, opt := range opts {
 		opt(t, o)
@@ -69,7 +80,7 @@ func StartNATS(t testing.TB, opts ...NATSOption) string {
 	if !s.ReadyForConnections(readyTimeout) {
 		t.Fatal("nats server not ready")
 	}
-	return s.ClientURL()
+	return s
 }
 
 // Connect connects to the NATS server at url with opts; the connection is
@@ -109,6 +120,24 @@ func BuildBinary(t testing.TB, pkg string) string {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
+}
+
+// LeaderStream creates a JetStream stream that keeps every cluster's
+// announcements (election.*.leader), as the observer does, on the server
+// nc is connected to (which must have JetStream), and returns a JetStream
+// handle.
+func LeaderStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
+		t.Fatalf("create the leader stream: %v", err)
+	}
+	return js
 }
 
 // CheckFor calls f until it returns nil, failing the test with f's last

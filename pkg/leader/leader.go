@@ -126,8 +126,17 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 	return protocol.Announcement{}, ErrNoLeader
 }
 
-// lastAnnounced returns the last announcement of cluster kept by the
-// JetStream stream that captures its leader subject, if any.
+// LastAnnounced returns the last announcement of cluster kept by the
+// JetStream stream that captures its leader subject (the observer creates
+// one). It may name a leader that has died since; the query (Current) names
+// the live one. Of the options, WithSecret applies.
+func LastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) (protocol.Announcement, error) {
+	if err := protocol.ValidateCluster(cluster); err != nil {
+		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
+	}
+	return lastAnnounced(ctx, nc, cluster, newOptions(opts))
+}
+
 func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options) (protocol.Announcement, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {

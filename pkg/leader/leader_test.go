@@ -1,4 +1,4 @@
-package leader
+package leader_test
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -53,20 +53,20 @@ func respond(t *testing.T, nc *nats.Conn, a protocol.Announcement) {
 	}
 }
 
-// watcher runs Watch in a goroutine and hands over what it yields.
+// watcher runs leader.Watch in a goroutine and hands over what it yields.
 type watcher struct {
 	got  chan protocol.Announcement
 	stop func()
 }
 
-func watch(t *testing.T, nc *nats.Conn, cluster string, opts ...Option) *watcher {
+func watch(t *testing.T, nc *nats.Conn, cluster string, opts ...leader.Option) *watcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{got: make(chan protocol.Announcement, 16)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for a, err := range Watch(ctx, nc, cluster, opts...) {
+		for a, err := range leader.Watch(ctx, nc, cluster, opts...) {
 			if err != nil {
 				t.Errorf("Watch: %v", err)
 				return
@@ -99,7 +99,7 @@ func TestWatchStartsWithTheCurrentLeaderThenFollowsChanges(t *testing.T) {
 	node := batontest.Connect(t, url)
 	respond(t, node, ann(3, 4))
 
-	w := watch(t, batontest.Connect(t, url), "default", WithoutStream())
+	w := watch(t, batontest.Connect(t, url), "default", leader.WithoutStream())
 	if got := w.next(t); got != ann(3, 4) {
 		t.Fatalf("first leader = %+v, want the answer to the query %+v", got, ann(3, 4))
 	}
@@ -117,47 +117,33 @@ func TestWatchStartsWithTheCurrentLeaderThenFollowsChanges(t *testing.T) {
 	}
 }
 
-// leaderStream creates a stream that keeps every cluster's announcements,
-// as the observer does.
-func leaderStream(ctx context.Context, t *testing.T, nc *nats.Conn) jetstream.JetStream {
-	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 func TestCurrentFallsBackToTheStream(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	nc := batontest.Connect(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	js := leaderStream(ctx, t, nc)
-	if _, err := Current(ctx, nc, "default"); !errors.Is(err, ErrNoLeader) {
-		t.Fatalf("Current before any announcement = %v, want ErrNoLeader", err)
+	js := batontest.LeaderStream(t, nc)
+	if _, err := leader.Current(ctx, nc, "default"); !errors.Is(err, leader.ErrNoLeader) {
+		t.Fatalf("Current before any announcement = %v, want leader.ErrNoLeader", err)
 	}
 	for _, a := range []protocol.Announcement{ann(3, 1), ann(5, 2)} {
 		if _, err := js.Publish(ctx, protocol.LeaderSubject("default"), mustEncode(a)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := Current(ctx, nc, "default")
+	got, err := leader.Current(ctx, nc, "default")
 	if err != nil || got != ann(5, 2) {
 		t.Fatalf("Current = %+v, %v; want the stream's last %+v", got, err, ann(5, 2))
 	}
-	if _, err := Current(ctx, nc, "default", WithoutStream()); !errors.Is(err, ErrNoLeader) {
-		t.Errorf("Current without the stream = %v, want ErrNoLeader", err)
+	if _, err := leader.Current(ctx, nc, "default", leader.WithoutStream()); !errors.Is(err, leader.ErrNoLeader) {
+		t.Errorf("Current without the stream = %v, want leader.ErrNoLeader", err)
 	}
 	// A watcher that starts long after the election still gets it.
 	w := watch(t, nc, "default")
 	if got := w.next(t); got != ann(5, 2) {
 		t.Errorf("Watch first = %+v, want %+v", got, ann(5, 2))
 	}
-	if _, err := Current(ctx, nc, "no.such"); err == nil {
+	if _, err := leader.Current(ctx, nc, "no.such"); err == nil {
 		t.Error("Current accepted an invalid cluster name")
 	}
 }
@@ -173,7 +159,7 @@ func signed(a protocol.Announcement, key []byte) *nats.Msg {
 	return m
 }
 
-// With WithSecret, unsigned and wrongly signed announcements are ignored
+// With leader.WithSecret, unsigned and wrongly signed announcements are ignored
 // on every path: the query's answer, the stream and the leader subject.
 func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
@@ -181,22 +167,22 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 	secret := []byte("s3cret")
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	js := leaderStream(ctx, t, nc)
+	js := batontest.LeaderStream(t, nc)
 	if _, err := js.PublishMsg(ctx, signed(ann(5, 2), secret)); err != nil {
 		t.Fatal(err)
 	}
 	// A forger answers queries with an unsigned claim.
 	respond(t, batontest.Connect(t, url), ann(9, 100))
 
-	if got, err := Current(ctx, nc, "default"); err != nil || got != ann(9, 100) {
+	if got, err := leader.Current(ctx, nc, "default"); err != nil || got != ann(9, 100) {
 		t.Fatalf("Current without a secret = %+v, %v; want the forger's answer %+v", got, err, ann(9, 100))
 	}
-	got, err := Current(ctx, nc, "default", WithSecret(secret))
+	got, err := leader.Current(ctx, nc, "default", leader.WithSecret(secret))
 	if err != nil || got != ann(5, 2) {
 		t.Fatalf("Current with the secret = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
 	}
 
-	w := watch(t, nc, "default", WithSecret(secret))
+	w := watch(t, nc, "default", leader.WithSecret(secret))
 	if got := w.next(t); got != ann(5, 2) {
 		t.Fatalf("Watch first = %+v, want %+v", got, ann(5, 2))
 	}
@@ -216,20 +202,20 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 }
 
 func TestFence(t *testing.T) {
-	var f Fence
+	var f leader.Fence
 	for _, tc := range []struct {
 		term uint64
 		ok   bool
 	}{{3, true}, {3, true}, {5, true}, {4, false}, {6, true}} {
 		err := f.Admit(tc.term)
-		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrStaleTerm)) {
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, leader.ErrStaleTerm)) {
 			t.Errorf("Admit(%d) = %v, want ok %v", tc.term, err, tc.ok)
 		}
 	}
 	if f.Term() != 6 {
 		t.Errorf("Term = %d, want 6", f.Term())
 	}
-	if !Newer(ann(1, 9), ann(9, 8)) || Newer(ann(9, 8), ann(1, 9)) {
+	if !leader.Newer(ann(1, 9), ann(9, 8)) || leader.Newer(ann(9, 8), ann(1, 9)) {
 		t.Error("Newer must compare terms only")
 	}
 }

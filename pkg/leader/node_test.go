@@ -1,10 +1,11 @@
-package leader
+package leader_test
 
 import (
 	"testing"
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/internal/batontest/clustertest"
+	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -15,13 +16,13 @@ func TestWatchWithRealNodes(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	stops := clustertest.Start(t, url, "default", protocol.Bully, []uint64{1, 2, 3})
 
-	first := watch(t, batontest.Connect(t, url), "default", WithoutStream())
+	first := watch(t, batontest.Connect(t, url), "default", leader.WithoutStream())
 	var elected protocol.Announcement
 	for elected.Leader != 3 {
 		elected = first.next(t)
 	}
 
-	late := watch(t, batontest.Connect(t, url), "default", WithoutStream())
+	late := watch(t, batontest.Connect(t, url), "default", leader.WithoutStream())
 	if got := late.next(t); got != elected {
 		t.Fatalf("late watcher's first leader = %+v, want %+v", got, elected)
 	}

@@ -180,6 +180,7 @@ func TestHTTP(t *testing.T) {
 		Cluster:   "web",
 		Algorithm: protocol.Bully,
 		Election:  electionConfig(7, []uint64{3, 7}),
+		DataDir:   t.TempDir(),
 		Logger:    testLogger(),
 	})
 	if err != nil {
@@ -243,5 +244,99 @@ func TestHTTP(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("healthz after Run: got %d, want 503", code)
+	}
+}
+
+// Terms are bounded: in an unsigned cluster, one otherwise valid Election
+// with the largest 64-bit term is dropped as an invalid field and changes
+// nothing; before the ceiling, such a message made the leader claim a term
+// that wrapped round.
+func TestTermAboveCeilingDropped(t *testing.T) {
+	url := batontest.StartNATS(t)
+	c := cluster{url: url, name: "ceiling", algorithm: protocol.Bully, members: []uint64{1, 2, 3}}
+	nodes := c.startAll(t)
+	term := awaitAgreement(t, nodes, 3)
+	invalid := counters(t, nodes, "election_messages_dropped_total", "reason", string(protocol.ReasonInvalidField))
+	attacker := connect(t, url)
+	data := []byte(`{"v":2,"type":"election","from":1,"term":18446744073709551615,"inc":1,"n":1,"ts":` + fmt.Sprint(time.Now().UnixMilli()) + `}`)
+	if err := attacker.Publish(protocol.BroadcastSubject(c.name, protocol.TypeElection), data); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{2, 3} { // node 1 does not hear its own name
+		batontest.CheckFor(t, 5*time.Second, func() error {
+			if got := counter(t, nodes[id].Registry(), "election_messages_dropped_total", "reason", string(protocol.ReasonInvalidField)); got != invalid[id]+1 {
+				return fmt.Errorf("node %d: invalid_field drops: got %v, want %v", id, got, invalid[id]+1)
+			}
+			return nil
+		})
+	}
+	if got, err := agreement(nodes, 3); err != nil || got != term {
+		t.Fatalf("after the message: term %d, %v; want leader 3 with term %d", got, err, term)
+	}
+}
+
+// A forged "no responders" status on a node's reply subject counts only if
+// it names a message the node sent in the last second, and only once: an
+// eavesdropper on the inboxes can make a node skip a live peer once per
+// message it sees (the README says what that costs, and how NATS
+// permissions close it), a status for any other subject is ignored, and
+// the leader does not change.
+func TestForgedNoRespondersIgnored(t *testing.T) {
+	url := batontest.StartNATS(t)
+	c := cluster{url: url, name: "replies", algorithm: protocol.Ring, members: []uint64{1, 2, 3}}
+	// Capture a reply subject as an eavesdropper on the inboxes would.
+	eve := connect(t, url)
+	replySubjects := make(chan string, 64)
+	if _, err := eve.Subscribe(protocol.Root+"."+c.name+"."+protocol.KindNode+".*", func(m *nats.Msg) {
+		if m.Reply != "" {
+			select {
+			case replySubjects <- m.Reply:
+			default:
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eve.Flush()
+	nodes := c.startAll(t)
+	term := awaitAgreement(t, nodes, 3)
+	unreachable := counters(t, nodes, "election_peers_unreachable_total")
+	var reply string
+	select {
+	case reply = <-replySubjects:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no point-to-point message with a reply subject seen")
+	}
+	forged := &nats.Msg{Subject: reply, Header: nats.Header{}}
+	forged.Header.Set("Status", "503")
+	for range 3 {
+		if err := eve.PublishMsg(forged); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A forged status for a reply subject never used.
+	other := &nats.Msg{Subject: reply[:strings.LastIndexByte(reply, '.')] + ".999999", Header: forged.Header}
+	if err := eve.PublishMsg(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := eve.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The node's own round trip to the server orders our check after the
+	// forged statuses.
+	for _, n := range nodes {
+		if err := n.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var counted float64
+	for id, v := range counters(t, nodes, "election_peers_unreachable_total") {
+		counted += v - unreachable[id]
+	}
+	if counted > 1 {
+		t.Errorf("forged statuses counted as unreachable peers: got %v, want at most 1 (three copies of one, one for no message)", counted)
+	}
+	if got, err := agreement(nodes, 3); err != nil || got != term {
+		t.Fatalf("after the forged statuses: term %d, %v; want leader 3 with term %d", got, err, term)
 	}
 }

@@ -58,16 +58,31 @@ type cluster struct {
 	algorithm protocol.Algorithm
 	members   []uint64
 	secret    []byte
+	// data holds each node's data directory, so that a node restarted by
+	// the test finds its state again; created by start when nil.
+	data map[uint64]string
+}
+
+// dataDir is node id's data directory, the same for every start of it.
+func (c *cluster) dataDir(t *testing.T, id uint64) string {
+	if c.data == nil {
+		c.data = make(map[uint64]string)
+	}
+	if c.data[id] == "" {
+		c.data[id] = t.TempDir()
+	}
+	return c.data[id]
 }
 
 // start runs node id of c on its own connection.
-func (c cluster) start(t *testing.T, id uint64) *running {
+func (c *cluster) start(t *testing.T, id uint64) *running {
 	t.Helper()
 	nc := connect(t, c.url)
 	n, err := New(nc, Config{
 		Cluster:   c.name,
 		Algorithm: c.algorithm,
 		Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},
+		DataDir:   c.dataDir(t, id),
 		Secret:    c.secret,
 		Logger:    testLogger().With("node", id, "cluster", c.name),
 	})
@@ -89,7 +104,7 @@ func (c cluster) start(t *testing.T, id uint64) *running {
 
 // startAll starts every member of c, lowest ID first, and returns them by
 // ID.
-func (c cluster) startAll(t *testing.T) map[uint64]*running {
+func (c *cluster) startAll(t *testing.T) map[uint64]*running {
 	t.Helper()
 	nodes := make(map[uint64]*running)
 	for _, id := range c.members {

@@ -2,42 +2,72 @@
 // service.
 //
 // A Node owns one goroutine (Run) that owns the machine. It selects over the
-// context, a ticker of one tick, and a bounded inbox. NATS subscription
-// callbacks never block: they decode the message (protocol.Decode), verify
-// its signature when the cluster has a secret (protocol.Verify), check that
-// it came on its own subject (protocol.CheckRoute) and could have been sent
-// by a member (protocol.Validate), and push it to the inbox without waiting.
-// A message that fails a check, or finds the inbox full, is dropped, logged
-// at debug level and counted by reason; it never reaches the machine.
+// context, a timer set to the machine's next deadline (Machine.Due: an idle
+// node does not wake up until something is due), and two bounded queues:
+// leadership claims (heartbeats and Coordinators) and everything else, the
+// claims first, so that no other traffic can delay the current leader's
+// heartbeats. On every wake-up it first advances the machine's clock by
+// the ticks that have passed, then hands it the event.
 //
-// After every event the node drains the machine's Ready: it publishes each
-// message on protocol.SubjectFor (signed when a secret is set) and, when the
-// machine has claimed a new term, a protocol.Announcement on the cluster's
-// leader subject. The node that leads answers requests on the query subject
-// with that announcement.
+// NATS subscription callbacks never block. Each checks a message, cheapest
+// check first, and queues it without waiting: its size; its signature over
+// the raw bytes when the cluster has a secret (protocol.Verify); its
+// decoding (protocol.Decode); its subject (protocol.CheckRoute); its
+// fields against the membership (protocol.Validate); and its freshness
+// (protocol.ReplayGuard: a message already received, one of an earlier
+// incarnation of its sender, or one dated further than MaxMessageAge from
+// this node's clock). A message that fails a check, or finds its queue
+// full, is dropped, logged at debug level and counted by reason; it never
+// reaches the machine. Every subscription has pending limits, so a flood
+// costs bounded memory.
+//
+// After every event the node drains the machine's Ready: it writes the
+// hard state to the data directory when it changed (and stops if it
+// cannot: a node must not act on a term that a restart could forget),
+// then publishes each message on protocol.SubjectFor (stamped with its
+// incarnation, number and time, and signed when a secret is set), then,
+// when the machine has claimed a new term, a protocol.Announcement on the
+// cluster's leader subject. Only while it leads does the node subscribe to
+// the query subject, where it answers with that announcement: a request
+// while no node leads fails at once with "no responders".
 //
 // Point-to-point messages are published with a reply subject under one of
-// the node's own NATS inboxes that names the receiver. The node never gets a
-// reply to them, except the server's "no responders" status when nobody is
-// subscribed to the receiver's inbox: the receiver's connection is gone, and
-// the machine hears at once that it is unreachable instead of waiting for a
-// time-out.
+// the node's own NATS inboxes that names the receiver and the message. The
+// node never gets a reply to them, except the server's "no responders"
+// status when nobody is subscribed to the receiver's inbox: the receiver's
+// connection is gone, and the machine hears at once that it is unreachable
+// instead of waiting for a time-out. Only a status for a message sent in
+// the last second, and not answered before, counts.
+//
+// # Terms across restarts
+//
+// The node keeps its hard state (the term it last accepted or claimed, the
+// highest term it has seen, its incarnation) in state.json in its data
+// directory, which it locks for its lifetime. Before its machine starts it
+// also asks the cluster for the current leader (the query subject) and
+// reads the last announcement kept by a JetStream stream on the leader
+// subject, if there is one, and starts from the highest term of the three.
+// So a node restarted with its data, or a whole cluster restarted, never
+// announces a term at or below one announced before; a node without data
+// relies on the live members and the stream.
 //
 // # Lifecycle
 //
-// New starts nothing. Run waits until the connection is up, subscribes,
-// starts the machine and blocks until its context ends; then the machine
-// resigns (a leader hands over at once), its last messages are published and
-// flushed, and the connection is drained and closed. Run owns the connection
-// from the moment it is called. If the connection closes under it (the
-// server gave up on it), Run returns ErrConnectionClosed without resigning.
+// New checks the configuration and starts nothing. Run opens the data
+// directory, waits until the connection is up, learns the cluster's term,
+// subscribes, starts the machine and blocks until its context ends; then
+// the machine resigns (a leader hands over at once), its last messages are
+// published and flushed, and the connection is drained and closed. Run owns
+// the connection from the moment it is called. If the connection closes
+// under it (the server gave up on it), Run returns ErrConnectionClosed
+// without resigning; if the data directory fails, an error wrapping
+// ErrStorage.
 //
 // # What is not guaranteed
 //
 // Messages are sent at most once: NATS core delivery is not acknowledged,
-// and the algorithms tolerate loss. A message that arrives while the inbox
-// is full is dropped. The shutdown waits at most ShutdownTimeout for the
-// connection to drain.
+// and the algorithms tolerate loss. The shutdown waits at most
+// ShutdownTimeout for the connection to drain.
 package node
 
 import (
@@ -45,13 +75,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baton-election/baton/pkg/bully"
 	"github.com/baton-election/baton/pkg/election"
@@ -64,10 +93,19 @@ const (
 	DefaultTick            = 10 * time.Millisecond
 	DefaultInboxSize       = 1024
 	DefaultShutdownTimeout = time.Second
+	DefaultMaxMessageAge   = 2 * time.Second
+	DefaultLearnTimeout    = 500 * time.Millisecond
+	// DefaultPendingMsgs and DefaultPendingBytes bound what NATS may hold
+	// for each subscription before the node's callback takes it.
+	DefaultPendingMsgs  = 1024
+	DefaultPendingBytes = 1 << 20
 )
 
+// claimsQueueSize bounds the queue of leadership claims.
+const claimsQueueSize = 64
+
 // ReasonInboxFull is the drop reason of a valid message that arrived while
-// the inbox was full. The other reasons are protocol.Reasons.
+// its queue was full. The other reasons are protocol.Reasons.
 const ReasonInboxFull protocol.Reason = "inbox_full"
 
 // Errors of New and Run.
@@ -84,16 +122,32 @@ type Config struct {
 	// Algorithm selects the election algorithm.
 	Algorithm protocol.Algorithm
 	// Election is this node's ID, the membership and the timing in ticks.
+	// Its State is ignored: the node restores its own from DataDir.
 	Election election.Config
+	// DataDir is the directory where the node keeps what must survive a
+	// restart. It is created if missing, and locked while the node runs.
+	// Required.
+	DataDir string
 	// Tick is the duration of one tick; DefaultTick if zero.
 	Tick time.Duration
 	// Secret is the cluster's shared HMAC key. When set, every message is
 	// signed and every message received must carry a valid signature. When
 	// empty, messages are neither signed nor checked.
 	Secret []byte
+	// MaxMessageAge is how far a message's timestamp may be from this
+	// node's clock, either way, for the message to be accepted: it bounds
+	// both the replay of a captured message to a node started since and
+	// the clock skew between nodes. DefaultMaxMessageAge if zero.
+	MaxMessageAge time.Duration
+	// LearnTimeout bounds how long Run asks the cluster for its current
+	// term before starting the machine. DefaultLearnTimeout if zero.
+	LearnTimeout time.Duration
 	// InboxSize bounds the events waiting for the machine;
 	// DefaultInboxSize if zero.
 	InboxSize int
+	// PendingMsgs and PendingBytes bound what NATS holds for each
+	// subscription; DefaultPendingMsgs and DefaultPendingBytes if zero.
+	PendingMsgs, PendingBytes int
 	// ShutdownTimeout bounds how long Run waits, once its context ends, for
 	// the last messages to be flushed and the connection to drain;
 	// DefaultShutdownTimeout if zero.
@@ -101,6 +155,9 @@ type Config struct {
 	// Logger receives the node's logs; slog.Default() if nil. The caller
 	// tags it (the node service adds "node" and "cluster").
 	Logger *slog.Logger
+	// Now is the wall clock; time.Now if nil. It dates the messages and
+	// checks their freshness.
+	Now func() time.Time
 }
 
 // Node drives one election machine over one NATS connection.
@@ -109,23 +166,33 @@ type Node struct {
 	cfg     Config
 	id      uint64
 	members []uint64 // sorted
-	machine election.Machine
 	log     *slog.Logger
 	metrics *metrics
+	guard   *protocol.ReplayGuard
 
-	inbox    chan event
-	replyTo  string // prefix of the reply subjects of point-to-point messages
+	claims   chan event // heartbeats and Coordinators
+	inbox    chan event // everything else
+	replyTo  string     // prefix of the reply subjects of point-to-point messages
+	replies  replies
 	running  atomic.Bool
 	stopping atomic.Bool
 	started  atomic.Bool
 	status   atomic.Pointer[Status]
-	current  atomic.Pointer[announcement] // the leadership this node announced
+	leading  atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
+	subs     atomic.Pointer[[]*nats.Subscription]
+
+	lastExpiredWarning atomic.Int64 // Unix ms of the last warning about expired messages
+	incarnation        uint64       // this process's incarnation; set before the subscriptions
 
 	// Owned by the Run goroutine.
-	last election.Status
+	current  *announcement // the last leadership this node claimed
+	machine  election.Machine
+	store    *store
+	stamp    *protocol.Stamp
+	querySub *nats.Subscription
 }
 
-// event is one entry of the inbox: a message, or a peer found unreachable.
+// event is one entry of a queue: a message, or a peer found unreachable.
 type event struct {
 	msg         protocol.Message
 	unreachable uint64
@@ -146,61 +213,88 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	cfg.Election.State = election.HardState{}
 	members, err := cfg.Election.Validate()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	var machine election.Machine
-	switch cfg.Algorithm {
-	case protocol.Bully:
-		machine, err = bully.New(cfg.Election)
-	case protocol.Ring:
-		machine, err = ring.New(cfg.Election)
-	default:
-		return nil, fmt.Errorf("%w: unknown algorithm %q", ErrConfig, cfg.Algorithm)
-	}
-	if err != nil {
+	if _, err := newMachine(cfg.Algorithm, cfg.Election); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if cfg.Tick < 0 || cfg.InboxSize < 0 || cfg.ShutdownTimeout < 0 {
-		return nil, fmt.Errorf("%w: negative tick, inbox size or shutdown time-out", ErrConfig)
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
 	}
-	if cfg.Tick == 0 {
-		cfg.Tick = DefaultTick
+	if cfg.Tick < 0 || cfg.InboxSize < 0 || cfg.ShutdownTimeout < 0 || cfg.MaxMessageAge < 0 ||
+		cfg.LearnTimeout < 0 || cfg.PendingMsgs < 0 || cfg.PendingBytes < 0 {
+		return nil, fmt.Errorf("%w: negative duration or size", ErrConfig)
 	}
-	if cfg.InboxSize == 0 {
-		cfg.InboxSize = DefaultInboxSize
-	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	setDefault(&cfg.Tick, DefaultTick)
+	setDefault(&cfg.InboxSize, DefaultInboxSize)
+	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	setDefault(&cfg.MaxMessageAge, DefaultMaxMessageAge)
+	setDefault(&cfg.LearnTimeout, DefaultLearnTimeout)
+	setDefault(&cfg.PendingMsgs, DefaultPendingMsgs)
+	setDefault(&cfg.PendingBytes, DefaultPendingBytes)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	n := &Node{
 		nc:      nc,
 		cfg:     cfg,
 		id:      cfg.Election.ID,
 		members: members,
-		machine: machine,
 		log:     cfg.Logger,
 		metrics: newMetrics(),
+		guard:   protocol.NewReplayGuard(cfg.MaxMessageAge),
+		claims:  make(chan event, claimsQueueSize),
 		inbox:   make(chan event, cfg.InboxSize),
 	}
-	n.last = machine.Status()
-	n.setStatus(n.last)
+	n.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "election_subscription_dropped_total",
+		Help: "Messages NATS dropped before the node read them, because a subscription's pending limits were reached.",
+	}, n.slowConsumerDrops))
+	n.setStatus(election.Status{ID: n.id})
 	return n, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// newMachine builds the machine of algorithm.
+func newMachine(algorithm protocol.Algorithm, cfg election.Config) (election.Machine, error) {
+	switch algorithm {
+	case protocol.Bully:
+		return bully.New(cfg)
+	case protocol.Ring:
+		return ring.New(cfg)
+	}
+	return nil, fmt.Errorf("unknown algorithm %q", algorithm)
 }
 
 // Run drives the machine until ctx ends, then leaves cleanly and drains the
 // connection. It returns nil after a clean leave, ErrConnectionClosed if the
-// connection closed under it, or the error that kept it from starting.
+// connection closed under it, an error wrapping ErrStorage if the data
+// directory failed, or the error that kept it from starting.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.started.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	closed := n.nc.StatusChanged(nats.CLOSED)
 	defer n.nc.RemoveStatusListener(closed)
+	st, saved, err := openStore(n.cfg.DataDir)
+	if err != nil {
+		n.nc.Close()
+		return err
+	}
+	n.store = st
+	defer st.close()
 	if err := n.awaitConnection(ctx, closed); err != nil {
 		return err
 	}
@@ -208,8 +302,38 @@ func (n *Node) Run(ctx context.Context) error {
 		n.drain()
 		return nil
 	}
-	if err := n.subscribe(); err != nil {
+	if err := n.begin(ctx, saved); err != nil {
 		n.nc.Close()
+		return err
+	}
+	return n.loop(ctx, closed)
+}
+
+// begin learns the cluster's term, stores the state the machine starts
+// from with a new incarnation, builds the machine and subscribes.
+func (n *Node) begin(ctx context.Context, saved stored) error {
+	learned := n.learnTerm(ctx)
+	state := saved.HardState
+	if learned > state.MaxTerm {
+		state.MaxTerm = learned
+	}
+	inc := max(uint64(n.cfg.Now().UnixNano()), saved.Incarnation+1)
+	if err := n.store.write(stored{HardState: state, Incarnation: inc}); err != nil {
+		return err
+	}
+	cfg := n.cfg.Election
+	cfg.State = state
+	machine, err := newMachine(n.cfg.Algorithm, cfg)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.machine = machine
+	n.stamp = protocol.NewStamp(inc)
+	n.incarnation = inc
+	n.setStatus(machine.Status())
+	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
+		"learned_term", learned, "incarnation", inc)
+	if err := n.subscribe(); err != nil {
 		return err
 	}
 	// Make sure the server knows our subscriptions before anyone can
@@ -217,38 +341,101 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.nc.FlushTimeout(n.cfg.ShutdownTimeout); err != nil {
 		n.log.Warn("flush after subscribing", "err", err)
 	}
+	return nil
+}
 
-	ticker := time.NewTicker(n.cfg.Tick)
-	defer ticker.Stop()
+// loop is the node's one goroutine from the machine's start to the end.
+func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
+	clock := &ticker{tick: n.cfg.Tick, base: time.Now()}
+	timer := time.NewTimer(clock.until(n.machine.Due()))
+	defer timer.Stop()
 	n.running.Store(true)
-	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick, "signed", len(n.cfg.Secret) > 0)
+	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick,
+		"signed", len(n.cfg.Secret) > 0, "incarnation", n.stamp.Incarnation())
 	n.machine.Start()
-	n.afterEvent(false)
-	for {
-		select {
-		case <-ctx.Done():
-			n.shutdown()
-			return nil
-		case <-closed:
-			n.running.Store(false)
-			n.stopping.Store(true)
-			n.log.Warn("NATS connection closed; stopping without resigning")
-			return ErrConnectionClosed
-		case <-ticker.C:
-			n.machine.Tick()
-			n.afterEvent(true)
-		case ev := <-n.inbox:
-			if ev.unreachable != 0 {
-				n.metrics.unreachable.Inc()
-				n.log.Debug("peer unreachable", "peer", ev.unreachable)
-				n.machine.Unreachable(ev.unreachable)
-			} else {
-				n.log.Debug("receive", "msg", ev.msg)
-				n.machine.Step(ev.msg)
-			}
-			n.afterEvent(false)
-		}
+	if err := n.apply(); err != nil {
+		return n.fail(err)
 	}
+	for {
+		var ev event
+		var woke bool
+		select {
+		case ev = <-n.claims: // claims first: a flood cannot delay them
+			woke = true
+		default:
+			select {
+			case <-ctx.Done():
+				n.shutdown()
+				return nil
+			case <-closed:
+				n.running.Store(false)
+				n.stopping.Store(true)
+				n.log.Warn("NATS connection closed; stopping without resigning")
+				return ErrConnectionClosed
+			case <-timer.C:
+			case ev = <-n.claims:
+				woke = true
+			case ev = <-n.inbox:
+				woke = true
+			}
+		}
+		for range clock.advance() {
+			n.machine.Tick()
+			if err := n.apply(); err != nil {
+				return n.fail(err)
+			}
+		}
+		if woke {
+			n.handle(ev)
+			if err := n.apply(); err != nil {
+				return n.fail(err)
+			}
+		}
+		timer.Reset(clock.until(n.machine.Due()))
+	}
+}
+
+// ticker converts the monotonic clock into the machine's ticks.
+type ticker struct {
+	tick time.Duration
+	base time.Time // the machine's tick 0
+	done int       // ticks given to the machine
+}
+
+// advance returns how many ticks have passed since the last call.
+func (c *ticker) advance() int {
+	now := int(time.Since(c.base) / c.tick)
+	k := now - c.done
+	c.done = now
+	return max(0, k)
+}
+
+// until is how long from now until due ticks after the last tick given.
+func (c *ticker) until(due int) time.Duration {
+	return max(0, time.Until(c.base.Add(time.Duration(c.done+due)*c.tick)))
+}
+
+// handle gives one queued event to the machine.
+func (n *Node) handle(ev event) {
+	if ev.unreachable != 0 {
+		n.metrics.unreachable.Inc()
+		n.log.Debug("peer unreachable", "peer", ev.unreachable)
+		n.machine.Unreachable(ev.unreachable)
+		return
+	}
+	n.log.Debug("receive", "msg", ev.msg)
+	n.machine.Step(ev.msg)
+}
+
+// fail stops a node whose data directory failed: it must not go on acting
+// on a term it could not store. It does not resign, since its Resign
+// could not be stored either; the others detect its silence.
+func (n *Node) fail(err error) error {
+	n.running.Store(false)
+	n.stopping.Store(true)
+	n.log.Error("cannot store the node's state; stopping", "err", err)
+	n.nc.Close()
+	return err
 }
 
 // awaitConnection returns once the connection is up, ctx ends (nil), or the
@@ -272,30 +459,59 @@ func (n *Node) awaitConnection(ctx context.Context, closed <-chan nats.Status) e
 	return nil
 }
 
-// subscribe subscribes to the broadcast subjects, this node's inbox, the
-// query subject and the reply subjects of its point-to-point messages.
+// subscribe subscribes to the broadcast subjects, this node's inbox and
+// the reply subjects of its point-to-point messages, each with pending
+// limits.
 func (n *Node) subscribe() error {
+	var subs []*nats.Subscription
+	subscribe := func(subject string, cb nats.MsgHandler) error {
+		sub, err := n.nc.Subscribe(subject, cb)
+		if err != nil {
+			return fmt.Errorf("node: subscribe %s: %w", subject, err)
+		}
+		if err := sub.SetPendingLimits(n.cfg.PendingMsgs, n.cfg.PendingBytes); err != nil {
+			return fmt.Errorf("node: pending limits of %s: %w", subject, err)
+		}
+		subs = append(subs, sub)
+		return nil
+	}
 	subjects := append(protocol.BroadcastSubjects(n.cfg.Cluster), protocol.InboxSubject(n.cfg.Cluster, n.id))
 	for _, s := range subjects {
-		if _, err := n.nc.Subscribe(s, n.onMessage); err != nil {
-			return fmt.Errorf("node: subscribe %s: %w", s, err)
+		if err := subscribe(s, n.onMessage); err != nil {
+			return err
 		}
 	}
-	if _, err := n.nc.Subscribe(protocol.QuerySubject(n.cfg.Cluster), n.onQuery); err != nil {
-		return fmt.Errorf("node: subscribe to queries: %w", err)
-	}
 	n.replyTo = n.nc.NewInbox()
-	if _, err := n.nc.Subscribe(n.replyTo+".*", n.onReply); err != nil {
-		return fmt.Errorf("node: subscribe to replies: %w", err)
+	if err := subscribe(n.replyTo+".*.*", n.onReply); err != nil {
+		return err
 	}
+	n.subs.Store(&subs)
 	return nil
+}
+
+// slowConsumerDrops is how many messages NATS dropped because a
+// subscription's pending limits were reached.
+func (n *Node) slowConsumerDrops() float64 {
+	subs := n.subs.Load()
+	if subs == nil {
+		return 0
+	}
+	total := 0
+	for _, s := range *subs {
+		if d, err := s.Dropped(); err == nil {
+			total += d
+		}
+	}
+	return float64(total)
 }
 
 // shutdown resigns, publishes the Resign, and drains the connection.
 func (n *Node) shutdown() {
 	n.stopping.Store(true)
 	n.machine.Resign()
-	n.afterEvent(false)
+	if err := n.apply(); err != nil {
+		n.log.Error("store the state on leaving", "err", err)
+	}
 	n.running.Store(false)
 	n.log.Info("node resigned")
 	n.drain()
@@ -324,156 +540,46 @@ func (n *Node) drain() {
 	}
 }
 
-// onMessage is the callback of every election subject. It never blocks.
-func (n *Node) onMessage(msg *nats.Msg) {
-	if n.stopping.Load() {
-		return
+// replies are the point-to-point messages sent recently, by reply
+// subject, so that a "no responders" status counts only for one of them,
+// once.
+type replies struct {
+	mu   sync.Mutex
+	sent map[string]time.Time
+}
+
+// replyWindow is how long a point-to-point message's "no responders"
+// status is awaited.
+const replyWindow = time.Second
+
+// maxReplies bounds the reply subjects remembered; beyond it the oldest
+// half-window is forgotten.
+const maxReplies = 4096
+
+func (r *replies) add(subject string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent == nil {
+		r.sent = make(map[string]time.Time)
 	}
-	m, err := protocol.Decode(msg.Data)
-	if err == nil && len(n.cfg.Secret) > 0 {
-		err = protocol.Verify(n.cfg.Secret, msg.Subject, msg.Data, msg.Header.Get(protocol.SignatureHeader))
+	if len(r.sent) >= maxReplies {
+		for s, at := range r.sent {
+			if now.Sub(at) > replyWindow/2 {
+				delete(r.sent, s)
+			}
+		}
 	}
-	if err == nil {
-		err = protocol.CheckRoute(n.cfg.Cluster, msg.Subject, m)
-	}
-	if err == nil {
-		err = protocol.Validate(m, n.members)
-	}
-	if err != nil {
-		n.drop(protocol.ReasonOf(err), msg.Subject, err)
-		return
-	}
-	select {
-	case n.inbox <- event{msg: m}:
-		n.metrics.received.WithLabelValues(string(m.Type)).Inc()
-	default:
-		n.drop(ReasonInboxFull, msg.Subject, nil)
+	if len(r.sent) < maxReplies {
+		r.sent[subject] = now
 	}
 }
 
-// onReply handles the server's answer to a point-to-point message: only a
-// "no responders" status is expected, meaning the receiver is gone.
-func (n *Node) onReply(msg *nats.Msg) {
-	if n.stopping.Load() || msg.Header.Get("Status") != "503" {
-		return
-	}
-	peer, err := strconv.ParseUint(msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:], 10, 64)
-	if err != nil || !slices.Contains(n.members, peer) {
-		return
-	}
-	select {
-	case n.inbox <- event{unreachable: peer}:
-	default:
-		n.drop(ReasonInboxFull, msg.Subject, nil)
-	}
-}
-
-// onQuery answers a request for the leader, if this node leads.
-func (n *Node) onQuery(msg *nats.Msg) {
-	if msg.Reply == "" || n.stopping.Load() {
-		return
-	}
-	a := n.current.Load()
-	st := n.status.Load()
-	if a == nil || st.State != election.Leader.String() || st.Term != a.term {
-		return
-	}
-	if err := msg.RespondMsg(&nats.Msg{Data: a.data, Header: a.header}); err != nil {
-		n.log.Warn("answer query", "err", err)
-	}
-}
-
-// drop counts and logs a message that does not reach the machine.
-func (n *Node) drop(reason protocol.Reason, subject string, err error) {
-	n.metrics.dropped.WithLabelValues(string(reason)).Inc()
-	n.log.Debug("message dropped", "reason", reason, "subject", subject, "err", err)
-}
-
-// afterEvent carries out what the machine wants after an event and updates
-// the status and metrics. tick tells whether the event was a tick.
-func (n *Node) afterEvent(tick bool) {
-	rd := n.machine.Ready()
-	for _, m := range rd.Messages {
-		n.log.Debug("send", "msg", m)
-		n.publish(m)
-	}
-	st := n.machine.Status()
-	if rd.Claimed != 0 {
-		// Announce once the status shows the leadership, so whoever
-		// hears the announcement finds it in /status and in queries.
-		defer n.announce(rd.Claimed)
-	}
-	prev := n.last
-	n.last = st
-	if st == prev && rd.Claimed == 0 {
-		return
-	}
-	if prev.Role != election.Candidate && (st.Role == election.Candidate || rd.Claimed != 0) {
-		n.metrics.electionsStarted.Inc()
-	}
-	if tick && prev.Role == election.Follower && prev.Leader != 0 && prev.Leader != n.id && st.Leader != prev.Leader {
-		n.metrics.leaderTimeouts.Inc()
-		n.log.Info("leader timed out", "leader", prev.Leader, "term", prev.Term)
-	}
-	if st.Leader != 0 && (st.Leader != prev.Leader || st.Term != prev.Term) {
-		n.metrics.leaderChanges.Inc()
-		n.log.Info("leader", "leader", st.Leader, "term", st.Term, "state", st.Role)
-	}
-	n.metrics.term.Set(float64(st.Term))
-	if st.Role == election.Leader {
-		n.metrics.isLeader.Set(1)
-	} else {
-		n.metrics.isLeader.Set(0)
-	}
-	n.setStatus(st)
-}
-
-// publish sends one message of the machine.
-func (n *Node) publish(m protocol.Message) {
-	data, err := protocol.Encode(m)
-	if err != nil {
-		n.log.Error("encode", "msg", m, "err", err)
-		return
-	}
-	out := &nats.Msg{Subject: protocol.SubjectFor(n.cfg.Cluster, m), Data: data}
-	if len(n.cfg.Secret) > 0 {
-		out.Header = nats.Header{}
-		out.Header.Set(protocol.SignatureHeader, protocol.Sign(n.cfg.Secret, out.Subject, data))
-	}
-	if m.To != 0 && n.replyTo != "" {
-		out.Reply = n.replyTo + "." + strconv.FormatUint(m.To, 10)
-	}
-	if err := n.nc.PublishMsg(out); err != nil {
-		n.log.Warn("publish", "msg", m, "err", err)
-		return
-	}
-	n.metrics.sent.WithLabelValues(string(m.Type)).Inc()
-}
-
-// announce publishes this node's leadership with term on the leader subject
-// and keeps it to answer queries.
-func (n *Node) announce(term uint64) {
-	data, err := protocol.EncodeAnnouncement(protocol.Announcement{
-		Cluster:   n.cfg.Cluster,
-		Leader:    n.id,
-		Term:      term,
-		Algorithm: n.cfg.Algorithm,
-		At:        protocol.Timestamp{Time: time.Now().UTC()},
-	})
-	if err != nil {
-		n.log.Error("encode announcement", "err", err)
-		return
-	}
-	a := &announcement{term: term, data: data}
-	if len(n.cfg.Secret) > 0 {
-		a.header = nats.Header{}
-		a.header.Set(protocol.SignatureHeader, protocol.SignAnnouncement(n.cfg.Secret, n.cfg.Cluster, data))
-	}
-	n.current.Store(a)
-	out := &nats.Msg{Subject: protocol.LeaderSubject(n.cfg.Cluster), Data: data, Header: a.header}
-	if err := n.nc.PublishMsg(out); err != nil {
-		n.log.Warn("publish announcement", "term", term, "err", err)
-		return
-	}
-	n.log.Info("announced leadership", "term", term)
+// take reports whether subject is the reply subject of a message sent in
+// the last replyWindow, and forgets it.
+func (r *replies) take(subject string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.sent[subject]
+	delete(r.sent, subject)
+	return ok && now.Sub(at) <= replyWindow
 }

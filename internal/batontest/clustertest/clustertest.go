@@ -41,6 +41,7 @@ func Start(t testing.TB, url, cluster string, algorithm protocol.Algorithm, memb
 			Cluster:   cluster,
 			Algorithm: algorithm,
 			Election:  election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))},
+			DataDir:   t.TempDir(),
 			Logger:    slog.New(slog.DiscardHandler),
 		}
 		for _, opt := range opts {

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// apply carries out what the machine wants after an event, in the order
+// Ready prescribes: store the hard state, send the messages, show the new
+// status, announce a claim. It returns an error only if the state could
+// not be stored; then nothing of this Ready has left the process.
+func (n *Node) apply() error {
+	rd := n.machine.Ready()
+	if rd.State != nil {
+		if err := n.store.write(stored{HardState: *rd.State, Incarnation: n.stamp.Incarnation()}); err != nil {
+			return err
+		}
+	}
+	for _, m := range rd.Messages {
+		n.log.Debug("send", "msg", m)
+		n.publish(m)
+	}
+	for _, ev := range rd.Events {
+		n.record(ev)
+	}
+	st := n.machine.Status()
+	n.metrics.term.Set(float64(st.Term))
+	if st.Role == election.Leader {
+		n.metrics.isLeader.Set(1)
+	} else {
+		n.metrics.isLeader.Set(0)
+	}
+	var claim *announcement
+	if rd.Claimed != 0 {
+		claim = n.announcement(rd.Claimed)
+		n.current = claim
+	}
+	n.setStatus(st)
+	// What queries are answered with: this node's announcement, while it
+	// leads under that announcement's term.
+	if n.current != nil && st.Role == election.Leader && st.Term == n.current.term {
+		n.leading.Store(n.current)
+	} else {
+		n.leading.Store(nil)
+	}
+	if claim != nil {
+		// Announce once the status shows the leadership, so whoever hears
+		// the announcement finds it in /status and in queries.
+		n.announce(claim)
+	}
+	n.answerQueries(st.Role == election.Leader)
+	return nil
+}
+
+// record turns one event of the machine into logs and metrics.
+func (n *Node) record(ev election.Event) {
+	switch ev.Kind {
+	case election.ElectionStarted:
+		n.metrics.electionsStarted.Inc()
+		n.log.Debug("election started")
+	case election.LeaderTimedOut:
+		n.metrics.leaderTimeouts.Inc()
+		n.log.Info("leader timed out", "leader", ev.Leader, "term", ev.Term)
+	case election.LeaderChanged:
+		n.metrics.leaderChanges.Inc()
+		n.log.Info("leader", "leader", ev.Leader, "term", ev.Term)
+	}
+}
+
+// answerQueries subscribes to the query subject while the node leads, and
+// unsubscribes when it stops, so that a request while no node leads fails
+// at once with "no responders" instead of waiting its whole time-out.
+func (n *Node) answerQueries(leading bool) {
+	switch {
+	case leading && n.querySub == nil && !n.stopping.Load():
+		sub, err := n.nc.Subscribe(protocol.QuerySubject(n.cfg.Cluster), n.onQuery)
+		if err != nil {
+			n.log.Warn("subscribe to queries", "err", err)
+			return
+		}
+		n.querySub = sub
+	case !leading && n.querySub != nil:
+		if err := n.querySub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			n.log.Warn("unsubscribe from queries", "err", err)
+		}
+		n.querySub = nil
+	}
+}
+
+// publish sends one message of the machine, stamped with the node's
+// incarnation, the message's number and the time, and signed when the
+// cluster has a secret.
+func (n *Node) publish(m protocol.Message) {
+	now := n.cfg.Now()
+	n.stamp.Apply(&m, now)
+	if m.To != 0 {
+		m.ToInc = n.guard.Incarnation(m.To)
+	}
+	data, err := protocol.Encode(m)
+	if err != nil {
+		n.log.Error("encode", "msg", m, "err", err)
+		return
+	}
+	out := &nats.Msg{Subject: protocol.SubjectFor(n.cfg.Cluster, m), Data: data}
+	if len(n.cfg.Secret) > 0 {
+		out.Header = nats.Header{}
+		out.Header.Set(protocol.SignatureHeader, protocol.Sign(n.cfg.Secret, out.Subject, data))
+	}
+	if m.To != 0 && n.replyTo != "" {
+		out.Reply = n.replyTo + "." + strconv.FormatUint(m.To, 10) + "." + strconv.FormatUint(m.N, 10)
+		n.replies.add(out.Reply, now)
+	}
+	if err := n.nc.PublishMsg(out); err != nil {
+		n.log.Warn("publish", "msg", m, "err", err)
+		return
+	}
+	n.metrics.sent.WithLabelValues(string(m.Type)).Inc()
+}
+
+// announcement encodes (and signs, with a secret) this node's leadership
+// with term.
+func (n *Node) announcement(term uint64) *announcement {
+	data, err := protocol.EncodeAnnouncement(protocol.Announcement{
+		Cluster:   n.cfg.Cluster,
+		Leader:    n.id,
+		Term:      term,
+		Algorithm: n.cfg.Algorithm,
+		At:        protocol.Timestamp{Time: n.cfg.Now().UTC()},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("node: encode announcement: %v", err)) // a struct of strings and numbers
+	}
+	a := &announcement{term: term, data: data}
+	if len(n.cfg.Secret) > 0 {
+		a.header = nats.Header{}
+		a.header.Set(protocol.SignatureHeader, protocol.SignAnnouncement(n.cfg.Secret, n.cfg.Cluster, data))
+	}
+	return a
+}
+
+// announce publishes a leadership of this node on the leader subject.
+func (n *Node) announce(a *announcement) {
+	out := &nats.Msg{Subject: protocol.LeaderSubject(n.cfg.Cluster), Data: a.data, Header: a.header}
+	if err := n.nc.PublishMsg(out); err != nil {
+		n.log.Warn("publish announcement", "term", a.term, "err", err)
+		return
+	}
+	n.log.Info("announced leadership", "term", a.term)
+}
+
+// learnTerm asks the cluster for the newest term it knows of: the current
+// leader's answer to a query, and the last announcement kept by a JetStream
+// stream on the leader subject, if there is one. It returns the higher, or
+// 0 if neither is known within LearnTimeout; with a secret, only signed
+// announcements count.
+func (n *Node) learnTerm(ctx context.Context) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
+	defer cancel()
+	opts := []leader.Option{leader.WithSecret(n.cfg.Secret), leader.WithQueryTimeout(n.cfg.LearnTimeout)}
+	var term uint64
+	if a, err := leader.Current(ctx, n.nc, n.cfg.Cluster, append(opts, leader.WithoutStream())...); err == nil {
+		term = a.Term
+	}
+	if a, err := leader.LastAnnounced(ctx, n.nc, n.cfg.Cluster, opts...); err == nil {
+		term = max(term, a.Term)
+	} else {
+		n.log.Debug("no last announcement from a stream", "err", err)
+	}
+	return term
+}

@@ -1,0 +1,199 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// drainAnnouncements returns the highest term among the announcements
+// received so far.
+func drainAnnouncements(ch <-chan protocol.Announcement) uint64 {
+	var top uint64
+	for {
+		select {
+		case a := <-ch:
+			top = max(top, a.Term)
+		default:
+			return top
+		}
+	}
+}
+
+// Terms survive restarts: a whole cluster stopped and started again from
+// its data directories, whether it left cleanly or crashed, announces a
+// term above every term announced before.
+func TestTermsSurviveWholeClusterRestarts(t *testing.T) {
+	for _, algorithm := range protocol.Algorithms {
+		t.Run(string(algorithm), func(t *testing.T) {
+			url := batontest.StartNATS(t)
+			c := cluster{url: url, name: "restart", algorithm: algorithm, members: five}
+			leaders := announcements(t, url, c.name, nil)
+			nodes := c.startAll(t)
+			term := awaitAgreement(t, nodes, 5)
+			awaitAnnouncement(t, leaders, 5, term)
+
+			for round, how := range []string{"clean", "crash"} {
+				for _, n := range nodes {
+					if how == "clean" {
+						n.stop(t)
+					} else {
+						n.crash(t)
+					}
+				}
+				before := max(term, drainAnnouncements(leaders))
+				nodes = c.startAll(t)
+				term = awaitAgreement(t, nodes, 5)
+				awaitAnnouncement(t, leaders, 5, term)
+				if term <= before {
+					t.Fatalf("round %d (%s restart): agreed term %d, want above %d, the highest announced before", round, how, term, before)
+				}
+			}
+		})
+	}
+}
+
+// A node whose data is lost (a new container) learns the cluster's term
+// from the last announcement kept by the stream, even when no other node
+// is running, and claims above it.
+func TestFreshNodeLearnsTermFromStream(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	batontest.LeaderStream(t, connect(t, url))
+	c := cluster{url: url, name: "fresh", algorithm: protocol.Bully, members: []uint64{1, 2, 3}}
+	leaders := announcements(t, url, c.name, nil)
+	nodes := c.startAll(t)
+	term := awaitAgreement(t, nodes, 3)
+	awaitAnnouncement(t, leaders, 3, term)
+	for _, n := range nodes {
+		n.stop(t)
+	}
+	before := max(term, drainAnnouncements(leaders))
+
+	c.data = nil // every node loses its data
+	alone := map[uint64]*running{2: c.start(t, 2)}
+	got := awaitAgreement(t, alone, 2)
+	if got <= before {
+		t.Fatalf("fresh node 2 alone: claimed term %d, want above %d, the last announced", got, before)
+	}
+}
+
+// A node whose data is lost learns the term from the leader's answer to a
+// query when there is no stream.
+func TestFreshNodeLearnsTermFromLeader(t *testing.T) {
+	url := batontest.StartNATS(t)
+	c := cluster{url: url, name: "query", algorithm: protocol.Ring, members: []uint64{1, 2, 3}}
+	nodes := c.startAll(t)
+	term := awaitAgreement(t, nodes, 3)
+	nodes[1].stop(t)
+	delete(c.data, 1)
+	nodes[1] = c.start(t, 1)
+	if got := awaitAgreement(t, nodes, 3); got < term {
+		t.Fatalf("after node 1 came back without data: term %d, want at least %d", got, term)
+	}
+	// Node 1 learned the term before it started: the state on its new
+	// disk is at least the leader's term.
+	data, err := os.ReadFile(filepath.Join(c.data[1], stateFile))
+	if err != nil || !strings.Contains(string(data), `"max_term":`) {
+		t.Fatalf("node 1's state file: %s, %v", data, err)
+	}
+	st, err := (&store{dir: c.data[1]}).read()
+	if err != nil || st.MaxTerm < term {
+		t.Errorf("node 1's stored max term: got %d (%v), want at least %d", st.MaxTerm, err, term)
+	}
+}
+
+// Two nodes cannot share a data directory.
+func TestDataDirectoryLocked(t *testing.T) {
+	url := batontest.StartNATS(t)
+	c := cluster{url: url, name: "lock", algorithm: protocol.Bully, members: []uint64{1, 2}}
+	c.start(t, 1)
+	nc := connect(t, url)
+	n, err := New(nc, Config{Cluster: c.name, Algorithm: c.algorithm, Election: electionConfig(2, c.members),
+		DataDir: c.dataDir(t, 1), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Run(t.Context()); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("Run on a locked data directory: got %v, want ErrStorage saying it is in use", err)
+	}
+}
+
+// A corrupt state file stops the node with an error that says what to do,
+// instead of starting from nothing.
+func TestCorruptStateRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(`{"version":1,"term":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"version":1,"term":`, `{"version":1,"term":5,"max_term":4,"incarnation":1}`,
+		`{"version":9,"term":1,"max_term":1,"incarnation":1}`, `{"version":1,"term":1,"max_term":1,"incarnation":1,"x":1}`} {
+		if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, _, err := openStore(dir)
+		if err == nil {
+			s.close()
+			t.Errorf("state %s: opened, want an error", bad)
+		} else if !errors.Is(err, ErrStorage) {
+			t.Errorf("state %s: got %v, want ErrStorage", bad, err)
+		}
+	}
+}
+
+// Only the leader answers queries, and only the leader subscribes to the
+// query subject: while no node leads, a request fails at once with "no
+// responders" instead of waiting its whole time-out, and
+// leader.Current then answers from the stream.
+func TestQueryWithoutLeaderFailsFast(t *testing.T) {
+	srv := batontest.StartNATSServer(t, batontest.WithJetStream())
+	url := srv.ClientURL()
+	batontest.LeaderStream(t, connect(t, url))
+	c := cluster{url: url, name: "q", algorithm: protocol.Bully, members: []uint64{1, 2, 3}}
+	leaders := announcements(t, url, c.name, nil)
+	nodes := c.startAll(t)
+	term := awaitAgreement(t, nodes, 3)
+	awaitAnnouncement(t, leaders, 3, term)
+	client := connect(t, url)
+	if a := query(t, client, c.name, nil); a.Leader != 3 {
+		t.Fatalf("query: got %+v, want leader 3", a)
+	}
+
+	// During a failover: the new leader answers, or nobody does; the
+	// request never waits for its time-out. (Until the server has noticed
+	// that the crashed leader's connection is gone, it still routes
+	// requests there: wait for that first.)
+	clients := srv.NumClients()
+	nodes[3].crash(t)
+	batontest.CheckFor(t, 5*time.Second, func() error {
+		if n := srv.NumClients(); n != clients-1 {
+			return fmt.Errorf("server clients: got %d, want %d", n, clients-1)
+		}
+		return nil
+	})
+	for range 20 {
+		_, err := client.Request(protocol.QuerySubject(c.name), nil, 5*time.Second)
+		if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("query during the failover: got %v, want an answer or %v", err, nats.ErrNoResponders)
+		}
+	}
+	for _, n := range nodes {
+		n.stop(t)
+	}
+	if _, err := client.Request(protocol.QuerySubject(c.name), nil, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("query with every node gone: got %v, want %v", err, nats.ErrNoResponders)
+	}
+	a, err := leader.Current(t.Context(), client, c.name)
+	if err != nil || a.Term < term {
+		t.Fatalf("leader.Current with every node gone: got %+v, %v; want the stream's last announcement", a, err)
+	}
+}

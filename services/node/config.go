@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -39,6 +41,11 @@ type Config struct {
 	Cluster string `env:"ELECTION_CLUSTER" envDefault:"default"`
 	// HTTPAddr is the listen address of /healthz, /status and /metrics.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+	// DataDir is where the node keeps what must survive a restart (its
+	// terms and incarnation). Created if missing; locked while the node
+	// runs. Empty means baton-data/<cluster>/node-<id> in the working
+	// directory.
+	DataDir string `env:"ELECTION_DATA"`
 
 	// Tick is the resolution of every election time-out: the machine's
 	// clock advances once per tick.
@@ -60,6 +67,10 @@ type Config struct {
 	// waits for the Coordinator, and a ring participant for the elected
 	// round, before it starts again. Zero means (n+1)·T for n members.
 	CoordinatorTimeout time.Duration `env:"ELECTION_COORDINATOR_TIMEOUT"`
+	// MaxMessageAge is how far a message's timestamp may be from this
+	// node's clock, either way: older messages are dropped as replays. It
+	// must exceed the clock skew between nodes.
+	MaxMessageAge time.Duration `env:"ELECTION_MAX_MESSAGE_AGE" envDefault:"2s"`
 	// Secret is the cluster's shared HMAC key. When set, every message is
 	// signed and unsigned or wrongly signed messages are dropped. Empty
 	// means messages are not signed (a warning is logged).
@@ -151,6 +162,15 @@ func (c *Config) validate() error {
 	if err := checkListenAddr(c.HTTPAddr); err != nil {
 		return err
 	}
+	if c.DataDir == "" {
+		c.DataDir = filepath.Join("baton-data", c.Cluster, fmt.Sprintf("node-%d", c.ID))
+	}
+	if err := checkDataDir(c.DataDir); err != nil {
+		return err
+	}
+	if c.MaxMessageAge <= 0 {
+		return invalid("ELECTION_MAX_MESSAGE_AGE", "must be positive, got %v", c.MaxMessageAge)
+	}
 	if c.timing, err = c.ticks(); err != nil {
 		return err
 	}
@@ -189,6 +209,20 @@ func parsePeers(s string, id uint64) ([]uint64, error) {
 		return nil, invalid("NODE_PEERS", "does not contain NODE_ID %d", id)
 	}
 	return members, nil
+}
+
+// checkDataDir creates the data directory if needed and checks that the
+// node can write there.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return invalid("ELECTION_DATA", "cannot create %q: %v", dir, errors.Unwrap(err))
+	}
+	probe, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return invalid("ELECTION_DATA", "cannot write in %q: %v", dir, errors.Unwrap(err))
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }
 
 func checkListenAddr(addr string) error {

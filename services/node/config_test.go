@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-election/baton/pkg/election"
 )
@@ -33,6 +35,7 @@ func with(kv ...string) map[string]string {
 // TestInvalidConfiguration: a missing or invalid variable exits with status
 // 2 and one line on stderr that names it.
 func TestInvalidConfiguration(t *testing.T) {
+	t.Chdir(t.TempDir()) // the default ELECTION_DATA is relative
 	for _, tc := range []struct {
 		env  map[string]string
 		name string // the variable the line must name
@@ -68,6 +71,9 @@ func TestInvalidConfiguration(t *testing.T) {
 		{with("NATS_CREDS", "/nonexistent/node.creds"), "NATS_CREDS", "cannot read"},
 		{with("NATS_TLS_CA", "/nonexistent/ca.pem"), "NATS_TLS_CA", "cannot read"},
 		{with("NATS_TLS_CERT", "/nonexistent/cert.pem"), "NATS_TLS_KEY", "required with NATS_TLS_CERT"},
+		{with("ELECTION_MAX_MESSAGE_AGE", "0s"), "ELECTION_MAX_MESSAGE_AGE", "positive"},
+		{with("ELECTION_MAX_MESSAGE_AGE", "soon"), "ELECTION_MAX_MESSAGE_AGE", "not a duration"},
+		{with("ELECTION_DATA", "/proc/baton"), "ELECTION_DATA", "cannot create"},
 		{with("LOG_LEVEL", "loud"), "LOG_LEVEL", "loud"},
 		{with("LOG_FORMAT", "xml"), "LOG_FORMAT", "xml"},
 	} {
@@ -93,9 +99,16 @@ func TestInvalidConfiguration(t *testing.T) {
 // a leader time-out of 20 ticks, T = 2·20ms + 10ms = 5 ticks and a
 // coordinator time-out of (n+1)·T.
 func TestDefaults(t *testing.T) {
+	t.Chdir(t.TempDir())
 	cfg, err := loadConfig(minimal)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.DataDir != "baton-data/default/node-3" || cfg.MaxMessageAge != 2*time.Second {
+		t.Errorf("data directory, message age: got %q, %v; want baton-data/default/node-3, 2s", cfg.DataDir, cfg.MaxMessageAge)
+	}
+	if info, err := os.Stat(cfg.DataDir); err != nil || !info.IsDir() {
+		t.Errorf("data directory: not created: %v", err)
 	}
 	want := election.Timing{HeartbeatTicks: 5, LeaderTimeoutTicks: 20, AnswerTicks: 5, CoordinatorTicks: 30}
 	if cfg.timing != want {

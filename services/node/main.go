@@ -84,12 +84,14 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		return exitFailed
 	}
 	n, err := node.New(nc, node.Config{
-		Cluster:   cfg.Cluster,
-		Algorithm: protocol.Algorithm(cfg.Algorithm),
-		Election:  election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing},
-		Tick:      cfg.Tick,
-		Secret:    []byte(cfg.Secret),
-		Logger:    log,
+		Cluster:       cfg.Cluster,
+		Algorithm:     protocol.Algorithm(cfg.Algorithm),
+		Election:      election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing},
+		DataDir:       cfg.DataDir,
+		Tick:          cfg.Tick,
+		Secret:        []byte(cfg.Secret),
+		MaxMessageAge: cfg.MaxMessageAge,
+		Logger:        log,
 	})
 	if err != nil {
 		ln.Close()

@@ -38,6 +38,7 @@ func command(bin string, env map[string]string) *exec.Cmd {
 // one line naming the variable.
 func TestBinaryInvalidConfiguration(t *testing.T) {
 	bin := batontest.BuildBinary(t, ".")
+	t.Chdir(t.TempDir()) // the default ELECTION_DATA is relative
 	for _, tc := range []struct {
 		env  map[string]string
 		name string
@@ -62,7 +63,8 @@ func TestBinaryInvalidConfiguration(t *testing.T) {
 
 // TestBinarySIGTERM runs the binary as a one-member cluster: it leads,
 // serves its endpoints, and on SIGTERM resigns and exits with status 0
-// within the 2 s of the contract.
+// within the 2 s of the contract. Started again with the same
+// ELECTION_DATA, it announces a newer term: terms survive restarts.
 func TestBinarySIGTERM(t *testing.T) {
 	bin := batontest.BuildBinary(t, ".")
 	url := batontest.StartNATS(t)
@@ -76,11 +78,67 @@ func TestBinarySIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Flush()
-
-	cmd := command(bin, map[string]string{
+	env := map[string]string{
 		"NATS_URL": url, "NODE_ID": "1", "NODE_PEERS": "1", "ELECTION_CLUSTER": "solo",
-		"HTTP_ADDR": "127.0.0.1:0", "ELECTION_SECRET": "k",
-	})
+		"HTTP_ADDR": "127.0.0.1:0", "ELECTION_SECRET": "k", "ELECTION_DATA": t.TempDir(),
+	}
+	var last uint64
+	for run := range 2 {
+		cmd, base := startBinary(t, bin, env)
+		msg, err := leaders.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("run %d: no announcement: %v", run, err)
+		}
+		a, err := protocol.DecodeAnnouncement(msg.Data)
+		if err != nil || a.Leader != 1 || a.Cluster != "solo" || a.Algorithm != protocol.Bully {
+			t.Fatalf("run %d: announcement %s: %v", run, msg.Data, err)
+		}
+		if a.Term <= last {
+			t.Errorf("run %d: announced term %d, want above %d, announced by the run before", run, a.Term, last)
+		}
+		last = a.Term
+		resp, err := http.Get(base + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var st map[string]any
+		if err := json.Unmarshal(body, &st); err != nil || st["state"] != "leader" || st["leader"] != 1.0 {
+			t.Errorf("run %d: status: got %s, want this node leading", run, body)
+		}
+		if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("run %d: healthz: got %v %v, want 200", run, resp, err)
+		} else {
+			resp.Body.Close()
+		}
+
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("run %d: exit: got %v, want status 0", run, err)
+			}
+		case <-time.After(2 * time.Second): // the contract's bound
+			t.Fatalf("run %d: still running 2 s after SIGTERM", run)
+		}
+		if _, err := resigns.NextMsg(time.Second); err != nil {
+			t.Errorf("run %d: no Resign published before exit: %v", run, err)
+		}
+	}
+}
+
+// startBinary starts the node binary with exactly env in a temporary
+// working directory, and returns it with the base URL of its HTTP
+// endpoints, read from its "serving HTTP" log line.
+func startBinary(t *testing.T, bin string, env map[string]string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := command(bin, env)
+	cmd.Dir = t.TempDir()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +147,6 @@ func TestBinarySIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	// The log line "serving HTTP" gives the address.
 	addr := make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`msg="serving HTTP".* addr=(\S+)`)
@@ -100,52 +157,11 @@ func TestBinarySIGTERM(t *testing.T) {
 			}
 		}
 	}()
-	var base string
 	select {
 	case a := <-addr:
-		base = "http://" + a
+		return cmd, "http://" + a
 	case <-time.After(10 * time.Second):
 		t.Fatal("no 'serving HTTP' log line")
-	}
-
-	msg, err := leaders.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatalf("no announcement: %v", err)
-	}
-	a, err := protocol.DecodeAnnouncement(msg.Data)
-	if err != nil || a.Leader != 1 || a.Cluster != "solo" || a.Algorithm != protocol.Bully {
-		t.Fatalf("announcement %s: %v", msg.Data, err)
-	}
-	resp, err := http.Get(base + "/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var st map[string]any
-	if err := json.Unmarshal(body, &st); err != nil || st["state"] != "leader" || st["leader"] != 1.0 {
-		t.Errorf("status: got %s, want this node leading", body)
-	}
-	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("healthz: got %v %v, want 200", resp, err)
-	} else {
-		resp.Body.Close()
-	}
-
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit: got %v, want status 0", err)
-		}
-	case <-time.After(2 * time.Second): // the contract's bound
-		t.Fatal("still running 2 s after SIGTERM")
-	}
-	if _, err := resigns.NextMsg(time.Second); err != nil {
-		t.Errorf("no Resign published before exit: %v", err)
+		return nil, ""
 	}
 }

@@ -243,6 +243,7 @@ func nodeEnv(alg string, id uint64) map[string]string {
 		"ELECTION_ALGORITHM": alg,
 		"ELECTION_CLUSTER":   alg,
 		"ELECTION_SECRET":    secret,
+		"ELECTION_DATA":      "/data",
 		"HTTP_ADDR":          ":8080",
 	}
 }

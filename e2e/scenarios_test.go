@@ -198,3 +198,25 @@ func assertLeaders(t *testing.T, alg string, h []leadership, want ...uint64) {
 		t.Errorf("%s: last leaders recorded %v, want %v (history %+v)", alg, got, want, h)
 	}
 }
+
+// TestRestartAllNodes: kill every node of a cluster at once and start them
+// all again from their data: the terms they announce still increase.
+func TestRestartAllNodes(t *testing.T) {
+	d := deploy(t)
+	for _, alg := range algorithms {
+		before := d.leaderTerm(alg, 5)
+		for id := uint64(1); id <= nodesPerCluster; id++ {
+			d.kill(d.nodes[alg][id])
+		}
+		for id := uint64(1); id <= nodesPerCluster; id++ {
+			d.start(d.nodes[alg][id])
+		}
+		after := d.waitAgreed(alg, 5, before, converge)
+		if after <= before {
+			t.Errorf("%s: after restarting every node: term %d, want above %d", alg, after, before)
+		}
+		rec := d.waitRecorded(alg, 5, before, converge)
+		t.Logf("%s: every node killed and restarted: agreed on 5 with term %d (was %d); recorded term %d", alg, after, before, rec.Term)
+		d.checkHistory(alg)
+	}
+}

@@ -33,6 +33,10 @@ type Spec struct {
 	// LogDir receives one log file per node, node-<id>.log, holding its
 	// stdout and stderr across restarts.
 	LogDir string
+	// DataDir holds each node's data directory, passed as ELECTION_DATA:
+	// DataDir/<cluster>/node-<id>, the same across restarts. Empty means
+	// LogDir.
+	DataDir string
 	// Env is added to the environment the nodes inherit from this process,
 	// e.g. timing variables; the contract variables above take precedence.
 	Env []string
@@ -76,6 +80,10 @@ func NewNodes(spec Spec) ([]*Node, error) {
 	for i, id := range spec.IDs {
 		peers[i] = strconv.FormatUint(id, 10)
 	}
+	dataDir := spec.DataDir
+	if dataDir == "" {
+		dataDir = spec.LogDir
+	}
 	base := append(os.Environ(), spec.Env...)
 	nodes := make([]*Node, len(spec.IDs))
 	for i, id := range spec.IDs {
@@ -86,6 +94,7 @@ func NewNodes(spec Spec) ([]*Node, error) {
 			"ELECTION_ALGORITHM="+spec.Algorithm,
 			"ELECTION_CLUSTER="+spec.Cluster,
 			"HTTP_ADDR="+spec.HTTPAddrs[i],
+			"ELECTION_DATA="+filepath.Join(dataDir, spec.Cluster, fmt.Sprintf("node-%d", id)),
 		)
 		nodes[i] = &Node{
 			ID:       id,

@@ -27,6 +27,7 @@ type Core struct {
 	gone    map[uint64]absence
 	seq     uint64
 	left    bool // resigned: ignore every later event
+	waiting bool // a candidate that has deferred its election (Defer)
 
 	saved   election.HardState // the hard state last handed to the driver
 	out     []protocol.Message
@@ -194,6 +195,18 @@ func (c *Core) HigherAlive() bool {
 	return false
 }
 
+// HigherAliveCount is how many members with a higher ID are not known to
+// be gone: this node's rank among the live members, counted from the top.
+func (c *Core) HigherAliveCount() int {
+	k := 0
+	for _, id := range c.members[c.index+1:] {
+		if c.gone[id] == 0 {
+			k++
+		}
+	}
+	return k
+}
+
 // nextTerm is the smallest term owned by this node above every term seen,
 // or 0 if that term would be above protocol.MaxTerm. Every term it reads is
 // at most protocol.MaxTerm (2^62), so the sum cannot wrap.
@@ -214,14 +227,26 @@ func (c *Core) nextTerm() uint64 {
 // undefined (it failed, left, or this node just started); without, a
 // leader that is still working is kept while the election runs.
 func (c *Core) BecomeCandidate(forget bool) {
-	if c.role != election.Candidate {
+	if c.role != election.Candidate || c.waiting {
 		c.report(election.ElectionStarted, 0, 0)
 	}
 	c.role = election.Candidate
+	c.waiting = false
 	c.silent = 0
 	if forget {
 		c.leader = 0
 	}
+}
+
+// Defer makes this node a candidate whose leader failed or left but that
+// holds back its own election for a while (a higher node is expected to
+// act first). It reports no election: that is reported when the election
+// starts (BecomeCandidate or Claim), if it does.
+func (c *Core) Defer() {
+	c.role = election.Candidate
+	c.waiting = true
+	c.silent = 0
+	c.leader = 0
 }
 
 // Claim makes this node leader. A node that already leads under a term no
@@ -235,9 +260,10 @@ func (c *Core) Claim() uint64 {
 		if next == 0 {
 			return 0
 		}
-		if c.role != election.Candidate {
+		if c.role != election.Candidate || c.waiting {
 			c.report(election.ElectionStarted, 0, 0) // claimed straight away
 		}
+		c.waiting = false
 		c.term, c.maxTerm, c.claimed = next, next, next
 		c.report(election.LeaderChanged, c.id, next)
 	}
@@ -250,6 +276,7 @@ func (c *Core) follow(leader, term uint64) {
 	if leader != c.leader || term != c.term {
 		c.report(election.LeaderChanged, leader, term)
 	}
+	c.waiting = false
 	c.role, c.leader, c.term, c.silent = election.Follower, leader, term, 0
 	c.maxTerm = max(c.maxTerm, term)
 }

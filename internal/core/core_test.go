@@ -287,3 +287,28 @@ func TestEvents(t *testing.T) {
 		t.Errorf("time-out and claim: got %v, want %v", got, want)
 	}
 }
+
+// A deferred candidate has not started an election: it is reported only
+// when its election starts, or when it claims at once.
+func TestDeferReportsNoElection(t *testing.T) {
+	c := newTestCore(t, 4)
+	c.Claimed(9, 9, 3)
+	c.Ready()
+	c.Defer()
+	if c.Role() != election.Candidate || c.Leader() != 0 {
+		t.Fatalf("deferred: role %v leader %d, want a candidate with no leader", c.Role(), c.Leader())
+	}
+	if got := c.Ready().Events; len(got) != 0 {
+		t.Errorf("Defer: got events %v, want none", got)
+	}
+	c.BecomeCandidate(true)
+	if got, want := c.Ready().Events, []election.Event{{Kind: election.ElectionStarted}}; !slices.Equal(got, want) {
+		t.Errorf("election after deferring: got %v, want %v", got, want)
+	}
+	c.Defer()
+	term := c.Claim()
+	want := []election.Event{{Kind: election.ElectionStarted}, {Kind: election.LeaderChanged, Leader: 4, Term: term}}
+	if got := c.Ready().Events; !slices.Equal(got, want) {
+		t.Errorf("claim after deferring: got %v, want %v", got, want)
+	}
+}

@@ -40,6 +40,20 @@
 //   - A candidate none of whose higher members can be alive (each
 //     resigned, or was the leader whose heartbeats stopped) does not wait
 //     T for Answers that cannot come.
+//   - When the leader fails or resigns, every follower learns it at about
+//     the same moment. The highest live node claims at once; every other
+//     node defers its Election by (r+1)·T, r being the number of live
+//     higher members it knows of, and holds its election only if no
+//     leader, and no higher node's Election, was heard meanwhile. So the
+//     highest live node's claim reaches the others long before they would
+//     act, even on a loaded machine, and if it is dead too, the next one
+//     down acts first. Without this, every follower would broadcast an
+//     Election at once, (n-1)·(n-2) deliveries, for an outcome that one
+//     Coordinator tells.
+//   - A follower challenged by a lower node's claim (a Coordinator or
+//     heartbeat with a newer term) while its own leader is a live higher
+//     node does not hold an election: the leader hears the same claim and
+//     answers it with a newer term.
 //   - A node that has just started always waits T, so that it hears the
 //     cluster's current term before it claims a newer one; if in that time
 //     it has heard no leader at all (a cold start, with the others still
@@ -68,6 +82,7 @@ import (
 // Machine is one node running Bully. It implements election.Machine.
 type Machine struct {
 	c           *core.Core
+	deferred    bool // a candidate that has not sent its Election yet
 	answered    bool // a higher node answered our current election
 	wait        int  // ticks left in the candidate's current wait
 	age         int  // ticks since Start, counted up to the leader time-out
@@ -107,7 +122,7 @@ func (m *Machine) Tick() {
 		m.c.TickLeader()
 	case election.Follower:
 		if m.c.TickFollower() {
-			m.elect(false, true)
+			m.suspect()
 		}
 	case election.Candidate:
 		m.wait--
@@ -115,6 +130,12 @@ func (m *Machine) Tick() {
 			return
 		}
 		switch {
+		case m.deferred && m.answered:
+			// A higher node holds its election: wait for its Coordinator.
+			m.deferred = false
+			m.wait = m.c.Timing().CoordinatorTicks
+		case m.deferred:
+			m.elect(false, true)
 		case m.answered:
 			// Answered, but no Coordinator came: start again.
 			m.elect(false, true)
@@ -168,12 +189,19 @@ func (m *Machine) Step(msg protocol.Message) {
 		}
 	case protocol.TypeCoordinator, protocol.TypeHeartbeat:
 		m.heardLeader = true
-		if m.c.Claimed(msg.From, msg.From, msg.Term) == core.Challenged && m.c.Role() != election.Candidate {
+		if m.c.Claimed(msg.From, msg.From, msg.Term) != core.Challenged {
+			return
+		}
+		switch {
+		case m.c.Role() == election.Candidate:
+		case m.c.Role() == election.Follower && m.c.Leader() > m.c.ID():
+			// Our live higher leader hears the same claim and answers it.
+		default:
 			m.elect(false, true)
 		}
 	case protocol.TypeResign:
 		if m.c.Resigned(msg) {
-			m.elect(false, true)
+			m.suspect()
 		}
 	case protocol.TypeStale:
 		if m.c.Staled(msg) {
@@ -240,11 +268,27 @@ func (m *Machine) Ready() election.Ready { return m.c.Ready() }
 // Status returns the node's view.
 func (m *Machine) Status() election.Status { return m.c.Status() }
 
+// suspect reacts to the failure or resignation of the leader: the highest
+// live node claims at once; every other node defers its election by T for
+// itself and for each live higher member.
+func (m *Machine) suspect() {
+	higher := m.c.HigherAliveCount()
+	if higher == 0 {
+		m.elect(false, true)
+		return
+	}
+	m.c.Defer()
+	m.deferred = true
+	m.answered = false
+	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
+}
+
 // elect holds an election: Election to every higher ID, then wait for an
 // Answer. fresh marks a node that has just started; forget, one whose
 // leader failed or left.
 func (m *Machine) elect(fresh, forget bool) {
 	m.c.BecomeCandidate(forget)
+	m.deferred = false
 	m.answered = false
 	m.wait = m.c.Timing().AnswerTicks
 	m.c.Send(protocol.Message{Type: protocol.TypeElection, Term: m.c.MaxTerm()})

@@ -210,14 +210,51 @@ func TestBully(t *testing.T) {
 			wantRole: election.Follower, wantLeader: 9,
 		},
 		{
-			name: "heartbeats stop: new election",
-			rule: "a node that suspects the leader (its heartbeats stopped) holds an election",
+			name: "heartbeats stop: new election, deferred by T per live node above and one",
+			rule: "a node that suspects the leader (its heartbeats stopped) holds an election (refinement: deferred by (r+1)·T)",
 			id:   2,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				if r := ticks(m, election.DefaultLeaderTimeoutTicks+2*T-1); len(r.Messages) != 0 {
+					return r // too early
+				}
+				return ticks(m, 1)
+			},
+			wantMsgs: []string{"election"}, wantRole: election.Candidate,
+		},
+		{
+			name: "heartbeats stop: the highest live node claims at once",
+			rule: "refinement: a candidate none of whose higher members can be alive does not wait T",
+			id:   4,
 			run: func(m *Machine) election.Ready {
 				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
 				return ticks(m, election.DefaultLeaderTimeoutTicks)
 			},
-			wantMsgs: []string{"election"}, wantRole: election.Candidate,
+			wantMsgs: []string{"election", "coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+		},
+		{
+			name: "heartbeats stop: a deferred node that hears the new leader holds no election",
+			rule: "refinement: every other node defers its Election by T and holds none if a leader was heard",
+			id:   2,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				ticks(m, election.DefaultLeaderTimeoutTicks)
+				m.Step(msg(protocol.TypeCoordinator, 4, 0, 5))
+				return ticks(m, 3*T)
+			},
+			wantRole: election.Follower, wantLeader: 4,
+		},
+		{
+			name: "a follower of a live higher leader is not challenged into an election",
+			rule: "refinement: the leader answers a lower node's claim",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				m.Ready()
+				m.Step(msg(protocol.TypeCoordinator, 2, 0, 4))
+				return m.Ready()
+			},
+			wantRole: election.Follower, wantLeader: 9,
 		},
 		{
 			name: "leader resigns: next highest leads at once",

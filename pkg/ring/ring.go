@@ -42,6 +42,14 @@
 //     of one hop per node; the Elected round still goes round the ring as
 //     the notes say, and stops at the first node that already knows (a
 //     node passes each leadership on once).
+//   - One round after a failure. When the leader fails or resigns, every
+//     follower learns it at about the same moment. The highest live node
+//     initiates at once; every other node defers by (r+1)·T, r being the
+//     number of live higher members it knows of, and initiates only if no
+//     round has reached it and no leader was heard meanwhile. The highest
+//     live node's round is the one that wins, and it needs only one pass
+//     round the ring; rounds started by every node would cost O(n log n)
+//     messages for the same outcome.
 //   - Re-assertion. A leader that receives Election for a lower candidate
 //     re-asserts itself with a heartbeat, at most once per heartbeat
 //     interval: its periodic heartbeats say the same.
@@ -121,7 +129,7 @@ func (m *Machine) Tick() {
 		}
 	case election.Follower:
 		if m.c.TickFollower() {
-			m.initiate()
+			m.suspect()
 		}
 	case election.Candidate:
 		m.wait--
@@ -129,6 +137,21 @@ func (m *Machine) Tick() {
 			m.initiate()
 		}
 	}
+}
+
+// suspect reacts to the failure or resignation of the leader: the highest
+// live node initiates at once; every other node defers by T for itself and
+// for each live higher member, and a round that reaches it meanwhile makes
+// it a participant instead.
+func (m *Machine) suspect() {
+	higher := m.c.HigherAliveCount()
+	if higher == 0 {
+		m.initiate()
+		return
+	}
+	m.c.Defer()
+	m.participating = false
+	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
 }
 
 // Due is how many ticks until the next Tick can have an effect.
@@ -177,7 +200,7 @@ func (m *Machine) Step(msg protocol.Message) {
 	case protocol.TypeResign:
 		m.reroute(msg.From)
 		if m.c.Resigned(msg) {
-			m.initiate()
+			m.suspect()
 		}
 	case protocol.TypeStale:
 		if m.c.Staled(msg) {

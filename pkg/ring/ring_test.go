@@ -150,10 +150,24 @@ func TestRing(t *testing.T) {
 			wantMsgs: []string{"election→9:4"}, wantRole: election.Candidate,
 		},
 		{
-			name: "leader resigns: initiate at once", id: 2,
-			rule:     "every node whose leader resigned initiates",
+			name: "leader resigns: the highest live node initiates at once", id: 4,
+			rule:     "every node whose leader resigned initiates (package doc, One round after a failure)",
+			steps:    []protocol.Message{elected(2, 4, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}},
+			wantMsgs: []string{"election→2:4"}, wantRole: election.Candidate,
+		},
+		{
+			name: "leader resigns: the others initiate after (r+1)·T", id: 2,
+			rule:     "every node whose leader resigned initiates (package doc, One round after a failure: deferred by (r+1)·T)",
 			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}},
+			ticks:    2 * election.DefaultAnswerTicks,
 			wantMsgs: []string{"election→4:2"}, wantRole: election.Candidate,
+		},
+		{
+			name: "leader resigns: a deferred node that a round reaches participates", id: 2,
+			rule:     "a non-participant that receives Election forwards the larger ID and becomes participating",
+			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}, electionMsg(4, 2, 4, 1)},
+			ticks:    2 * election.DefaultAnswerTicks,
+			wantMsgs: nil, wantRole: election.Candidate,
 		},
 	}
 	for _, tt := range tests {

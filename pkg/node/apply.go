@@ -158,21 +158,24 @@ func (n *Node) announce(a *announcement) {
 
 // learnTerm asks the cluster for the newest term it knows of: the current
 // leader's answer to a query, and the last announcement kept by a JetStream
-// stream on the leader subject, if there is one. It returns the higher, or
-// 0 if neither is known within LearnTimeout; with a secret, only signed
-// announcements count.
+// stream on the leader subject, if there is one; both at once. It returns
+// the higher, or 0 if neither is known within LearnTimeout; with a secret,
+// only signed announcements count.
 func (n *Node) learnTerm(ctx context.Context) uint64 {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
 	defer cancel()
 	opts := []leader.Option{leader.WithSecret(n.cfg.Secret), leader.WithQueryTimeout(n.cfg.LearnTimeout)}
-	var term uint64
-	if a, err := leader.Current(ctx, n.nc, n.cfg.Cluster, append(opts, leader.WithoutStream())...); err == nil {
-		term = a.Term
+	fromStream := make(chan uint64, 1)
+	go func() {
+		a, err := leader.LastAnnounced(ctx, n.nc, n.cfg.Cluster, opts...)
+		if err != nil {
+			n.log.Debug("no last announcement from a stream", "err", err)
+		}
+		fromStream <- a.Term
+	}()
+	a, err := leader.Current(ctx, n.nc, n.cfg.Cluster, append(opts, leader.WithoutStream())...)
+	if err != nil {
+		n.log.Debug("no answer from a leader", "err", err)
 	}
-	if a, err := leader.LastAnnounced(ctx, n.nc, n.cfg.Cluster, opts...); err == nil {
-		term = max(term, a.Term)
-	} else {
-		n.log.Debug("no last announcement from a stream", "err", err)
-	}
-	return term
+	return max(a.Term, <-fromStream)
 }

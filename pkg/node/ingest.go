@@ -29,7 +29,7 @@ func (n *Node) onMessage(msg *nats.Msg) {
 		queue = n.claims
 	}
 	select {
-	case queue <- event{msg: m}:
+	case queue <- event{msg: m, at: time.Now()}:
 		n.metrics.received.WithLabelValues(string(m.Type)).Inc()
 	default:
 		n.drop(ReasonInboxFull, msg.Subject, nil)
@@ -94,7 +94,7 @@ func (n *Node) onReply(msg *nats.Msg) {
 		return
 	}
 	select {
-	case n.inbox <- event{unreachable: peer}:
+	case n.inbox <- event{unreachable: peer, at: time.Now()}:
 	default:
 		n.drop(ReasonInboxFull, msg.Subject, nil)
 	}

@@ -6,8 +6,11 @@
 // node does not wake up until something is due), and two bounded queues:
 // leadership claims (heartbeats and Coordinators) and everything else, the
 // claims first, so that no other traffic can delay the current leader's
-// heartbeats. On every wake-up it first advances the machine's clock by
-// the ticks that have passed, then hands it the event.
+// heartbeats. Each queued message carries the time it arrived, and the
+// machine gets, before it, only the ticks that fell due before that time:
+// a node descheduled for a while handles what arrived meanwhile before its
+// own time-outs fire, instead of timing out on messages waiting in its
+// queue.
 //
 // NATS subscription callbacks never block. Each checks a message, cheapest
 // check first, and queues it without waiting: its size; its signature over
@@ -192,10 +195,12 @@ type Node struct {
 	querySub *nats.Subscription
 }
 
-// event is one entry of a queue: a message, or a peer found unreachable.
+// event is one entry of a queue: a message, or a peer found unreachable,
+// with the time it arrived.
 type event struct {
 	msg         protocol.Message
 	unreachable uint64
+	at          time.Time
 }
 
 // announcement is the encoded Announcement of a leadership.
@@ -312,7 +317,9 @@ func (n *Node) Run(ctx context.Context) error {
 // begin learns the cluster's term, stores the state the machine starts
 // from with a new incarnation, builds the machine and subscribes.
 func (n *Node) begin(ctx context.Context, saved stored) error {
+	asked := time.Now()
 	learned := n.learnTerm(ctx)
+	took := time.Since(asked)
 	state := saved.HardState
 	if learned > state.MaxTerm {
 		state.MaxTerm = learned
@@ -332,7 +339,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	n.incarnation = inc
 	n.setStatus(machine.Status())
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
-		"learned_term", learned, "incarnation", inc)
+		"learned_term", learned, "learn_took", took.Round(time.Millisecond), "incarnation", inc)
 	if err := n.subscribe(); err != nil {
 		return err
 	}
@@ -345,6 +352,13 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 }
 
 // loop is the node's one goroutine from the machine's start to the end.
+//
+// It gives the machine its events in the order they happened: before a
+// queued message, only the ticks that fell due before the message arrived.
+// A node that was descheduled for a while (a loaded machine, a paused
+// process) thus handles the answers and claims that arrived meanwhile
+// before its own time-outs, as if it had never stalled, instead of timing
+// out on messages that are waiting in its queue.
 func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 	clock := &ticker{tick: n.cfg.Tick, base: time.Now()}
 	timer := time.NewTimer(clock.until(n.machine.Due()))
@@ -357,12 +371,14 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 		return n.fail(err)
 	}
 	for {
-		var ev event
-		var woke bool
-		select {
-		case ev = <-n.claims: // claims first: a flood cannot delay them
-			woke = true
-		default:
+		ev, ok := n.queued()
+		if !ok {
+			// Nothing waits: catch up with the clock, then sleep until the
+			// machine's next deadline or the next event.
+			if err := n.advance(clock, time.Now()); err != nil {
+				return n.fail(err)
+			}
+			timer.Reset(clock.until(n.machine.Due()))
 			select {
 			case <-ctx.Done():
 				n.shutdown()
@@ -373,26 +389,52 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 				n.log.Warn("NATS connection closed; stopping without resigning")
 				return ErrConnectionClosed
 			case <-timer.C:
+				continue
 			case ev = <-n.claims:
-				woke = true
 			case ev = <-n.inbox:
-				woke = true
 			}
 		}
-		for range clock.advance() {
-			n.machine.Tick()
-			if err := n.apply(); err != nil {
-				return n.fail(err)
-			}
+		if err := n.advance(clock, ev.at); err != nil {
+			return n.fail(err)
 		}
-		if woke {
-			n.handle(ev)
-			if err := n.apply(); err != nil {
-				return n.fail(err)
-			}
+		n.handle(ev)
+		if err := n.apply(); err != nil {
+			return n.fail(err)
 		}
-		timer.Reset(clock.until(n.machine.Due()))
+		if ctx.Err() != nil {
+			n.shutdown()
+			return nil
+		}
 	}
+}
+
+// queued returns the next queued event without waiting: leadership claims
+// first, so that no other traffic can delay them.
+func (n *Node) queued() (event, bool) {
+	select {
+	case ev := <-n.claims:
+		return ev, true
+	default:
+	}
+	select {
+	case ev := <-n.claims:
+		return ev, true
+	case ev := <-n.inbox:
+		return ev, true
+	default:
+		return event{}, false
+	}
+}
+
+// advance gives the machine every tick that fell due up to t.
+func (n *Node) advance(clock *ticker, t time.Time) error {
+	for range clock.advance(t) {
+		n.machine.Tick()
+		if err := n.apply(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ticker converts the monotonic clock into the machine's ticks.
@@ -402,12 +444,16 @@ type ticker struct {
 	done int       // ticks given to the machine
 }
 
-// advance returns how many ticks have passed since the last call.
-func (c *ticker) advance() int {
-	now := int(time.Since(c.base) / c.tick)
+// advance returns how many ticks fell due between the last call and t
+// (none if t is earlier).
+func (c *ticker) advance(t time.Time) int {
+	now := int(t.Sub(c.base) / c.tick)
+	if now <= c.done {
+		return 0
+	}
 	k := now - c.done
 	c.done = now
-	return max(0, k)
+	return k
 }
 
 // until is how long from now until due ticks after the last tick given.

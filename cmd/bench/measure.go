@@ -156,11 +156,16 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm)
 	res := &result{algorithm: algorithm}
 	cluster := "bench-" + string(algorithm)
 	w := &wire{}
-	sub, err := e.nc.Subscribe(protocol.Root+"."+cluster+".>", w.handle)
-	if err != nil {
-		return res, err
+	// Every subject of the cluster but the query subject: a subscriber
+	// there that never answers would make every query wait its time-out.
+	subjects := append(protocol.BroadcastSubjects(cluster), protocol.LeaderSubject(cluster), protocol.Root+"."+cluster+"."+protocol.KindNode+".*")
+	for _, subject := range subjects {
+		sub, err := e.nc.Subscribe(subject, w.handle)
+		if err != nil {
+			return res, err
+		}
+		defer sub.Unsubscribe()
 	}
-	defer sub.Unsubscribe()
 	if err := e.nc.Flush(); err != nil {
 		return res, err
 	}

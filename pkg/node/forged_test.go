@@ -61,7 +61,7 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 	// in the form that would pass routing there.
 	takeover := func(subject string) protocol.Message {
 		m := protocol.Message{V: protocol.Version, Type: protocol.TypeCoordinator, From: 1, Term: 1 << 40}
-		for _, b := range []protocol.Type{protocol.TypeElection, protocol.TypeHeartbeat, protocol.TypeResign} {
+		for _, b := range protocol.BroadcastTypes {
 			if subject == protocol.BroadcastSubject(c.name, b) {
 				m.Type = b
 			}

@@ -37,12 +37,16 @@ const MaxTerm uint64 = 1 << 62
 // rounds, so no valid message comes near it.
 const MaxHops = 1 << 20
 
+// MaxWait bounds the Wait of a Paxos Nack, in ticks.
+const MaxWait = 1 << 20
+
 // Type names a kind of node-to-node message.
 type Type string
 
 // The message types. Bully uses Election, Answer and Coordinator; the ring
 // uses Election (carrying a candidate), Elected and Ack; both use Heartbeat,
-// Resign and Stale.
+// Resign and Stale. Paxos uses Prepare, Promise, Propose, Accepted, Nack
+// and Resign.
 const (
 	// TypeElection starts or carries an election. Bully broadcasts it to
 	// every node (only higher IDs act on it); the ring sends it to the
@@ -67,10 +71,31 @@ const (
 	// TypeStale answers a message whose term is older than the receiver's:
 	// Term is the receiver's term and Candidate its leader (0 if none).
 	TypeStale Type = "stale"
+
+	// TypePrepare is Paxos phase 1a, broadcast: the sender asks every
+	// acceptor to promise ballot Term.
+	TypePrepare Type = "prepare"
+	// TypePromise is phase 1b, to the proposer: the sender promises ballot
+	// Term and reports the last proposal it accepted (ballot Prior, value
+	// Candidate; both 0 if none).
+	TypePromise Type = "promise"
+	// TypePropose is phase 2a, broadcast: the sender proposes itself as
+	// the leader of ballot Term; Seq numbers the round, since a leader
+	// renews its lease by proposing again. Candidate is the sender once it
+	// holds the lease, 0 before.
+	TypePropose Type = "propose"
+	// TypeAccepted is phase 2b, to the proposer: the sender accepted round
+	// Seq of ballot Term.
+	TypeAccepted Type = "accepted"
+	// TypeNack refuses a Prepare or a Propose: Term is the ballot the
+	// sender has promised; Candidate, if not 0, holds a lease the sender
+	// granted, which lasts Wait more of the sender's ticks.
+	TypeNack Type = "nack"
 )
 
 // Types lists every message type, in a fixed order (for metrics and docs).
-var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale}
+var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale,
+	TypePrepare, TypePromise, TypePropose, TypeAccepted, TypeNack}
 
 // Message is one node-to-node message. The zero value of To means the
 // message is broadcast; of Candidate, that it carries no candidate.
@@ -94,6 +119,12 @@ type Message struct {
 	// Hops counts how many nodes forwarded a ring message, so a message
 	// whose candidate has died cannot circle forever.
 	Hops int `json:"hops,omitempty"`
+	// Prior is, in a Paxos Promise, the ballot of the last proposal the
+	// sender accepted.
+	Prior uint64 `json:"prior,omitempty"`
+	// Wait is, in a Paxos Nack, how many more of the sender's ticks the
+	// lease it granted lasts; at most MaxWait.
+	Wait int `json:"wait,omitempty"`
 
 	// The freshness fields are set by the runtime that publishes the
 	// message, not by the algorithms, and checked by a ReplayGuard on
@@ -243,6 +274,12 @@ func Validate(m Message, members []uint64) error {
 	if m.Term > MaxTerm {
 		return reject(ReasonInvalidField, "term %d above the ceiling %d", m.Term, MaxTerm)
 	}
+	if m.Wait < 0 || m.Wait > MaxWait {
+		return reject(ReasonInvalidField, "wait %d outside [0, %d]", m.Wait, MaxWait)
+	}
+	if m.Prior >= m.Term && m.Prior != 0 {
+		return reject(ReasonInvalidField, "prior ballot %d not below the ballot %d", m.Prior, m.Term)
+	}
 	switch m.Type {
 	case TypeResign:
 		if m.To != 0 {
@@ -269,6 +306,23 @@ func Validate(m Message, members []uint64) error {
 		if (m.To == 0) != (m.Candidate == 0) {
 			return reject(ReasonInvalidField, "election must be a broadcast without a candidate or point-to-point with one")
 		}
+	case TypePrepare, TypePropose:
+		if m.To != 0 || m.Term == 0 {
+			return reject(ReasonInvalidField, "%s must be broadcast with a ballot", m.Type)
+		}
+		if m.Type == TypePropose && m.Candidate != 0 && m.Candidate != m.From {
+			return reject(ReasonInvalidField, "propose names %d as its leader, not its sender %d", m.Candidate, m.From)
+		}
+	case TypePromise, TypeAccepted, TypeNack:
+		if m.To == 0 || m.Term == 0 {
+			return reject(ReasonInvalidField, "%s needs a receiver and a ballot", m.Type)
+		}
+	}
+	if m.Type != TypePromise && m.Prior != 0 {
+		return reject(ReasonInvalidField, "prior ballot on a %s", m.Type)
+	}
+	if m.Type != TypeNack && m.Wait != 0 {
+		return reject(ReasonInvalidField, "wait on a %s", m.Type)
 	}
 	return nil
 }

@@ -20,6 +20,11 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Type: TypeResign, From: 8, Term: 10},
 		{Type: TypeStale, From: 3, To: 8, Term: 15, Candidate: 5},
 		{Type: TypeHeartbeat, From: 8, Term: MaxTerm, Inc: 1 << 60, N: 3, TS: 1_700_000_000_000},
+		{Type: TypePrepare, From: 8, Term: 13},
+		{Type: TypePromise, From: 2, To: 8, Term: 13, Prior: 10, Candidate: 5},
+		{Type: TypePropose, From: 8, Term: 13, Seq: 4, Candidate: 8},
+		{Type: TypeAccepted, From: 2, To: 8, Term: 13, Seq: 4},
+		{Type: TypeNack, From: 2, To: 3, Term: 13, Candidate: 8, Wait: 17},
 	}
 	for _, m := range msgs {
 		data, err := Encode(m)
@@ -102,6 +107,16 @@ func TestValidateRejects(t *testing.T) {
 		{"elected without candidate", Message{Type: TypeElected, From: 1, To: 2, Term: 5}, ReasonInvalidField},
 		{"ring election without candidate", Message{Type: TypeElection, From: 1, To: 2}, ReasonInvalidField},
 		{"bully election with candidate", Message{Type: TypeElection, From: 1, Candidate: 2}, ReasonInvalidField},
+		{"prepare addressed", Message{Type: TypePrepare, From: 1, To: 2, Term: 3}, ReasonInvalidField},
+		{"prepare without a ballot", Message{Type: TypePrepare, From: 1}, ReasonInvalidField},
+		{"propose naming another leader", Message{Type: TypePropose, From: 1, Term: 3, Candidate: 2}, ReasonInvalidField},
+		{"promise broadcast", Message{Type: TypePromise, From: 1, Term: 3}, ReasonInvalidField},
+		{"promise of a prior ballot not below", Message{Type: TypePromise, From: 1, To: 2, Term: 3, Prior: 3}, ReasonInvalidField},
+		{"accepted without a ballot", Message{Type: TypeAccepted, From: 1, To: 2}, ReasonInvalidField},
+		{"nack waiting too long", Message{Type: TypeNack, From: 1, To: 2, Term: 3, Wait: MaxWait + 1}, ReasonInvalidField},
+		{"negative wait", Message{Type: TypeNack, From: 1, To: 2, Term: 3, Wait: -1}, ReasonInvalidField},
+		{"wait on another type", Message{Type: TypeAccepted, From: 1, To: 2, Term: 3, Wait: 2}, ReasonInvalidField},
+		{"prior on another type", Message{Type: TypeNack, From: 1, To: 2, Term: 3, Prior: 2}, ReasonInvalidField},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,8 @@ import (
 //	election.<cluster>.coordinator   Bully Coordinator, broadcast
 //	election.<cluster>.heartbeat     leader heartbeats, broadcast
 //	election.<cluster>.resign        clean leave, broadcast
+//	election.<cluster>.prepare       Paxos Prepare, broadcast
+//	election.<cluster>.propose       Paxos Propose (and lease renewal), broadcast
 //	election.<cluster>.node.<id>     one node's inbox (Answer, Stale, ring messages)
 //	election.<cluster>.query         request/reply: the leader answers with its Announcement
 const (
@@ -65,20 +67,22 @@ func InboxSubject(cluster string, id uint64) string {
 // never broadcast.
 func BroadcastSubject(cluster string, t Type) string {
 	switch t {
-	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign:
+	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose:
 		return Root + "." + cluster + "." + string(t)
 	}
 	return ""
 }
 
+// BroadcastTypes lists the message types that are broadcast.
+var BroadcastTypes = []Type{TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose}
+
 // BroadcastSubjects lists the broadcast subjects of a cluster.
 func BroadcastSubjects(cluster string) []string {
-	return []string{
-		BroadcastSubject(cluster, TypeElection),
-		BroadcastSubject(cluster, TypeCoordinator),
-		BroadcastSubject(cluster, TypeHeartbeat),
-		BroadcastSubject(cluster, TypeResign),
+	subjects := make([]string, len(BroadcastTypes))
+	for i, t := range BroadcastTypes {
+		subjects[i] = BroadcastSubject(cluster, t)
 	}
+	return subjects
 }
 
 // SubjectFor is the subject m is published on in cluster: the receiver's

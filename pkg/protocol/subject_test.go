@@ -21,6 +21,9 @@ func TestSubjects(t *testing.T) {
 		{SubjectFor("c", Message{Type: TypeResign, From: 1}), "election.c.resign"},
 		{SubjectFor("c", Message{Type: TypeAnswer, From: 1, To: 4}), "election.c.node.4"},
 		{SubjectFor("c", Message{Type: TypeElection, From: 1, To: 4, Candidate: 4}), "election.c.node.4"},
+		{SubjectFor("c", Message{Type: TypePrepare, From: 1, Term: 3}), "election.c.prepare"},
+		{SubjectFor("c", Message{Type: TypePropose, From: 1, Term: 3}), "election.c.propose"},
+		{SubjectFor("c", Message{Type: TypePromise, From: 1, To: 4, Term: 3}), "election.c.node.4"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -23,6 +23,7 @@ type Core struct {
 	leader  uint64 // 0 while undefined
 	term    uint64 // term of the last leadership accepted or claimed
 	maxTerm uint64 // highest term seen anywhere
+	accept  election.AcceptorState // Paxos only
 	silent  int    // ticks since the leader was heard (or since the last heartbeat, as leader)
 	gone    map[uint64]absence
 	seq     uint64
@@ -51,6 +52,7 @@ func NewCore(cfg election.Config) (*Core, error) {
 		timing:  cfg.Timing,
 		term:    cfg.State.Term,
 		maxTerm: cfg.State.MaxTerm,
+		accept:  cfg.State.Acceptor,
 		saved:   cfg.State,
 		gone:    make(map[uint64]absence),
 	}, nil
@@ -87,7 +89,17 @@ func (c *Core) Status() election.Status {
 
 // State is the node's hard state now.
 func (c *Core) State() election.HardState {
-	return election.HardState{Term: c.term, MaxTerm: c.maxTerm}
+	return election.HardState{Term: c.term, MaxTerm: c.maxTerm, Acceptor: c.accept}
+}
+
+// Acceptor is a Paxos acceptor's state.
+func (c *Core) Acceptor() election.AcceptorState { return c.accept }
+
+// SetAcceptor changes a Paxos acceptor's state; the next Ready carries it
+// to be stored before the messages that depend on it are sent.
+func (c *Core) SetAcceptor(a election.AcceptorState) {
+	c.accept = a
+	c.maxTerm = max(c.maxTerm, a.Promised)
 }
 
 // Ready returns and clears the pending output, with the hard state if it
@@ -221,6 +233,58 @@ func (c *Core) nextTerm() uint64 {
 		return 0
 	}
 	return t
+}
+
+// NewBallot returns a term of this node's above every term it has seen, and
+// counts it as seen, so that it is stored before it is used and never used
+// again; 0 if every such term is above protocol.MaxTerm.
+func (c *Core) NewBallot() uint64 {
+	b := c.nextTerm()
+	if b != 0 {
+		c.maxTerm = b
+	}
+	return b
+}
+
+// See records a term seen in a message the algorithm handles itself.
+func (c *Core) See(term uint64) {
+	if term <= protocol.MaxTerm {
+		c.maxTerm = max(c.maxTerm, term)
+	}
+}
+
+// Lead makes this node leader with term, a ballot of its own that a
+// majority accepted (Paxos); Ready reports it to be announced.
+func (c *Core) Lead(term uint64) {
+	if c.role != election.Candidate || c.waiting {
+		c.report(election.ElectionStarted, 0, 0)
+	}
+	c.waiting = false
+	c.role, c.leader, c.term, c.silent, c.claimed = election.Leader, c.id, term, 0, term
+	c.maxTerm = max(c.maxTerm, term)
+	c.report(election.LeaderChanged, c.id, term)
+}
+
+// Follow accepts leader with term, as learnt from the algorithm's own
+// messages; unlike Claimed it applies no rule.
+func (c *Core) Follow(leader, term uint64) { c.follow(leader, term) }
+
+// StepDown makes a leader a follower with no leader: its lease ran out,
+// or it handed over.
+func (c *Core) StepDown() {
+	if c.role == election.Leader {
+		c.report(election.SteppedDown, c.id, c.term)
+	}
+	c.role, c.leader, c.silent = election.Follower, 0, 0
+}
+
+// Forget makes the leader undefined (it left or fell silent), reporting a
+// time-out when it did not leave.
+func (c *Core) Forget(timedOut bool) {
+	if c.leader != 0 && c.leader != c.id && timedOut {
+		c.report(election.LeaderTimedOut, c.leader, c.term)
+	}
+	c.leader = 0
 }
 
 // BecomeCandidate enters an election. With forget, the leader becomes
@@ -367,12 +431,18 @@ func (c *Core) Resigned(m protocol.Message) bool {
 
 // Leave queues this node's Resign and makes it ignore every later event.
 func (c *Core) Leave() {
-	if c.left {
-		return
-	}
 	term := c.maxTerm
 	if c.role == election.Leader {
 		term = c.term
+	}
+	c.LeaveWith(term)
+}
+
+// LeaveWith is Leave with the Resign naming term (a Paxos leader names
+// the ballot whose lease it releases).
+func (c *Core) LeaveWith(term uint64) {
+	if c.left {
+		return
 	}
 	c.Send(protocol.Message{Type: protocol.TypeResign, Term: term})
 	c.role, c.leader, c.left = election.Follower, 0, true

@@ -75,6 +75,11 @@ type Status struct {
 	// claimed, 0 before any.
 	Term uint64
 	Role Role
+	// LeaseUntil is, for a leader that holds a lease (Paxos), the tick of
+	// its own clock (counted from Start) at which the lease ends: at and
+	// after it, the node must not act as leader. 0 for algorithms without
+	// leases.
+	LeaseUntil int
 }
 
 // HardState is what a node must keep on stable storage: it is restored
@@ -86,15 +91,37 @@ type HardState struct {
 	// MaxTerm is the highest term the node has seen anywhere; a node only
 	// claims terms above it.
 	MaxTerm uint64 `json:"max_term"`
+	// Acceptor is a Paxos acceptor's state; zero for the other algorithms.
+	Acceptor AcceptorState `json:"acceptor,omitzero"`
+}
+
+// AcceptorState is what a Paxos acceptor must not forget: the ballot it
+// promised, the last proposal it accepted (which granted its proposer a
+// lease), and whether that lease was released.
+type AcceptorState struct {
+	// Promised is the highest ballot promised: no lower ballot is accepted.
+	Promised uint64 `json:"promised,omitempty"`
+	// Accepted is the ballot of the last proposal accepted, Value the
+	// leader it named.
+	Accepted uint64 `json:"accepted,omitempty"`
+	Value    uint64 `json:"value,omitempty"`
+	// Released tells that the leader of Accepted gave its lease up, so a
+	// restarted acceptor need not wait for it to run out.
+	Released bool `json:"released,omitempty"`
 }
 
 // Validate checks a hard state read from storage or learned from others.
 func (h HardState) Validate() error {
+	a := h.Acceptor
 	switch {
 	case h.MaxTerm > protocol.MaxTerm:
 		return fmt.Errorf("%w: max term %d above the ceiling %d", ErrState, h.MaxTerm, protocol.MaxTerm)
 	case h.Term > h.MaxTerm:
 		return fmt.Errorf("%w: term %d above max term %d", ErrState, h.Term, h.MaxTerm)
+	case a.Promised > h.MaxTerm || a.Accepted > a.Promised:
+		return fmt.Errorf("%w: acceptor %+v inconsistent with max term %d", ErrState, a, h.MaxTerm)
+	case (a.Accepted == 0) != (a.Value == 0):
+		return fmt.Errorf("%w: accepted ballot %d with value %d", ErrState, a.Accepted, a.Value)
 	}
 	return nil
 }
@@ -113,6 +140,9 @@ const (
 	// LeaderChanged: the node accepted or claimed a new leadership (Leader,
 	// Term).
 	LeaderChanged
+	// SteppedDown: the node stopped leading (Leader, Term): its lease ran
+	// out, or it handed over to a higher node.
+	SteppedDown
 )
 
 // String names the event kind for logs.
@@ -124,6 +154,8 @@ func (k EventKind) String() string {
 		return "leader_timed_out"
 	case LeaderChanged:
 		return "leader_changed"
+	case SteppedDown:
+		return "stepped_down"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -194,6 +226,34 @@ type Timing struct {
 	// waits for a Coordinator, and how long a ring participant waits for
 	// the elected round, before it starts again.
 	CoordinatorTicks int
+	// LeaseTicks is how long a Paxos acceptor holds the lease it grants by
+	// accepting a proposal, counted on its own clock from when the
+	// proposal arrived. Only Paxos uses it.
+	LeaseTicks int
+	// LeaderLeaseTicks is how long a Paxos leader counts on that lease,
+	// counted on its own clock from when it sent the proposal: short enough
+	// (LeaderLease) that it ends, in real time, before any acceptor's grant
+	// does, whatever the clocks' rates within the drift bound.
+	LeaderLeaseTicks int
+}
+
+// DefaultLeaseTicks is the default Paxos lease: 200 ms in ticks of 10 ms.
+const DefaultLeaseTicks = 20
+
+// DefaultMaxDrift is the default bound on how much the rate of any node's
+// clock may differ from real time: 5%, far above what clocks drift by
+// (tens of parts per million), so that only the bound, not the clocks, can
+// be wrong.
+const DefaultMaxDrift = 0.05
+
+// LeaderLease is the Paxos leader's share of a lease of lease ticks when
+// clock rates may differ from real time by up to drift (a fraction): with
+// a leader clock that runs slow by drift and an acceptor clock that runs
+// fast by drift, L_leader/(1-drift) <= L_acceptor/(1+drift), less one tick
+// for the leader's clock being read in whole ticks. At most 0 means the
+// lease is too short for that drift.
+func LeaderLease(lease int, drift float64) int {
+	return int(float64(lease)*(1-drift)/(1+drift)) - 1
 }
 
 // Config configures one node's machine.
@@ -209,6 +269,10 @@ type Config struct {
 	// the last announcement kept by the cluster). The zero value is a node
 	// that never ran.
 	State HardState
+	// Incarnation identifies this run of the node, as its messages carry
+	// it (protocol.Message.Inc): Paxos tells a leader from another process
+	// with its ID by it. Zero when unknown.
+	Incarnation uint64
 }
 
 // Errors of Config.Validate and HardState.Validate.
@@ -242,6 +306,10 @@ func (c Config) Validate() ([]uint64, error) {
 		return nil, fmt.Errorf("%w: every time-out must be at least one tick: %+v", ErrTiming, t)
 	case t.LeaderTimeoutTicks <= t.HeartbeatTicks:
 		return nil, fmt.Errorf("%w: leader time-out (%d ticks) must exceed the heartbeat interval (%d ticks)", ErrTiming, t.LeaderTimeoutTicks, t.HeartbeatTicks)
+	case t.LeaseTicks < 0 || t.LeaderLeaseTicks < 0:
+		return nil, fmt.Errorf("%w: negative lease: %+v", ErrTiming, t)
+	case t.LeaseTicks > 0 && (t.LeaderLeaseTicks >= t.LeaseTicks || t.LeaderLeaseTicks <= t.HeartbeatTicks):
+		return nil, fmt.Errorf("%w: the leader's lease (%d ticks) must be shorter than the acceptors' (%d) and longer than the heartbeat interval (%d)", ErrTiming, t.LeaderLeaseTicks, t.LeaseTicks, t.HeartbeatTicks)
 	}
 	if err := c.State.Validate(); err != nil {
 		return nil, err
@@ -268,5 +336,7 @@ func DefaultTiming(n int) Timing {
 		LeaderTimeoutTicks: DefaultLeaderTimeoutTicks,
 		AnswerTicks:        DefaultAnswerTicks,
 		CoordinatorTicks:   (max(n, 1) + 1) * DefaultAnswerTicks,
+		LeaseTicks:         DefaultLeaseTicks,
+		LeaderLeaseTicks:   LeaderLease(DefaultLeaseTicks, DefaultMaxDrift),
 	}
 }

@@ -1,0 +1,605 @@
+// Package paxos elects a leader with Paxos and majority leases, as a pure
+// state machine (see package election for the interface): never more than
+// one leader at any instant, whatever the network and the scheduler do,
+// under a stated bound on how fast clocks may drift.
+//
+// Every node is a proposer, an acceptor and a learner (reference notes,
+// note 004): a quorum is a majority of the n configured members
+// (n >= 2f+1 tolerates f failures), and a side of a partition without a
+// majority never elects.
+//
+// # The protocol, for leadership
+//
+// Ballots are the terms, owned per member as for the other algorithms
+// (member i only uses terms t with t mod n = (i+1) mod n), so a ballot
+// names its proposer; a node takes a new ballot above every term it has
+// seen and stores it before it sends it, so no ballot is ever used twice.
+//
+//   - Phase 1. A candidate broadcasts Prepare(b). An acceptor that has
+//     promised nothing higher, and holds no lease it granted that may still
+//     be valid, promises b (stored before it answers) and reports the last
+//     proposal it accepted (Promise); otherwise it refuses (Nack) with the
+//     ballot it promised and, if it holds a lease, its holder and how long
+//     it lasts.
+//   - Phase 2. With promises from a majority, the candidate broadcasts
+//     Propose(b): itself as the leader of ballot b. An acceptor that has
+//     promised nothing higher accepts (stored before it answers), which
+//     grants the proposer a lease, and answers Accepted. With a majority
+//     of them, the proposer holds the lease and leads term b: it announces
+//     it. The value agreed for ballot b is always its owner: each
+//     leadership is its own decision, and what the promises report is used
+//     to learn the newest term, not to carry an old value forward; what
+//     makes leadership exclusive in time is the lease, below.
+//   - Renewal. The leader proposes again, with the same ballot and a new
+//     round number (Seq), every heartbeat interval; its Proposes are its
+//     heartbeats, and carry its ID once it holds the lease, which is how
+//     the learners learn it.
+//
+// # Leases and the safety argument
+//
+// Let L be LeaseTicks and L' = LeaderLeaseTicks = LeaderLease(L, ρ), where ρ
+// bounds how far the rate of any node's clock may be from real time. An
+// acceptor that accepts a proposal at (real) time t_a holds a grant until
+// its clock has advanced L + 1 ticks (the extra tick covers reading its
+// clock in whole ticks), that is, at least until t_a + L/(1+ρ). A leader
+// that sent that proposal at t_s <= t_a counts on it until its clock has
+// advanced L' ticks from the tick it read when it sent, that is, at most
+// until t_s + (L'+1)/(1-ρ) <= t_s + L/(1+ρ). So a leader's lease, built on
+// the grants of a majority M, ends in real time before any of those
+// grants does. An acceptor promises no new ballot while a grant it holds
+// may be valid (even to the same node: another process may carry its ID).
+// Any candidate needs promises from a majority, which shares an acceptor
+// with M; that acceptor promises only after its grant has ended, so after
+// the old leader's lease ended. Renewals keep the argument: a renewal
+// accepted by a majority refreshes their grants before the old lease ends;
+// an acceptor that has promised a higher ballot refuses renewals of the
+// old one. Hence at no instant do two nodes hold valid leases, and a node
+// acts as leader only while it holds one: it steps down when its lease
+// ends unless a renewal made it longer, and its driver checks the lease
+// against its monotonic clock before it reports leadership, answers a
+// query or announces, so a leader resumed from a pause does not act on a
+// lease that ended while it was paused.
+//
+// Every promise, acceptance and release is stored before the answer that
+// depends on it leaves the node (election.AcceptorState in the hard
+// state), so a restarted acceptor never breaks a promise. The time of a
+// grant is not stored: an acceptor restarted with a grant it may still
+// hold (an accepted proposal not released) promises nothing for L+1 ticks.
+//
+// A leader hands over without waiting for its lease to run out: it stops
+// acting as leader first, then broadcasts Resign for its ballot, on which
+// every acceptor releases the grant (and stores that). It does so when it
+// leaves (SIGTERM) and when a higher node campaigns (the highest live ID
+// leads when nothing is wrong).
+//
+// # Liveness
+//
+// With a majority connected and messages delivered within t_max, a leader
+// is elected within the lease after the old leader's last renewal (the
+// grants must run out), plus a few message delays. When the leader fails,
+// is cut off or resigns, the highest live node campaigns first and every
+// other node defers by (r+1)·T, r being the live higher members it knows
+// of, as with Bully; a candidate backs off when it hears a higher node
+// campaign or lead, and a higher node that hears a lower leader campaigns,
+// which makes that leader hand over. Duelling candidates cannot livelock:
+// the higher ID always retries and the lower always backs off.
+package paxos
+
+import (
+	"errors"
+
+	"github.com/baton-election/baton/internal/core"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// phase is where a proposer is.
+type phase int
+
+const (
+	idle      phase = iota
+	preparing       // Prepare sent, gathering promises
+	proposing       // Propose sent, gathering acceptances
+	leading         // holds the lease
+)
+
+// maxRounds bounds the renewal rounds whose acceptances are still counted.
+const maxRounds = 8
+
+// errNoLease is returned by New for a timing without a lease.
+var errNoLease = errors.New("paxos: the timing has no lease (LeaseTicks)")
+
+// round is one Propose of the current ballot: when it was sent and who
+// accepted it.
+type round struct {
+	seq    uint64
+	sentAt int
+	acks   []uint64
+}
+
+// Machine is one node running Paxos. It implements election.Machine.
+type Machine struct {
+	c   *core.Core
+	inc uint64 // this run's incarnation
+	now int    // ticks since New
+
+	// Acceptor.
+	grantUntil  int    // tick at which the grant of the accepted proposal ends; 0: none
+	grantInc    uint64 // incarnation of the process the grant went to, 0 if unknown
+	restartWait int    // tick before which this restarted acceptor promises nothing
+
+	// Proposer.
+	phase      phase
+	ballot     uint64
+	promises   []uint64
+	round      uint64
+	rounds     []round
+	leaseUntil int // tick at which the lease ends
+	sinceRenew int
+	// A leader moving to a higher ballot, because an acceptor promised one
+	// and refuses its renewals: the ballot it prepares, the promises, and
+	// when it started.
+	upgrade    uint64
+	upPromises []uint64
+	upSince    int
+
+	// Follower and candidate.
+	heard int // tick the leader, or a higher node's campaign, was last heard
+	wait  int // ticks until the next campaign; 0: none scheduled
+}
+
+var _ election.Machine = (*Machine)(nil)
+
+// New returns a node that has not started yet. cfg.Timing must have a
+// lease (LeaseTicks and LeaderLeaseTicks).
+func New(cfg election.Config) (*Machine, error) {
+	if cfg.Timing.LeaseTicks == 0 {
+		return nil, errNoLease
+	}
+	c, err := core.NewCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Machine{c: c, inc: cfg.Incarnation}, nil
+}
+
+// Start begins the node's life: a node that comes back campaigns at once,
+// and if it is the highest live ID it takes over. An acceptor restarted
+// with a grant it may still hold promises nothing for a lease first.
+func (m *Machine) Start() {
+	if m.c.Left() {
+		return
+	}
+	a := m.c.Acceptor()
+	if a.Accepted != 0 && !a.Released {
+		m.restartWait = m.now + m.c.Timing().LeaseTicks + 1
+	}
+	m.heard = m.now
+	m.campaign()
+}
+
+// quorum is the size of a majority of the members.
+func (m *Machine) quorum() int { return len(m.c.Members())/2 + 1 }
+
+// Tick advances the node's clock by one tick.
+func (m *Machine) Tick() {
+	if m.c.Left() {
+		return
+	}
+	m.now++
+	t := m.c.Timing()
+	switch {
+	case m.phase == leading && m.now >= m.leaseUntil:
+		// The lease ran out without a renewal: stop acting as leader
+		// before anything else.
+		m.stopLeading()
+		m.heard = m.now
+	case m.phase == leading:
+		if m.upgrade != 0 && m.now-m.upSince >= t.CoordinatorTicks {
+			m.upgrade = 0 // stalled; the next refusal starts another
+		}
+		m.sinceRenew++
+		if m.sinceRenew >= t.HeartbeatTicks {
+			m.propose()
+		}
+	case m.c.Leader() != 0 && m.now-m.heard >= t.LeaderTimeoutTicks:
+		// The leader fell silent.
+		m.c.MarkDeparted(m.c.Leader())
+		m.c.Forget(true)
+		m.suspect()
+	case m.wait > 0:
+		m.wait--
+		if m.wait == 0 {
+			m.campaign()
+		}
+	case m.c.Leader() == 0 && m.phase == idle && m.now-m.heard >= t.LeaderTimeoutTicks:
+		// No leader, and nobody campaigns.
+		m.suspect()
+	}
+}
+
+// Due is how many ticks until the next Tick can have an effect.
+func (m *Machine) Due() int {
+	t := m.c.Timing()
+	switch {
+	case m.c.Left():
+		return 1 << 30
+	case m.phase == leading:
+		return max(1, min(t.HeartbeatTicks-m.sinceRenew, m.leaseUntil-m.now))
+	}
+	due := max(1, t.LeaderTimeoutTicks-(m.now-m.heard))
+	if m.wait > 0 {
+		due = min(due, m.wait)
+	}
+	return due
+}
+
+// Step handles a message.
+func (m *Machine) Step(msg protocol.Message) {
+	if !m.c.Receive(msg) {
+		return
+	}
+	switch msg.Type {
+	case protocol.TypePrepare:
+		m.onPrepare(msg)
+	case protocol.TypePromise:
+		m.onPromise(msg)
+	case protocol.TypePropose:
+		m.onPropose(msg)
+	case protocol.TypeAccepted:
+		m.onAccepted(msg)
+	case protocol.TypeNack:
+		m.onNack(msg)
+	case protocol.TypeResign:
+		m.onResign(msg)
+	}
+}
+
+// Unreachable records that a peer cannot be reached.
+func (m *Machine) Unreachable(id uint64) {
+	if !m.c.Left() {
+		m.c.MarkGone(id)
+	}
+}
+
+// Resign leaves the cluster cleanly: a leader stops leading, then tells
+// the acceptors to release its lease, so that a successor is elected at
+// once.
+func (m *Machine) Resign() {
+	if m.c.Left() {
+		return
+	}
+	if m.phase == leading {
+		m.stopLeading()
+		m.release()
+		m.c.LeaveWith(m.ballot) // tells the acceptors to release the lease
+		return
+	}
+	m.c.Leave()
+}
+
+// Ready returns and clears what the node wants done.
+func (m *Machine) Ready() election.Ready { return m.c.Ready() }
+
+// Status returns the node's view, with the lease's end while it leads.
+func (m *Machine) Status() election.Status {
+	st := m.c.Status()
+	if m.phase == leading {
+		st.LeaseUntil = m.leaseUntil
+	}
+	return st
+}
+
+// suspect reacts to a leader that failed, left or is unknown: the highest
+// live node campaigns at once; every other node defers by T for itself and
+// for each live higher member.
+func (m *Machine) suspect() {
+	higher := m.c.HigherAliveCount()
+	if higher == 0 {
+		m.campaign()
+		return
+	}
+	m.c.Defer()
+	m.phase = idle
+	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
+}
+
+// campaign runs Phase 1 with a new ballot.
+func (m *Machine) campaign() {
+	b := m.c.NewBallot()
+	if b == 0 {
+		return // every ballot of ours is above the ceiling
+	}
+	m.c.BecomeCandidate(true)
+	m.phase, m.ballot, m.promises, m.rounds = preparing, b, m.promises[:0], m.rounds[:0]
+	m.wait = m.c.Timing().CoordinatorTicks // start again if this ballot stalls
+	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
+	if reply := m.acceptPrepare(m.c.ID(), m.inc, b); reply.Type == protocol.TypePromise {
+		m.promised(m.c.ID())
+	}
+}
+
+// startUpgrade moves a leader to a ballot above every term it has seen,
+// because an acceptor promised a higher ballot than its own and refuses
+// its renewals. It goes on leading under the old ballot meanwhile; the
+// acceptors that hold its grant promise it (the same process) at once.
+func (m *Machine) startUpgrade() {
+	if m.upgrade != 0 {
+		return
+	}
+	b := m.c.NewBallot()
+	if b == 0 {
+		return
+	}
+	m.upgrade, m.upPromises, m.upSince = b, m.upPromises[:0], m.now
+	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
+	if reply := m.acceptPrepare(m.c.ID(), m.inc, b); reply.Type == protocol.TypePromise {
+		m.upgradePromised(m.c.ID())
+	}
+}
+
+func (m *Machine) upgradePromised(from uint64) {
+	for _, id := range m.upPromises {
+		if id == from {
+			return
+		}
+	}
+	m.upPromises = append(m.upPromises, from)
+	if len(m.upPromises) < m.quorum() {
+		return
+	}
+	// Propose under the new ballot; its acceptance by a majority extends
+	// the lease and makes the new term this leader's.
+	m.ballot, m.upgrade, m.rounds = m.upgrade, 0, m.rounds[:0]
+	m.propose()
+}
+
+// backOff abandons this node's campaign for a higher node's: it waits the
+// coordinator time-out for that node to lead before trying again.
+func (m *Machine) backOff() {
+	if m.phase == preparing || m.phase == proposing {
+		m.phase = idle
+	}
+	m.wait = m.c.Timing().CoordinatorTicks
+}
+
+// onPrepare is the acceptor's Phase 1, and what a proposer or leader
+// learns from a campaign.
+func (m *Machine) onPrepare(msg protocol.Message) {
+	if m.c.Owner(msg.Term) != msg.From {
+		return // a ballot its sender does not own
+	}
+	reply := m.acceptPrepare(msg.From, msg.Inc, msg.Term)
+	reply.To = msg.From
+	m.c.Send(reply)
+	if msg.From < m.c.ID() {
+		return
+	}
+	// A higher node campaigns: it leads when nothing is wrong.
+	m.heard = m.now
+	if m.phase == leading {
+		m.handOver()
+	}
+	m.backOff()
+}
+
+// acceptPrepare decides an acceptor's answer to Prepare(b) from process inc
+// of node from, and records the promise if it makes one. While a lease it
+// granted may be valid, it promises only the process that holds it.
+func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
+	a := m.c.Acceptor()
+	holder := m.granted() && a.Value == from && inc != 0 && inc == m.grantInc
+	switch {
+	case b < a.Promised || (b == a.Promised && m.c.Owner(b) != from):
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
+	case b == a.Promised:
+		// A copy of a Prepare already promised.
+	case m.now < m.restartWait:
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.restartWait - m.now}
+	case m.granted() && !holder:
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.grantUntil - m.now}
+	default:
+		a.Promised = b
+		m.c.SetAcceptor(a)
+	}
+	return protocol.Message{Type: protocol.TypePromise, Term: b, Prior: a.Accepted, Candidate: a.Value}
+}
+
+// granted reports whether the lease this acceptor granted may still be
+// valid.
+func (m *Machine) granted() bool {
+	a := m.c.Acceptor()
+	return a.Accepted != 0 && !a.Released && m.now < m.grantUntil
+}
+
+// onPromise counts a promise for the current ballot, or for the ballot a
+// leader moves to.
+func (m *Machine) onPromise(msg protocol.Message) {
+	switch {
+	case m.phase == preparing && msg.Term == m.ballot:
+		m.promised(msg.From)
+	case m.phase == leading && m.upgrade != 0 && msg.Term == m.upgrade:
+		m.upgradePromised(msg.From)
+	}
+}
+
+func (m *Machine) promised(from uint64) {
+	for _, id := range m.promises {
+		if id == from {
+			return
+		}
+	}
+	m.promises = append(m.promises, from)
+	if len(m.promises) >= m.quorum() {
+		m.phase = proposing
+		m.propose()
+	}
+}
+
+// propose runs Phase 2 for the current ballot: a first proposal, or a
+// renewal of the lease.
+func (m *Machine) propose() {
+	m.round++
+	m.sinceRenew = 0
+	r := round{seq: m.round, sentAt: m.now}
+	if len(m.rounds) == maxRounds {
+		m.rounds = append(m.rounds[:0], m.rounds[1:]...)
+	}
+	m.rounds = append(m.rounds, r)
+	msg := protocol.Message{Type: protocol.TypePropose, Term: m.ballot, Seq: m.round}
+	if m.phase == leading {
+		msg.Candidate = m.c.ID()
+	}
+	m.c.Send(msg)
+	if reply := m.acceptPropose(m.c.ID(), m.inc, m.ballot); reply.Type == protocol.TypeAccepted {
+		m.accepted(m.c.ID(), m.round)
+	}
+}
+
+// onPropose is the acceptor's Phase 2, and the learner's view of the
+// leader.
+func (m *Machine) onPropose(msg protocol.Message) {
+	reply := m.acceptPropose(msg.From, msg.Inc, msg.Term)
+	reply.To, reply.Seq = msg.From, msg.Seq
+	m.c.Send(reply)
+	if msg.Candidate == 0 {
+		return
+	}
+	// A leader that holds its lease (whether or not this acceptor could
+	// accept its proposal).
+	m.heard = m.now
+	if msg.Term >= m.c.Term() && m.phase != leading {
+		m.c.Follow(msg.From, msg.Term)
+	}
+	switch {
+	case msg.From > m.c.ID():
+		if m.phase == leading {
+			m.stopLeading() // our lease has ended, since theirs holds
+		}
+		m.phase, m.wait = idle, 0 // follow; its silence will tell
+	case m.phase == idle && m.wait == 0:
+		// A lower node leads while this one is alive: take over.
+		m.campaign()
+	}
+}
+
+// acceptPropose decides an acceptor's answer to Propose(b) from process inc
+// of node from, and records the acceptance, and the grant, if it accepts.
+func (m *Machine) acceptPropose(from, inc, b uint64) protocol.Message {
+	a := m.c.Acceptor()
+	if b < a.Promised || m.c.Owner(b) != from {
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
+	}
+	if a.Promised != b || a.Accepted != b || a.Value != from || a.Released {
+		a = election.AcceptorState{Promised: b, Accepted: b, Value: from}
+		m.c.SetAcceptor(a)
+	}
+	m.grantUntil, m.grantInc = m.now+m.c.Timing().LeaseTicks+1, inc
+	return protocol.Message{Type: protocol.TypeAccepted, Term: b}
+}
+
+// onAccepted counts an acceptance of a round of the current ballot.
+func (m *Machine) onAccepted(msg protocol.Message) {
+	if msg.Term == m.ballot && (m.phase == proposing || m.phase == leading) {
+		m.accepted(msg.From, msg.Seq)
+	}
+}
+
+func (m *Machine) accepted(from, seq uint64) {
+	for i := range m.rounds {
+		r := &m.rounds[i]
+		if r.seq != seq {
+			continue
+		}
+		for _, id := range r.acks {
+			if id == from {
+				return
+			}
+		}
+		r.acks = append(r.acks, from)
+		if len(r.acks) < m.quorum() {
+			return
+		}
+		m.leaseUntil = max(m.leaseUntil, r.sentAt+m.c.Timing().LeaderLeaseTicks)
+		switch {
+		case m.now >= m.leaseUntil:
+		case m.phase == proposing:
+			m.phase, m.wait = leading, 0
+			m.c.Lead(m.ballot)
+		case m.c.Term() != m.ballot:
+			m.c.Lead(m.ballot) // the same leader, moved to a newer term
+		}
+		return
+	}
+}
+
+// onNack learns what a refusal tells: a higher ballot, a lease held.
+func (m *Machine) onNack(msg protocol.Message) {
+	if m.phase == leading {
+		if msg.Term > m.ballot {
+			m.startUpgrade() // that acceptor refuses our renewals
+		}
+		return
+	}
+	if m.phase != preparing && m.phase != proposing {
+		return
+	}
+	holder := msg.Candidate
+	switch {
+	case holder != 0 && holder > m.c.ID():
+		// A higher node holds a lease: it leads.
+		m.backOff()
+	case holder != 0:
+		// A lower node holds a lease: it hands over when it hears our
+		// Prepare; try again when that acceptor's grant ends at the
+		// latest.
+		m.wait = min(m.wait, msg.Wait+1)
+	case msg.Term > m.ballot && m.c.Owner(msg.Term) > m.c.ID():
+		m.backOff() // a higher node's ballot
+	case msg.Term > m.ballot:
+		m.wait = min(m.wait, m.c.Timing().AnswerTicks) // a lower node's ballot: outbid it
+	}
+}
+
+// onResign handles a node that left or handed over: an acceptor releases
+// the lease it granted to it, and a follower of it elects a successor.
+func (m *Machine) onResign(msg protocol.Message) {
+	a := m.c.Acceptor()
+	if a.Accepted == msg.Term && a.Value == msg.From && !a.Released {
+		a.Released = true
+		m.c.SetAcceptor(a)
+		m.grantUntil = 0
+	}
+	m.c.MarkDeparted(msg.From)
+	switch {
+	case m.c.Leader() == msg.From:
+		m.c.Forget(false)
+		m.suspect()
+	case m.phase == preparing || (m.phase == idle && m.wait > 0):
+		// Perhaps the holder of the lease that stalled our campaign.
+		m.campaign()
+	}
+}
+
+// handOver stops leading and releases the lease, for a higher node.
+func (m *Machine) handOver() {
+	m.stopLeading()
+	m.c.Send(protocol.Message{Type: protocol.TypeResign, Term: m.ballot})
+	m.release()
+}
+
+// stopLeading makes a leader stop acting as one, before anything else.
+func (m *Machine) stopLeading() {
+	m.phase, m.leaseUntil, m.rounds, m.upgrade = idle, 0, m.rounds[:0], 0
+	m.c.StepDown()
+}
+
+// release releases this node's own acceptor's grant to itself.
+func (m *Machine) release() {
+	a := m.c.Acceptor()
+	if a.Accepted == m.ballot && a.Value == m.c.ID() && !a.Released {
+		a.Released = true
+		m.c.SetAcceptor(a)
+		m.grantUntil = 0
+	}
+}

@@ -125,7 +125,7 @@ func New(cfg Config) (*Cluster, error) {
 }
 
 func (c *Cluster) config(id uint64) election.Config {
-	return election.Config{ID: id, Members: slices.Clone(c.members), Timing: c.timing}
+	return election.Config{ID: id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(c.node(id).incarnation)}
 }
 
 // SetNetwork changes how later copies are treated; copies in flight keep
@@ -187,12 +187,12 @@ func (c *Cluster) Start(id uint64) {
 	if n.up() {
 		c.Crash(id)
 	}
+	n.incarnation++
 	m, err := c.factory(c.config(id))
 	if err != nil {
 		panic(err) // the configuration was checked in New
 	}
 	n.m = m
-	n.incarnation++
 	n.status = m.Status()
 	c.logf("start %d (incarnation %d)", id, n.incarnation)
 	m.Start()
@@ -371,6 +371,7 @@ func (c *Cluster) collect(n *node) {
 	rd := n.m.Ready()
 	st := n.m.Status()
 	for _, m := range rd.Messages {
+		m.Inc = uint64(n.incarnation) // as the runtime stamps it
 		if m.From != n.id {
 			c.fail("node %d sent a message as %d: %v", n.id, m.From, m)
 			continue

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -14,9 +15,11 @@ import (
 )
 
 // apply carries out what the machine wants after an event, in the order
-// Ready prescribes: store the hard state, send the messages, show the new
-// status, announce a claim. It returns an error only if the state could
-// not be stored; then nothing of this Ready has left the process.
+// Ready prescribes: store the hard state; show the new status (so that a
+// node that stops leading stops saying so before its messages leave, and
+// one that starts says so before it announces); send the messages;
+// announce a claim. It returns an error only if the state could not be
+// stored; then nothing of this Ready has left the process.
 func (n *Node) apply() error {
 	rd := n.machine.Ready()
 	if rd.State != nil {
@@ -24,25 +27,39 @@ func (n *Node) apply() error {
 			return err
 		}
 	}
-	for _, m := range rd.Messages {
-		n.log.Debug("send", "msg", m)
-		n.publish(m)
-	}
 	for _, ev := range rd.Events {
 		n.record(ev)
 	}
 	st := n.machine.Status()
-	n.metrics.term.Set(float64(st.Term))
-	if st.Role == election.Leader {
-		n.metrics.isLeader.Set(1)
-	} else {
-		n.metrics.isLeader.Set(0)
-	}
 	var claim *announcement
 	if rd.Claimed != 0 {
 		claim = n.announcement(rd.Claimed)
 		n.current = claim
 	}
+	n.show(st)
+	for _, m := range rd.Messages {
+		n.log.Debug("send", "msg", m)
+		n.publish(m)
+	}
+	if claim != nil && n.leadingNow() != nil {
+		// Announce once the status shows the leadership, so whoever hears
+		// the announcement finds it in /status and in queries; never with
+		// a lease that has already ended.
+		n.announce(claim)
+	}
+	n.answerQueries(st.Role == election.Leader)
+	return nil
+}
+
+// show publishes the machine's status to /status, the metrics and the
+// query responder.
+func (n *Node) show(st election.Status) {
+	var until *time.Time
+	if st.Role == election.Leader && st.LeaseUntil != 0 && n.clock != nil {
+		t := n.clock.at(st.LeaseUntil)
+		until = &t
+	}
+	n.lease.Store(until)
 	n.setStatus(st)
 	// What queries are answered with: this node's announcement, while it
 	// leads under that announcement's term.
@@ -51,13 +68,27 @@ func (n *Node) apply() error {
 	} else {
 		n.leading.Store(nil)
 	}
-	if claim != nil {
-		// Announce once the status shows the leadership, so whoever hears
-		// the announcement finds it in /status and in queries.
-		n.announce(claim)
+	n.metrics.term.Set(float64(st.Term))
+	if st.Role == election.Leader {
+		n.metrics.isLeader.Set(1)
+	} else {
+		n.metrics.isLeader.Set(0)
 	}
-	n.answerQueries(st.Role == election.Leader)
-	return nil
+}
+
+// leadingNow returns this node's announcement if it leads now: for an
+// algorithm with leases, only while the lease holds on the monotonic
+// clock, whatever the machine last said (a node resumed from a pause
+// must not act on a lease that ended meanwhile).
+func (n *Node) leadingNow() *announcement {
+	a := n.leading.Load()
+	if a == nil {
+		return nil
+	}
+	if until := n.lease.Load(); until != nil && !time.Now().Before(*until) {
+		return nil
+	}
+	return a
 }
 
 // record turns one event of the machine into logs and metrics.
@@ -72,6 +103,9 @@ func (n *Node) record(ev election.Event) {
 	case election.LeaderChanged:
 		n.metrics.leaderChanges.Inc()
 		n.log.Info("leader", "leader", ev.Leader, "term", ev.Term)
+	case election.SteppedDown:
+		n.metrics.steppedDown.Inc()
+		n.log.Info("stepped down", "term", ev.Term)
 	}
 }
 

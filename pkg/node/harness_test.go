@@ -26,6 +26,8 @@ var testTiming = election.Timing{
 	LeaderTimeoutTicks: 50,
 	AnswerTicks:        5,
 	CoordinatorTicks:   30,
+	LeaseTicks:         election.DefaultLeaseTicks,
+	LeaderLeaseTicks:   election.LeaderLease(election.DefaultLeaseTicks, election.DefaultMaxDrift),
 }
 
 // connect connects to url as the node service does: without echo, so a

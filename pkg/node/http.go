@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -23,12 +24,32 @@ type Status struct {
 	Term uint64 `json:"term"`
 	// State is follower, candidate or leader.
 	State string `json:"state"`
+	// LeaseRemainingMS is, while this node leads under a lease (Paxos),
+	// how long the lease still holds, in milliseconds; absent otherwise.
+	LeaseRemainingMS *int64 `json:"lease_remaining_ms,omitempty"`
 }
 
 // Status returns the node's current view. It is safe to call from any
-// goroutine.
+// goroutine. A node whose lease has ended on the monotonic clock is not
+// reported as leader, even before its own goroutine has noticed (after a
+// pause, say).
 func (n *Node) Status() Status {
-	return *n.status.Load()
+	st := *n.status.Load()
+	if st.State != election.Leader.String() {
+		return st
+	}
+	until := n.lease.Load()
+	if until == nil {
+		return st
+	}
+	left := time.Until(*until)
+	if left <= 0 {
+		st.State, st.Leader = election.Follower.String(), nil
+		return st
+	}
+	ms := left.Milliseconds()
+	st.LeaseRemainingMS = &ms
+	return st
 }
 
 func (n *Node) setStatus(st election.Status) {

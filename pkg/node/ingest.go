@@ -107,7 +107,7 @@ func (n *Node) onQuery(msg *nats.Msg) {
 	if msg.Reply == "" || n.stopping.Load() {
 		return
 	}
-	a := n.leading.Load()
+	a := n.leadingNow()
 	if a == nil {
 		return
 	}

@@ -16,6 +16,7 @@ type metrics struct {
 	dropped          *prometheus.CounterVec
 	leaderChanges    prometheus.Counter
 	leaderTimeouts   prometheus.Counter
+	steppedDown      prometheus.Counter
 	unreachable      prometheus.Counter
 	term             prometheus.Gauge
 	isLeader         prometheus.Gauge
@@ -48,6 +49,10 @@ func newMetrics() *metrics {
 			Name: "election_leader_timeouts_total",
 			Help: "Times this node, as a follower, stopped hearing its leader and suspected it.",
 		}),
+		steppedDown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_stepped_down_total",
+			Help: "Times this node stopped leading on its own: its lease ran out, or it handed over (Paxos).",
+		}),
 		unreachable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "election_peers_unreachable_total",
 			Help: "Point-to-point messages that found no subscriber (NATS no responders).",
@@ -62,7 +67,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
-		m.leaderChanges, m.leaderTimeouts, m.unreachable, m.term, m.isLeader)
+		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.unreachable, m.term, m.isLeader)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {

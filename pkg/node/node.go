@@ -87,6 +87,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/bully"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/ring"
 )
@@ -181,6 +182,7 @@ type Node struct {
 	stopping atomic.Bool
 	started  atomic.Bool
 	status   atomic.Pointer[Status]
+	lease    atomic.Pointer[time.Time] // while leading under a lease (Paxos): when it ends, on the monotonic clock
 	leading  atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
 	subs     atomic.Pointer[[]*nats.Subscription]
 
@@ -188,6 +190,7 @@ type Node struct {
 	incarnation        uint64       // this process's incarnation; set before the subscriptions
 
 	// Owned by the Run goroutine.
+	clock    *ticker
 	current  *announcement // the last leadership this node claimed
 	machine  election.Machine
 	store    *store
@@ -279,6 +282,8 @@ func newMachine(algorithm protocol.Algorithm, cfg election.Config) (election.Mac
 		return bully.New(cfg)
 	case protocol.Ring:
 		return ring.New(cfg)
+	case protocol.Paxos:
+		return paxos.New(cfg)
 	}
 	return nil, fmt.Errorf("unknown algorithm %q", algorithm)
 }
@@ -330,6 +335,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	}
 	cfg := n.cfg.Election
 	cfg.State = state
+	cfg.Incarnation = inc
 	machine, err := newMachine(n.cfg.Algorithm, cfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -361,6 +367,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 // out on messages that are waiting in its queue.
 func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 	clock := &ticker{tick: n.cfg.Tick, base: time.Now()}
+	n.clock = clock
 	timer := time.NewTimer(clock.until(n.machine.Due()))
 	defer timer.Stop()
 	n.running.Store(true)
@@ -455,6 +462,9 @@ func (c *ticker) advance(t time.Time) int {
 	c.done = now
 	return k
 }
+
+// at is the time of the machine's tick t on the monotonic clock.
+func (c *ticker) at(t int) time.Time { return c.base.Add(time.Duration(t) * c.tick) }
 
 // until is how long from now until due ticks after the last tick given.
 func (c *ticker) until(due int) time.Duration {

@@ -39,10 +39,11 @@ type Algorithm string
 const (
 	Bully Algorithm = "bully"
 	Ring  Algorithm = "ring"
+	Paxos Algorithm = "paxos"
 )
 
 // Algorithms lists the algorithms a node can run.
-var Algorithms = []Algorithm{Bully, Ring}
+var Algorithms = []Algorithm{Bully, Ring, Paxos}
 
 // Announcement is published on LeaderSubject each time a node becomes
 // leader. Consumers must ignore fields they do not know.

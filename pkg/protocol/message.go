@@ -120,7 +120,7 @@ type Message struct {
 	// whose candidate has died cannot circle forever.
 	Hops int `json:"hops,omitempty"`
 	// Prior is, in a Paxos Promise, the ballot of the last proposal the
-	// sender accepted.
+	// sender accepted (at most Term).
 	Prior uint64 `json:"prior,omitempty"`
 	// Wait is, in a Paxos Nack, how many more of the sender's ticks the
 	// lease it granted lasts; at most MaxWait.
@@ -277,8 +277,8 @@ func Validate(m Message, members []uint64) error {
 	if m.Wait < 0 || m.Wait > MaxWait {
 		return reject(ReasonInvalidField, "wait %d outside [0, %d]", m.Wait, MaxWait)
 	}
-	if m.Prior >= m.Term && m.Prior != 0 {
-		return reject(ReasonInvalidField, "prior ballot %d not below the ballot %d", m.Prior, m.Term)
+	if m.Prior > m.Term {
+		return reject(ReasonInvalidField, "prior ballot %d above the ballot %d", m.Prior, m.Term)
 	}
 	switch m.Type {
 	case TypeResign:

@@ -111,7 +111,7 @@ func TestValidateRejects(t *testing.T) {
 		{"prepare without a ballot", Message{Type: TypePrepare, From: 1}, ReasonInvalidField},
 		{"propose naming another leader", Message{Type: TypePropose, From: 1, Term: 3, Candidate: 2}, ReasonInvalidField},
 		{"promise broadcast", Message{Type: TypePromise, From: 1, Term: 3}, ReasonInvalidField},
-		{"promise of a prior ballot not below", Message{Type: TypePromise, From: 1, To: 2, Term: 3, Prior: 3}, ReasonInvalidField},
+		{"promise of a prior ballot above", Message{Type: TypePromise, From: 1, To: 2, Term: 3, Prior: 4}, ReasonInvalidField},
 		{"accepted without a ballot", Message{Type: TypeAccepted, From: 1, To: 2}, ReasonInvalidField},
 		{"nack waiting too long", Message{Type: TypeNack, From: 1, To: 2, Term: 3, Wait: MaxWait + 1}, ReasonInvalidField},
 		{"negative wait", Message{Type: TypeNack, From: 1, To: 2, Term: 3, Wait: -1}, ReasonInvalidField},

@@ -34,7 +34,7 @@ type Config struct {
 	// Peers are the comma-separated IDs of every member, this node
 	// included. Every member must be configured with the same set.
 	Peers string `env:"NODE_PEERS,required,notEmpty"`
-	// Algorithm is the election algorithm: bully or ring.
+	// Algorithm is the election algorithm: bully, ring or paxos.
 	Algorithm string `env:"ELECTION_ALGORITHM" envDefault:"bully"`
 	// Cluster is the cluster name, [A-Za-z0-9_-]+. Clusters with different
 	// names share one NATS without seeing each other.
@@ -67,6 +67,15 @@ type Config struct {
 	// waits for the Coordinator, and a ring participant for the elected
 	// round, before it starts again. Zero means (n+1)·T for n members.
 	CoordinatorTimeout time.Duration `env:"ELECTION_COORDINATOR_TIMEOUT"`
+	// Lease is how long a Paxos acceptor holds the lease it grants: a
+	// crashed or cut-off leader is replaced about this long after its last
+	// renewal. Paxos only.
+	Lease time.Duration `env:"ELECTION_LEASE" envDefault:"200ms"`
+	// MaxDrift bounds how much the rate of any node's clock may differ
+	// from real time, as a fraction (0.05 is 5%): Paxos leaders count on
+	// their lease for ELECTION_LEASE·(1-d)/(1+d) less a tick, so that two
+	// leases never overlap in real time. Paxos only.
+	MaxDrift float64 `env:"ELECTION_MAX_DRIFT" envDefault:"0.05"`
 	// MaxMessageAge is how far a message's timestamp may be from this
 	// node's clock, either way: older messages are dropped as replays. It
 	// must exceed the clock skew between nodes.
@@ -132,8 +141,11 @@ func explain(err error, environ map[string]string) error {
 		field, _ := reflect.TypeFor[Config]().FieldByName(parse.Name)
 		name, _, _ := strings.Cut(field.Tag.Get("env"), ",")
 		value := environ[name]
-		if parse.Type == reflect.TypeFor[time.Duration]() {
+		switch parse.Type {
+		case reflect.TypeFor[time.Duration]():
 			return invalid(name, "%q is not a duration such as 10ms or 1.5s", value)
+		case reflect.TypeFor[float64]():
+			return invalid(name, "%q is not a number such as 0.05", value)
 		}
 		return invalid(name, "%q is not a positive integer", value)
 	}
@@ -282,6 +294,19 @@ func (c *Config) ticks() (election.Timing, error) {
 	}
 	if t.LeaderTimeoutTicks <= t.HeartbeatTicks {
 		return t, invalid("ELECTION_LEADER_TIMEOUT", "%v must exceed ELECTION_HEARTBEAT_INTERVAL (%v) by at least one tick", c.LeaderTimeout, c.HeartbeatInterval)
+	}
+	if c.MaxDrift < 0 || c.MaxDrift >= 0.5 || c.MaxDrift != c.MaxDrift {
+		return t, invalid("ELECTION_MAX_DRIFT", "%v is not a fraction in [0, 0.5)", c.MaxDrift)
+	}
+	if c.Algorithm == string(protocol.Paxos) {
+		if c.Lease <= 0 {
+			return t, invalid("ELECTION_LEASE", "must be positive, got %v", c.Lease)
+		}
+		t.LeaseTicks = int(c.Lease / c.Tick) // a grant rounded down is still safe: the leader's share comes from it
+		t.LeaderLeaseTicks = election.LeaderLease(t.LeaseTicks, c.MaxDrift)
+		if t.LeaderLeaseTicks <= t.HeartbeatTicks {
+			return t, invalid("ELECTION_LEASE", "%v leaves the leader %d ticks of lease with ELECTION_MAX_DRIFT=%v, not more than the heartbeat interval (%d ticks): raise it", c.Lease, t.LeaderLeaseTicks, c.MaxDrift, t.HeartbeatTicks)
+		}
 	}
 	return t, nil
 }

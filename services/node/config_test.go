@@ -51,7 +51,12 @@ func TestInvalidConfiguration(t *testing.T) {
 		{with("NODE_PEERS", "1,2,3,2"), "NODE_PEERS", "2 appears twice"},
 		{with("NODE_PEERS", "1,x,3"), "NODE_PEERS", `"x" is not a positive integer`},
 		{with("NODE_PEERS", "1,,3"), "NODE_PEERS", "not a positive integer"},
-		{with("ELECTION_ALGORITHM", "paxos"), "ELECTION_ALGORITHM", "paxos"},
+		{with("ELECTION_ALGORITHM", "raft"), "ELECTION_ALGORITHM", "raft"},
+		{with("ELECTION_ALGORITHM", "paxos", "ELECTION_LEASE", "0s"), "ELECTION_LEASE", "positive"},
+		{with("ELECTION_ALGORITHM", "paxos", "ELECTION_LEASE", "60ms"), "ELECTION_LEASE", "raise it"},
+		{with("ELECTION_MAX_DRIFT", "lots"), "ELECTION_MAX_DRIFT", "not a number"},
+		{with("ELECTION_MAX_DRIFT", "0.5"), "ELECTION_MAX_DRIFT", "fraction"},
+		{with("ELECTION_MAX_DRIFT", "-0.1"), "ELECTION_MAX_DRIFT", "fraction"},
 		{with("ELECTION_CLUSTER", "a.b"), "ELECTION_CLUSTER", "[A-Za-z0-9_-]+"},
 		{with("HTTP_ADDR", "8080"), "HTTP_ADDR", "host:port"},
 		{with("NATS_URL", "nats://a:4222,http://b:80"), "NATS_URL", "scheme"},
@@ -103,6 +108,18 @@ func TestDefaults(t *testing.T) {
 	cfg, err := loadConfig(minimal)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.timing.LeaseTicks != 0 {
+		t.Errorf("lease for bully: got %d ticks, want none", cfg.timing.LeaseTicks)
+	}
+	paxos, err := loadConfig(with("ELECTION_ALGORITHM", "paxos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lease of 200 ms is 20 ticks for the acceptors; the leader counts on
+	// 20·0.95/1.05 = 18.09, less a tick: 17.
+	if paxos.timing.LeaseTicks != 20 || paxos.timing.LeaderLeaseTicks != 17 {
+		t.Errorf("paxos lease: got %d and %d ticks, want 20 and 17", paxos.timing.LeaseTicks, paxos.timing.LeaderLeaseTicks)
 	}
 	if cfg.DataDir != "baton-data/default/node-3" || cfg.MaxMessageAge != 2*time.Second {
 		t.Errorf("data directory, message age: got %q, %v; want baton-data/default/node-3, 2s", cfg.DataDir, cfg.MaxMessageAge)

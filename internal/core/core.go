@@ -20,11 +20,11 @@ type Core struct {
 	timing  election.Timing
 
 	role    election.Role
-	leader  uint64 // 0 while undefined
-	term    uint64 // term of the last leadership accepted or claimed
-	maxTerm uint64 // highest term seen anywhere
+	leader  uint64                 // 0 while undefined
+	term    uint64                 // term of the last leadership accepted or claimed
+	maxTerm uint64                 // highest term seen anywhere
 	accept  election.AcceptorState // Paxos only
-	silent  int    // ticks since the leader was heard (or since the last heartbeat, as leader)
+	silent  int                    // ticks since the leader was heard (or since the last heartbeat, as leader)
 	gone    map[uint64]absence
 	seq     uint64
 	left    bool // resigned: ignore every later event

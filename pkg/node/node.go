@@ -182,7 +182,7 @@ type Node struct {
 	stopping atomic.Bool
 	started  atomic.Bool
 	status   atomic.Pointer[Status]
-	lease    atomic.Pointer[time.Time] // while leading under a lease (Paxos): when it ends, on the monotonic clock
+	lease    atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
 	leading  atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
 	subs     atomic.Pointer[[]*nats.Subscription]
 

@@ -96,8 +96,9 @@ type HardState struct {
 }
 
 // AcceptorState is what a Paxos acceptor must not forget: the ballot it
-// promised, the last proposal it accepted (which granted its proposer a
-// lease), and whether that lease was released.
+// promised, and the last proposal it accepted, which granted its proposer
+// a lease (how long ago is not kept: a restarted acceptor that accepted a
+// proposal waits a whole lease before it promises anything).
 type AcceptorState struct {
 	// Promised is the highest ballot promised: no lower ballot is accepted.
 	Promised uint64 `json:"promised,omitempty"`
@@ -105,9 +106,6 @@ type AcceptorState struct {
 	// leader it named.
 	Accepted uint64 `json:"accepted,omitempty"`
 	Value    uint64 `json:"value,omitempty"`
-	// Released tells that the leader of Accepted gave its lease up, so a
-	// restarted acceptor need not wait for it to run out.
-	Released bool `json:"released,omitempty"`
 }
 
 // Validate checks a hard state read from storage or learned from others.

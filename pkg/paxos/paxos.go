@@ -62,9 +62,10 @@
 //
 // Every promise, acceptance and release is stored before the answer that
 // depends on it leaves the node (election.AcceptorState in the hard
-// state), so a restarted acceptor never breaks a promise. The time of a
-// grant is not stored: an acceptor restarted with a grant it may still
-// hold (an accepted proposal not released) promises nothing for L+1 ticks.
+// state), so a restarted acceptor never breaks a promise. Neither the time
+// of a grant nor its release is stored (a release is not worth a write on
+// the path of a hand-over): an acceptor restarted after accepting a
+// proposal promises nothing for L+1 ticks, in case its grant still holds.
 //
 // A leader hands over without waiting for its lease to run out: it stops
 // acting as leader first, then broadcasts Resign for its ballot, on which
@@ -144,8 +145,10 @@ type Machine struct {
 	upSince    int
 
 	// Follower and candidate.
-	heard int // tick the leader, or a higher node's campaign, was last heard
-	wait  int // ticks until the next campaign; 0: none scheduled
+	heard   int    // tick the leader, or a higher node's campaign, was last heard
+	wait    int    // ticks until the next campaign; 0: none scheduled
+	blocked  uint64 // the holder of the lease that stalled our campaign
+	released uint64 // the last node heard releasing its lease
 }
 
 var _ election.Machine = (*Machine)(nil)
@@ -170,8 +173,7 @@ func (m *Machine) Start() {
 	if m.c.Left() {
 		return
 	}
-	a := m.c.Acceptor()
-	if a.Accepted != 0 && !a.Released {
+	if m.c.Acceptor().Accepted != 0 {
 		m.restartWait = m.now + m.c.Timing().LeaseTicks + 1
 	}
 	m.heard = m.now
@@ -311,7 +313,7 @@ func (m *Machine) campaign() {
 		return // every ballot of ours is above the ceiling
 	}
 	m.c.BecomeCandidate(true)
-	m.phase, m.ballot, m.promises, m.rounds = preparing, b, m.promises[:0], m.rounds[:0]
+	m.phase, m.ballot, m.promises, m.rounds, m.blocked = preparing, b, m.promises[:0], m.rounds[:0], 0
 	m.wait = m.c.Timing().CoordinatorTicks // start again if this ballot stalls
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
 	if reply := m.acceptPrepare(m.c.ID(), m.inc, b); reply.Type == protocol.TypePromise {
@@ -378,7 +380,7 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 	// A higher node campaigns: it leads when nothing is wrong.
 	m.heard = m.now
 	if m.phase == leading {
-		m.handOver()
+		m.handOver(msg.From)
 	}
 	m.backOff()
 }
@@ -408,8 +410,7 @@ func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
 // granted reports whether the lease this acceptor granted may still be
 // valid.
 func (m *Machine) granted() bool {
-	a := m.c.Acceptor()
-	return a.Accepted != 0 && !a.Released && m.now < m.grantUntil
+	return m.c.Acceptor().Accepted != 0 && m.now < m.grantUntil
 }
 
 // onPromise counts a promise for the current ballot, or for the ballot a
@@ -490,7 +491,7 @@ func (m *Machine) acceptPropose(from, inc, b uint64) protocol.Message {
 	if b < a.Promised || m.c.Owner(b) != from {
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
 	}
-	if a.Promised != b || a.Accepted != b || a.Value != from || a.Released {
+	if a.Promised != b || a.Accepted != b || a.Value != from {
 		a = election.AcceptorState{Promised: b, Accepted: b, Value: from}
 		m.c.SetAcceptor(a)
 	}
@@ -526,6 +527,7 @@ func (m *Machine) accepted(from, seq uint64) {
 		case m.phase == proposing:
 			m.phase, m.wait = leading, 0
 			m.c.Lead(m.ballot)
+			m.propose() // at once: renews, and tells the learners who leads
 		case m.c.Term() != m.ballot:
 			m.c.Lead(m.ballot) // the same leader, moved to a newer term
 		}
@@ -546,13 +548,18 @@ func (m *Machine) onNack(msg protocol.Message) {
 	}
 	holder := msg.Candidate
 	switch {
-	case holder != 0 && holder > m.c.ID():
+	case holder != 0 && holder > m.c.ID() && !m.c.IsGone(holder):
 		// A higher node holds a lease: it leads.
 		m.backOff()
+	case holder != 0 && holder == m.released:
+		// Its release is on its way to that acceptor: try again soon.
+		m.wait = min(m.wait, 1)
 	case holder != 0:
-		// A lower node holds a lease: it hands over when it hears our
-		// Prepare; try again when that acceptor's grant ends at the
-		// latest.
+		// A lower node holds a lease, and hands over when it hears our
+		// Prepare; or a node we know to be gone, whose lease runs out:
+		// try again when it releases it, or when that acceptor's grant
+		// ends at the latest.
+		m.blocked = holder
 		m.wait = min(m.wait, msg.Wait+1)
 	case msg.Term > m.ballot && m.c.Owner(msg.Term) > m.c.ID():
 		m.backOff() // a higher node's ballot
@@ -564,27 +571,27 @@ func (m *Machine) onNack(msg protocol.Message) {
 // onResign handles a node that left or handed over: an acceptor releases
 // the lease it granted to it, and a follower of it elects a successor.
 func (m *Machine) onResign(msg protocol.Message) {
-	a := m.c.Acceptor()
-	if a.Accepted == msg.Term && a.Value == msg.From && !a.Released {
-		a.Released = true
-		m.c.SetAcceptor(a)
-		m.grantUntil = 0
+	if a := m.c.Acceptor(); a.Accepted == msg.Term && a.Value == msg.From {
+		m.grantUntil = 0 // released
 	}
-	m.c.MarkDeparted(msg.From)
+	m.released = msg.From
+	if msg.Candidate == 0 {
+		m.c.MarkDeparted(msg.From) // it left; a hand-over names its successor
+	}
 	switch {
 	case m.c.Leader() == msg.From:
 		m.c.Forget(false)
 		m.suspect()
-	case m.phase == preparing || (m.phase == idle && m.wait > 0):
-		// Perhaps the holder of the lease that stalled our campaign.
+	case msg.From == m.blocked && m.phase == preparing:
+		// The holder of the lease that stalled our campaign released it.
 		m.campaign()
 	}
 }
 
-// handOver stops leading and releases the lease, for a higher node.
-func (m *Machine) handOver() {
+// handOver stops leading and releases the lease, for the higher node to.
+func (m *Machine) handOver(to uint64) {
 	m.stopLeading()
-	m.c.Send(protocol.Message{Type: protocol.TypeResign, Term: m.ballot})
+	m.c.Send(protocol.Message{Type: protocol.TypeResign, Term: m.ballot, Candidate: to})
 	m.release()
 }
 
@@ -596,10 +603,7 @@ func (m *Machine) stopLeading() {
 
 // release releases this node's own acceptor's grant to itself.
 func (m *Machine) release() {
-	a := m.c.Acceptor()
-	if a.Accepted == m.ballot && a.Value == m.c.ID() && !a.Released {
-		a.Released = true
-		m.c.SetAcceptor(a)
+	if a := m.c.Acceptor(); a.Accepted == m.ballot && a.Value == m.c.ID() {
 		m.grantUntil = 0
 	}
 }

@@ -134,8 +134,9 @@ func TestRenewalExtendsLease(t *testing.T) {
 // Acceptors: a promise for a higher ballot, a refusal of a lower one, the
 // last accepted proposal reported; every change stored before the answer.
 func TestAcceptor(t *testing.T) {
-	a := newNode(t, 2, election.HardState{Term: 4, MaxTerm: 4, Acceptor: election.AcceptorState{Promised: 4, Accepted: 4, Value: 8, Released: true}})
+	a := newNode(t, 2, election.HardState{Term: 4, MaxTerm: 4, Acceptor: election.AcceptorState{Promised: 4, Accepted: 4, Value: 8}})
 	a.Start()
+	ticks(a, timing.LeaseTicks+1) // restarted: it waits a lease
 	a.Ready()
 	a.Step(msg(protocol.TypePrepare, 9, 0, 10))
 	rd := a.Ready()
@@ -224,8 +225,8 @@ func TestGrantBlocksPromises(t *testing.T) {
 }
 
 // A restarted acceptor that may have granted a lease it no longer
-// remembers waits one lease before promising, unless its disk says the
-// lease was released.
+// remembers waits one lease before promising, unless its disk says it
+// never accepted a proposal.
 func TestRestartedAcceptorWaits(t *testing.T) {
 	held := election.HardState{Term: 4, MaxTerm: 4, Acceptor: election.AcceptorState{Promised: 4, Accepted: 4, Value: 8}}
 	a := newNode(t, 2, held)
@@ -242,14 +243,13 @@ func TestRestartedAcceptorWaits(t *testing.T) {
 		t.Errorf("restarted, a lease later: got %v, want a promise", got)
 	}
 
-	released := held
-	released.Acceptor.Released = true
-	b := newNode(t, 4, released)
+	promisedOnly := election.HardState{Term: 4, MaxTerm: 4, Acceptor: election.AcceptorState{Promised: 4}}
+	b := newNode(t, 4, promisedOnly)
 	b.Start()
 	b.Ready()
 	b.Step(msg(protocol.TypePrepare, 9, 0, 10))
 	if got := show(b.Ready().Messages); !slices.Equal(got, []string{"promise→9:10"}) {
-		t.Errorf("restarted, lease released: got %v, want a promise at once", got)
+		t.Errorf("restarted, nothing ever accepted: got %v, want a promise at once", got)
 	}
 }
 
@@ -273,10 +273,7 @@ func TestResignReleasesLease(t *testing.T) {
 	a.Step(p)
 	a.Ready()
 	a.Step(rd.Messages[0])
-	rd = a.Ready()
-	if rd.State == nil || !rd.State.Acceptor.Released {
-		t.Fatalf("release: state %v, want it stored as released", rd.State)
-	}
+	a.Ready()
 	a.Step(msg(protocol.TypePrepare, 8, 0, 9))
 	if got := show(a.Ready().Messages); !slices.Equal(got, []string{"promise→8:9"}) {
 		t.Errorf("Prepare after the release: got %v, want a promise at once", got)
@@ -307,8 +304,8 @@ func TestHandOverToHigherNode(t *testing.T) {
 	if m.Status().Role == election.Leader {
 		t.Fatalf("after a higher node's Prepare: still leader")
 	}
-	if got := show(rd.Messages); !slices.Equal(got, []string{"nack→9:4", "resign:4"}) {
-		t.Errorf("hand-over: got %v, want [nack→9:4 resign:4]", got)
+	if got := show(rd.Messages); !slices.Equal(got, []string{"nack→9:4", "resign:4"}) || rd.Messages[1].Candidate != 9 {
+		t.Errorf("hand-over: got %+v, want [nack→9:4 resign:4] naming 9", rd.Messages)
 	}
 }
 

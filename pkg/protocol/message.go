@@ -66,7 +66,10 @@ const (
 	// stop hearing it suspect the leader and start an election.
 	TypeHeartbeat Type = "heartbeat"
 	// TypeResign is broadcast by a node that leaves cleanly, so the others
-	// stop waiting for it and, if it led, elect a successor at once.
+	// stop waiting for it and, if it led, elect a successor at once. A
+	// Paxos leader that hands over to a higher node without leaving
+	// broadcasts it too, naming that node in Candidate; Term is then the
+	// ballot whose lease it releases.
 	TypeResign Type = "resign"
 	// TypeStale answers a message whose term is older than the receiver's:
 	// Term is the receiver's term and Candidate its leader (0 if none).

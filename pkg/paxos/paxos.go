@@ -145,8 +145,8 @@ type Machine struct {
 	upSince    int
 
 	// Follower and candidate.
-	heard   int    // tick the leader, or a higher node's campaign, was last heard
-	wait    int    // ticks until the next campaign; 0: none scheduled
+	heard    int    // tick the leader, or a higher node's campaign, was last heard
+	wait     int    // ticks until the next campaign; 0: none scheduled
 	blocked  uint64 // the holder of the lease that stalled our campaign
 	released uint64 // the last node heard releasing its lease
 }

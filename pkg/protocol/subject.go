@@ -35,6 +35,8 @@ const (
 	KindResign      = "resign"
 	KindNode        = "node"
 	KindQuery       = "query"
+	KindPrepare     = "prepare"
+	KindPropose     = "propose"
 )
 
 var clusterName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

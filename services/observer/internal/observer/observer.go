@@ -56,6 +56,11 @@ import (
 // are dropped and counted, never blocking NATS delivery.
 const liveInbox = 4096
 
+// liveKinds are the kinds of subjects the observer follows live besides
+// the stream: leader announcements (for the order of events), heartbeats,
+// resigns, and Paxos proposals (a leader's lease renewals).
+var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose}
+
 // missingGrace is how long a term heard in heartbeats may stay unrecorded
 // before the observer asks its leader for the announcement: long enough
 // for the stream to deliver its backlog first, so that leaderships are
@@ -175,23 +180,25 @@ func (o *Observer) Run(ctx context.Context) error {
 		o.connected(true)
 	}
 
-	// One subscription for every broadcast kind keeps the messages of
-	// one publisher in order (an announcement before its heartbeats).
+	// Only the subjects the observer records: a subscription to every
+	// subject would include each cluster's query subject, and a request
+	// there for a cluster with no leader would wait for its time-out
+	// instead of failing at once with "no responders". The messages of the
+	// kinds go to one queue; their order across subjects does not matter
+	// (terms order them).
 	live := make(chan liveMsg, liveInbox)
-	if _, err := nc.Subscribe(protocol.Root+".*.*", func(m *nats.Msg) {
-		kind := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-		if kind != protocol.KindLeader && kind != protocol.KindHeartbeat && kind != protocol.KindResign {
-			return
+	for _, kind := range liveKinds {
+		if _, err := nc.Subscribe(protocol.Root+".*."+kind, func(m *nats.Msg) {
+			select {
+			case live <- liveMsg{subject: m.Subject, data: m.Data, sig: m.Header.Get(protocol.SignatureHeader), at: o.now()}:
+			default:
+				o.metrics.live.WithLabelValues(kind, "dropped").Inc()
+			}
+		}); err != nil {
+			nc.Close()
+			ln.Close()
+			return fmt.Errorf("observer: subscribe: %w", err)
 		}
-		select {
-		case live <- liveMsg{subject: m.Subject, data: m.Data, sig: m.Header.Get(protocol.SignatureHeader), at: o.now()}:
-		default:
-			o.metrics.live.WithLabelValues(kind, "dropped").Inc()
-		}
-	}); err != nil {
-		nc.Close()
-		ln.Close()
-		return fmt.Errorf("observer: subscribe: %w", err)
 	}
 
 	// Answers to the observer's queries for leaderships it missed.
@@ -473,7 +480,7 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 		var a protocol.Announcement
 		a, err = protocol.ReadAnnouncement(o.secret, cluster, m.data, m.sig)
 		node, term = a.Leader, a.Term
-	case protocol.KindHeartbeat, protocol.KindResign:
+	case protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose:
 		var msg protocol.Message
 		if msg, err = protocol.Decode(m.data); err == nil && len(o.secret) > 0 {
 			err = protocol.Verify(o.secret, m.subject, m.data, m.sig)
@@ -484,6 +491,13 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 		node, term = msg.From, msg.Term
 		if err == nil && kind == protocol.KindHeartbeat && term == 0 {
 			err = errors.New("heartbeat without a term")
+		}
+		if err == nil && kind == protocol.KindPropose {
+			if msg.Candidate != msg.From {
+				return // a proposal not yet accepted: no leader yet
+			}
+			// A Paxos leader's lease renewal is its heartbeat.
+			kind = protocol.KindHeartbeat
 		}
 	}
 	if err != nil {

@@ -34,7 +34,7 @@ const (
 	secret          = "e2e-secret"
 )
 
-var algorithms = []string{"bully", "ring"}
+var algorithms = []string{"bully", "ring", "paxos"}
 
 // images are built once per test binary.
 var (
@@ -291,10 +291,11 @@ func (d *deployment) startAll(reqs []testcontainers.GenericContainerRequest) []t
 
 // status is a node's GET /status.
 type status struct {
-	ID     uint64  `json:"id"`
-	Leader *uint64 `json:"leader"`
-	Term   uint64  `json:"term"`
-	State  string  `json:"state"`
+	ID               uint64  `json:"id"`
+	Leader           *uint64 `json:"leader"`
+	Term             uint64  `json:"term"`
+	State            string  `json:"state"`
+	LeaseRemainingMS *int64  `json:"lease_remaining_ms"`
 }
 
 // leadership is one record of the observer's history.

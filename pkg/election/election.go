@@ -267,6 +267,11 @@ type Config struct {
 	// the last announcement kept by the cluster). The zero value is a node
 	// that never ran.
 	State HardState
+	// Restored tells that State was read from this node's own stable
+	// storage, written by an earlier run; false for a node whose storage
+	// is new (it may be a replacement that lost it), which therefore
+	// cannot know what it promised or granted before.
+	Restored bool
 	// Incarnation identifies this run of the node, as its messages carry
 	// it (protocol.Message.Inc): Paxos tells a leader from another process
 	// with its ID by it. Zero when unknown.

@@ -335,6 +335,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	}
 	cfg := n.cfg.Election
 	cfg.State = state
+	cfg.Restored = saved.Version != 0 // state.json existed
 	cfg.Incarnation = inc
 	machine, err := newMachine(n.cfg.Algorithm, cfg)
 	if err != nil {

@@ -65,7 +65,10 @@
 // state), so a restarted acceptor never breaks a promise. Neither the time
 // of a grant nor its release is stored (a release is not worth a write on
 // the path of a hand-over): an acceptor restarted after accepting a
-// proposal promises nothing for L+1 ticks, in case its grant still holds.
+// proposal promises nothing for L+1 ticks, in case its grant still holds;
+// so does one whose storage is new, since it may be a replacement that
+// lost the storage of an earlier run. Only a node whose own storage says
+// it never accepted anything promises at once.
 //
 // A leader hands over without waiting for its lease to run out: it stops
 // acting as leader first, then broadcasts Resign for its ballot, on which
@@ -120,9 +123,10 @@ type round struct {
 
 // Machine is one node running Paxos. It implements election.Machine.
 type Machine struct {
-	c   *core.Core
-	inc uint64 // this run's incarnation
-	now int    // ticks since New
+	c        *core.Core
+	inc      uint64 // this run's incarnation
+	restored bool   // its state came from its own disk
+	now      int    // ticks since New
 
 	// Acceptor.
 	grantUntil  int    // tick at which the grant of the accepted proposal ends; 0: none
@@ -163,7 +167,7 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{c: c, inc: cfg.Incarnation}, nil
+	return &Machine{c: c, inc: cfg.Incarnation, restored: cfg.Restored}, nil
 }
 
 // Start begins the node's life: a node that comes back campaigns at once,
@@ -173,7 +177,9 @@ func (m *Machine) Start() {
 	if m.c.Left() {
 		return
 	}
-	if m.c.Acceptor().Accepted != 0 {
+	if !m.restored || m.c.Acceptor().Accepted != 0 {
+		// It may have granted a lease it no longer knows the time of, or
+		// (with storage of its own that is new) at all.
 		m.restartWait = m.now + m.c.Timing().LeaseTicks + 1
 	}
 	m.heard = m.now

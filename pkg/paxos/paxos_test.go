@@ -16,7 +16,7 @@ var timing = election.DefaultTiming(len(members))
 
 func newNode(t *testing.T, id uint64, state election.HardState) *Machine {
 	t.Helper()
-	m, err := New(election.Config{ID: id, Members: members, Timing: timing, State: state, Incarnation: 100 + id})
+	m, err := New(election.Config{ID: id, Members: members, Timing: timing, State: state, Restored: true, Incarnation: 100 + id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,5 +349,25 @@ func TestMinorityNeverLeads(t *testing.T) {
 		if m.Status().Role == election.Leader {
 			t.Fatalf("leader with two of five members")
 		}
+	}
+}
+
+// A node whose storage is new may be a replacement that lost what it
+// granted: it waits a lease before promising, like a restarted acceptor.
+func TestNewStorageWaits(t *testing.T) {
+	m, err := New(election.Config{ID: 2, Members: members, Timing: timing, Incarnation: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	m.Ready()
+	m.Step(msg(protocol.TypePrepare, 9, 0, 5))
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"nack→9:0"}) {
+		t.Errorf("new storage, at once: got %v, want a nack", got)
+	}
+	ticks(m, timing.LeaseTicks+1)
+	m.Step(msg(protocol.TypePrepare, 9, 0, 10))
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"promise→9:10"}) {
+		t.Errorf("new storage, a lease later: got %v, want a promise", got)
 	}
 }

@@ -256,16 +256,23 @@ func (m *Machine) onElection(msg protocol.Message) {
 	case candidate == id:
 		if m.participating {
 			m.win()
+		} else if m.c.Role() == election.Leader {
+			// A copy of a round this node has already won went round
+			// again: it must not claim again, but the nodes it passed are
+			// participating, and its heartbeat ends that.
+			m.reassert()
 		}
-		// Otherwise a copy of a round this node has already won, or of one
-		// it gave up: it must not claim again.
+		// Otherwise a copy of a round it gave up: it must not claim.
 	case m.c.Role() == election.Leader && candidate < id:
 		// A leader re-asserts itself at once, as Bully's does: its own ID
 		// would win the round anyway.
 		m.reassert()
-	case !m.participating && candidate == m.c.Leader():
+	case !m.participating && candidate == m.c.Leader() && msg.Term < m.c.Term():
 		// A copy of the round that elected our leader, late or resent:
-		// passing it on would start that election over again.
+		// passing it on would start that election over again. Such a copy
+		// carries a term below our leader's, claimed after it went round;
+		// a round of our leader at its term or above is a new one (it
+		// restarted and lost its leadership).
 	case !m.participating:
 		if m.c.Role() != election.Leader {
 			// A leader passes a higher candidate on but goes on leading

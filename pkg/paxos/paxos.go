@@ -170,9 +170,12 @@ func New(cfg election.Config) (*Machine, error) {
 	return &Machine{c: c, inc: cfg.Incarnation, restored: cfg.Restored}, nil
 }
 
-// Start begins the node's life: a node that comes back campaigns at once,
-// and if it is the highest live ID it takes over. An acceptor restarted
-// with a grant it may still hold promises nothing for a lease first.
+// Start begins the node's life: a node that comes back holds an election
+// at once if it is the highest live ID, and takes over; a lower one defers
+// by (r+1)·T, as after a leader's failure, and backs off when it hears a
+// higher node campaign or lead (at a cold start, the highest starts and
+// the others need not). An acceptor restarted with a grant it may still
+// hold promises nothing for a lease first.
 func (m *Machine) Start() {
 	if m.c.Left() {
 		return
@@ -183,7 +186,7 @@ func (m *Machine) Start() {
 		m.restartWait = m.now + m.c.Timing().LeaseTicks + 1
 	}
 	m.heard = m.now
-	m.campaign()
+	m.suspect()
 }
 
 // quorum is the size of a majority of the members.
@@ -468,6 +471,9 @@ func (m *Machine) propose() {
 func (m *Machine) onPropose(msg protocol.Message) {
 	reply := m.acceptPropose(msg.From, msg.Inc, msg.Term)
 	reply.To, reply.Seq = msg.From, msg.Seq
+	if reply.Type == protocol.TypeAccepted {
+		reply.Candidate = msg.Candidate // a renewal's acceptance says so
+	}
 	m.c.Send(reply)
 	if msg.Candidate == 0 {
 		return
@@ -571,6 +577,8 @@ func (m *Machine) onNack(msg protocol.Message) {
 		m.backOff() // a higher node's ballot
 	case msg.Term > m.ballot:
 		m.wait = min(m.wait, m.c.Timing().AnswerTicks) // a lower node's ballot: outbid it
+	case msg.Wait > 0:
+		m.wait = min(m.wait, msg.Wait+1) // a restarted acceptor, waiting a lease
 	}
 }
 

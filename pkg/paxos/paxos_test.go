@@ -286,6 +286,7 @@ func TestHandOverToHigherNode(t *testing.T) {
 	m := newNode(t, 8, election.HardState{})
 	m.Start()
 	m.Ready()
+	ticks(m, 2*timing.AnswerTicks) // it defers for 9, which might be up
 	for _, id := range []uint64{2, 4} {
 		m.Step(msg(protocol.TypePromise, id, 8, 4))
 	}
@@ -312,10 +313,27 @@ func TestHandOverToHigherNode(t *testing.T) {
 // A lower candidate told that a higher node holds a lease backs off; told
 // that a lower one does, it tries again when that lease ends at the
 // latest.
-func TestCandidateBacksOff(t *testing.T) {
-	m := newNode(t, 4, election.HardState{})
+// campaigning returns node id once it has started campaigning: after
+// deferring for the higher members that might be up.
+func campaigning(t *testing.T, id uint64) *Machine {
+	t.Helper()
+	m := newNode(t, id, election.HardState{})
 	m.Start()
+	for range 10 * timing.AnswerTicks {
+		if m.phase == preparing {
+			break
+		}
+		m.Tick()
+	}
+	if m.phase != preparing {
+		t.Fatalf("node %d never campaigned", id)
+	}
 	m.Ready()
+	return m
+}
+
+func TestCandidateBacksOff(t *testing.T) {
+	m := campaigning(t, 4)
 	nack := msg(protocol.TypeNack, 2, 4, 0)
 	nack.Term, nack.Candidate, nack.Wait = 0, 9, 7
 	nack.Term = 1
@@ -323,9 +341,7 @@ func TestCandidateBacksOff(t *testing.T) {
 	if m.phase != idle || m.wait != timing.CoordinatorTicks {
 		t.Errorf("nack naming a higher holder: phase %v wait %d, want idle, waiting %d", m.phase, m.wait, timing.CoordinatorTicks)
 	}
-	m = newNode(t, 8, election.HardState{})
-	m.Start()
-	m.Ready()
+	m = campaigning(t, 8)
 	nack.To, nack.Candidate = 8, 2
 	m.Step(nack)
 	if m.phase != preparing || m.wait != 8 {

@@ -37,6 +37,19 @@ const MaxTerm uint64 = 1 << 62
 // rounds, so no valid message comes near it.
 const MaxHops = 1 << 20
 
+// Steady reports whether m is part of a quiet cluster's steady traffic
+// rather than of an election: a heartbeat, or a Paxos leader's lease
+// renewal (a Propose naming its leader) and its acceptances.
+func Steady(m Message) bool {
+	switch m.Type {
+	case TypeHeartbeat:
+		return true
+	case TypePropose, TypeAccepted:
+		return m.Candidate != 0
+	}
+	return false
+}
+
 // MaxWait bounds the Wait of a Paxos Nack, in ticks.
 const MaxWait = 1 << 20
 
@@ -88,7 +101,8 @@ const (
 	// holds the lease, 0 before.
 	TypePropose Type = "propose"
 	// TypeAccepted is phase 2b, to the proposer: the sender accepted round
-	// Seq of ballot Term.
+	// Seq of ballot Term; Candidate echoes the Propose's (a renewal's
+	// acceptance names the leader).
 	TypeAccepted Type = "accepted"
 	// TypeNack refuses a Prepare or a Propose: Term is the ballot the
 	// sender has promised; Candidate, if not 0, holds a lease the sender
@@ -316,9 +330,14 @@ func Validate(m Message, members []uint64) error {
 		if m.Type == TypePropose && m.Candidate != 0 && m.Candidate != m.From {
 			return reject(ReasonInvalidField, "propose names %d as its leader, not its sender %d", m.Candidate, m.From)
 		}
-	case TypePromise, TypeAccepted, TypeNack:
+	case TypePromise, TypeAccepted:
 		if m.To == 0 || m.Term == 0 {
 			return reject(ReasonInvalidField, "%s needs a receiver and a ballot", m.Type)
+		}
+	case TypeNack:
+		// Its Term is the ballot the sender promised: 0 if none yet.
+		if m.To == 0 {
+			return reject(ReasonInvalidField, "nack needs a receiver")
 		}
 	}
 	if m.Type != TypePromise && m.Prior != 0 {

@@ -20,7 +20,10 @@ import (
 // one that starts says so before it announces); send the messages;
 // announce a claim. It returns an error only if the state could not be
 // stored; then nothing of this Ready has left the process.
-func (n *Node) apply() error {
+func (n *Node) apply() error { return n.applyReady(false) }
+
+// applyReady is apply; with catchingUp, no message is sent (see advance).
+func (n *Node) applyReady(catchingUp bool) error {
 	rd := n.machine.Ready()
 	if rd.State != nil {
 		if err := n.store.write(stored{HardState: *rd.State, Incarnation: n.stamp.Incarnation()}); err != nil {
@@ -38,6 +41,10 @@ func (n *Node) apply() error {
 	}
 	n.show(st)
 	for _, m := range rd.Messages {
+		if catchingUp {
+			n.log.Debug("not sent, out of date after a stall", "msg", m)
+			continue
+		}
 		n.log.Debug("send", "msg", m)
 		n.publish(m)
 	}

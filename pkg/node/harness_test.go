@@ -63,6 +63,8 @@ type cluster struct {
 	// data holds each node's data directory, so that a node restarted by
 	// the test finds its state again; created by start when nil.
 	data map[uint64]string
+	// timing replaces testTiming when not zero.
+	timing election.Timing
 }
 
 // dataDir is node id's data directory, the same for every start of it.
@@ -80,10 +82,14 @@ func (c *cluster) dataDir(t *testing.T, id uint64) string {
 func (c *cluster) start(t *testing.T, id uint64) *running {
 	t.Helper()
 	nc := connect(t, c.url)
+	timing := testTiming
+	if c.timing != (election.Timing{}) {
+		timing = c.timing
+	}
 	n, err := New(nc, Config{
 		Cluster:   c.name,
 		Algorithm: c.algorithm,
-		Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},
+		Election:  election.Config{ID: id, Members: c.members, Timing: timing},
 		DataDir:   c.dataDir(t, id),
 		Secret:    c.secret,
 		Logger:    testLogger().With("node", id, "cluster", c.name),

@@ -435,10 +435,18 @@ func (n *Node) queued() (event, bool) {
 }
 
 // advance gives the machine every tick that fell due up to t.
+//
+// After a stall (a paused process, a long garbage collection) that is many
+// ticks at once: the machine keeps its timing, but only the messages of the
+// last tick leave. Those of the ticks before would repeat them, out of
+// date (a heartbeat every interval of the stall, a campaign at every
+// time-out that fell in it); dropping them is the same to the cluster as
+// losing them, which the algorithms tolerate.
 func (n *Node) advance(clock *ticker, t time.Time) error {
-	for range clock.advance(t) {
+	k := clock.advance(t)
+	for i := range k {
 		n.machine.Tick()
-		if err := n.apply(); err != nil {
+		if err := n.applyReady(i < k-1); err != nil {
 			return err
 		}
 	}

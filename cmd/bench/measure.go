@@ -105,7 +105,7 @@ func (w *wire) handle(m *nats.Msg) {
 		}
 		return
 	}
-	if msg, err := protocol.Decode(m.Data); err == nil && isHeartbeat(msg) {
+	if msg, err := protocol.Decode(m.Data); err == nil && protocol.Steady(msg) {
 		return
 	}
 	w.messages++
@@ -439,19 +439,4 @@ func (e *environment) sumMetric(ctx context.Context, nodes []*localcluster.Node,
 		sum += m.Sum(name)
 	}
 	return sum, found
-}
-
-// isHeartbeat reports whether m is part of a quiet cluster's steady
-// traffic rather than of an election: a heartbeat, or a Paxos leader's
-// lease renewal (a Propose naming its leader) and its acceptances.
-func isHeartbeat(m protocol.Message) bool {
-	switch m.Type {
-	case protocol.TypeHeartbeat:
-		return true
-	case protocol.TypePropose:
-		return m.Candidate != 0
-	case protocol.TypeAccepted:
-		return m.Seq > 1
-	}
-	return false
 }

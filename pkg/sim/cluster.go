@@ -21,6 +21,11 @@ type Network struct {
 	// takes a delay drawn uniformly from [MinDelay, MaxDelay], so copies
 	// overtake each other. MinDelay is at least 1.
 	MinDelay, MaxDelay int
+	// Long is the probability that a copy is delayed far beyond MaxDelay
+	// instead, by up to LongDelay ticks (a congested link, a stalled
+	// server).
+	Long      float64
+	LongDelay int
 	// Loss is the probability that a copy is lost.
 	Loss float64
 	// Duplicate is the probability that a copy is delivered twice (each
@@ -46,6 +51,15 @@ type Config struct {
 	Timing election.Timing
 	// Factory builds the machines.
 	Factory Factory
+	// Leases says the algorithm keeps leaders exclusive in time with
+	// leases (Paxos): the cluster then also checks that at no instant do
+	// two nodes report leader (a node reports leader while its status says
+	// so and its own clock has not reached its LeaseUntil), and that a
+	// node claims only with a majority on its side of a partition.
+	Leases bool
+	// Rates are the rates of the nodes' clocks, in parts per million of
+	// real time (1_000_000 runs true); a node not listed runs true.
+	Rates map[uint64]int64
 	// Rand is the only source of randomness of the cluster.
 	Rand *rand.Rand
 	// Network is the initial network.
@@ -54,33 +68,46 @@ type Config struct {
 	Trace io.Writer
 }
 
-// MaxInFlight bounds the copies in flight. A cluster of a few nodes never
-// needs more than a few hundred; more means the machines multiply messages
-// without end, which is reported as a violation.
-const MaxInFlight = 5000
+// ppm is one tick of a node's clock, in the units of Config.Rates.
+const ppm = 1_000_000
+
+// MaxInFlight bounds the copies in flight for n members. A cluster never
+// needs more than a few rounds of broadcasts to every member in flight at
+// once; more means the machines multiply messages without end, which is
+// reported as a violation.
+func MaxInFlight(n int) int { return 5000 + 20*n*n }
 
 // ErrInvariant is wrapped by every invariant violation.
 var ErrInvariant = errors.New("sim: invariant violated")
 
-// Cluster is a simulated cluster: the real machines, a fake clock and a
-// fake network. It is not safe for concurrent use.
+// Cluster is a simulated cluster: the real machines, fake clocks, fake
+// disks and a fake network. It is not safe for concurrent use.
 type Cluster struct {
 	rng     *rand.Rand
 	factory Factory
 	members []uint64 // sorted
 	timing  election.Timing
+	leases  bool
 	net     Network
 	trace   io.Writer
+	limit   int // MaxInFlight
 
 	now    int
 	nodes  []*node // in the order of members
 	queue  queue
 	seq    uint64
 	groups map[uint64]int // partition group of each member; all 0 when healed
+	split  int            // tick the current partition started, -1 when healed
 
-	claims  map[uint64]uint64 // term → the node that claimed it
-	leaders map[uint64]uint64 // term → the node seen in role Leader with it
-	err     error
+	announced uint64            // the last term announced: what the stream keeps
+	claims    map[uint64]uint64 // term → the node that claimed it, across incarnations
+	maxClaim  uint64
+	leaders   map[uint64]uint64 // term → the node seen in role Leader with it
+	published int               // messages the machines sent (a broadcast counts once)
+	delivered int               // copies handed to a machine
+	elections int               // elections the machines reported starting
+	backlog   int               // copies handed to nodes when they resumed
+	err       error
 }
 
 type node struct {
@@ -88,9 +115,27 @@ type node struct {
 	m           election.Machine // nil while down
 	incarnation int
 	status      election.Status
+	rate        int64 // clock rate, ppm
+	clock       int64 // this incarnation's clock, in ppm, advanced in real time
+	given       int   // ticks given to the machine
+	paused      bool
+	backlog     []*event // copies that arrived while paused
+	disk        *election.HardState
+	floor       uint64 // the term on its disk when it started
+	prepared    int    // tick it last sent a Paxos Prepare
+	claimed     uint64 // the highest term it claimed, in any incarnation
 }
 
 func (n *node) up() bool { return n.m != nil }
+
+// reports is whether n reports itself leader now: its status says so and,
+// with a lease, its own clock has not reached the lease's end.
+func (n *node) reports() bool {
+	if !n.up() || n.status.Role != election.Leader {
+		return false
+	}
+	return n.status.LeaseUntil == 0 || n.clock/ppm < int64(n.status.LeaseUntil)
+}
 
 // New returns a cluster whose nodes are all down; Start brings them up.
 func New(cfg Config) (*Cluster, error) {
@@ -104,8 +149,11 @@ func New(cfg Config) (*Cluster, error) {
 		factory: cfg.Factory,
 		members: members,
 		timing:  cfg.Timing,
+		leases:  cfg.Leases,
 		trace:   cfg.Trace,
+		limit:   MaxInFlight(len(members)),
 		groups:  make(map[uint64]int),
+		split:   -1,
 		claims:  make(map[uint64]uint64),
 		leaders: make(map[uint64]uint64),
 	}
@@ -113,26 +161,41 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	for _, id := range members {
-		c.nodes = append(c.nodes, &node{id: id})
+		rate := int64(ppm)
+		if r, ok := cfg.Rates[id]; ok {
+			rate = r
+		}
+		if rate <= 0 {
+			return nil, fmt.Errorf("sim: clock rate of %d must be positive, got %d", id, rate)
+		}
+		c.nodes = append(c.nodes, &node{id: id, rate: rate})
 	}
 	// Check the configuration once, so that Start cannot fail later.
 	if len(members) > 0 {
-		if _, err := cfg.Factory(c.config(members[0])); err != nil {
+		if _, err := cfg.Factory(c.config(c.nodes[0])); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
 }
 
-func (c *Cluster) config(id uint64) election.Config {
-	return election.Config{ID: id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(c.node(id).incarnation)}
+// config is the configuration of n's next incarnation: its disk, raised by
+// the term of the last announcement (as the runtime reads it from the
+// stream before it starts the machine).
+func (c *Cluster) config(n *node) election.Config {
+	cfg := election.Config{ID: n.id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(n.incarnation)}
+	if n.disk != nil {
+		cfg.State, cfg.Restored = *n.disk, true
+	}
+	cfg.State.MaxTerm = max(cfg.State.MaxTerm, c.announced)
+	return cfg
 }
 
 // SetNetwork changes how later copies are treated; copies in flight keep
 // their delay.
 func (c *Cluster) SetNetwork(n Network) error {
-	if n.MinDelay < 1 || n.MaxDelay < n.MinDelay {
-		return fmt.Errorf("sim: delays must satisfy 1 <= MinDelay <= MaxDelay: %+v", n)
+	if n.MinDelay < 1 || n.MaxDelay < n.MinDelay || (n.Long > 0 && n.LongDelay < n.MaxDelay) {
+		return fmt.Errorf("sim: delays must satisfy 1 <= MinDelay <= MaxDelay <= LongDelay: %+v", n)
 	}
 	c.net = n
 	return nil
@@ -141,20 +204,58 @@ func (c *Cluster) SetNetwork(n Network) error {
 // Members returns the sorted membership.
 func (c *Cluster) Members() []uint64 { return slices.Clone(c.members) }
 
-// Now is the current tick.
+// Now is the current tick of real time.
 func (c *Cluster) Now() int { return c.now }
 
 // Err returns the first invariant violation, or nil.
 func (c *Cluster) Err() error { return c.err }
 
-// Up reports whether node id is running.
+// Up reports whether node id is running (paused or not).
 func (c *Cluster) Up(id uint64) bool { return c.node(id).up() }
+
+// Paused reports whether node id is paused.
+func (c *Cluster) Paused(id uint64) bool { return c.node(id).paused }
 
 // Status returns node id's view and whether it is running.
 func (c *Cluster) Status(id uint64) (election.Status, bool) {
 	n := c.node(id)
 	return n.status, n.up()
 }
+
+// Messages returns how many election messages the machines have sent (a
+// broadcast counts once) and how many copies of them they have been
+// handed; the steady traffic of a quiet cluster (protocol.Steady) is not
+// counted.
+func (c *Cluster) Messages() (published, delivered int) { return c.published, c.delivered }
+
+// MaxClaimedByRunning is the highest term claimed, in any incarnation, by
+// a node that runs now: what the survivors' disks keep of the past.
+func (c *Cluster) MaxClaimedByRunning() uint64 {
+	var top uint64
+	for _, n := range c.nodes {
+		if n.up() {
+			top = max(top, n.claimed)
+		}
+	}
+	return top
+}
+
+// Backlog is how many copies nodes found waiting when they resumed from a
+// pause.
+func (c *Cluster) Backlog() int { return c.backlog }
+
+// InFlight is how many copies are on the network now.
+func (c *Cluster) InFlight() int { return len(c.queue) }
+
+// Claims is how many terms have been claimed.
+func (c *Cluster) Claims() int { return len(c.claims) }
+
+// Elections is how many elections the machines have reported starting
+// (election.ElectionStarted), every node counted.
+func (c *Cluster) Elections() int { return c.elections }
+
+// MaxClaimed is the highest term ever claimed.
+func (c *Cluster) MaxClaimed() uint64 { return c.maxClaim }
 
 func (c *Cluster) node(id uint64) *node {
 	i, ok := slices.BinarySearch(c.members, id)
@@ -180,41 +281,83 @@ func (c *Cluster) fail(format string, args ...any) {
 	}
 }
 
-// Start brings node id up as a brand-new machine (its state, if it ran
-// before, is lost) and calls its Start. A running node is crashed first.
+// Start brings node id up as a brand-new machine that restarts from its
+// disk (its other state, if it ran before, is lost) and calls its Start.
+// A running node is crashed first.
 func (c *Cluster) Start(id uint64) {
 	n := c.node(id)
 	if n.up() {
 		c.Crash(id)
 	}
 	n.incarnation++
-	m, err := c.factory(c.config(id))
+	cfg := c.config(n)
+	m, err := c.factory(cfg)
 	if err != nil {
 		panic(err) // the configuration was checked in New
 	}
-	n.m = m
+	n.m, n.clock, n.given, n.paused, n.backlog = m, 0, 0, false, nil
+	n.floor = cfg.State.Term
 	n.status = m.Status()
-	c.logf("start %d (incarnation %d)", id, n.incarnation)
+	c.logf("start %d (incarnation %d, from term %d max %d)", id, n.incarnation, cfg.State.Term, cfg.State.MaxTerm)
 	m.Start()
 	c.collect(n)
 }
 
 // Crash stops node id at once; copies addressed to it are dropped until it
-// starts again.
+// starts again. Its disk keeps what it stored.
 func (c *Cluster) Crash(id uint64) {
 	n := c.node(id)
 	if !n.up() {
 		return
 	}
-	n.m = nil
+	n.m, n.paused, n.backlog = nil, false, nil
 	c.logf("crash %d", id)
+}
+
+// WipeDisk loses what node id stored, as a replacement in a new container
+// would; it takes effect at its next Start.
+func (c *Cluster) WipeDisk(id uint64) {
+	c.node(id).disk = nil
+	c.logf("wipe the disk of %d", id)
+}
+
+// Pause stops node id without losing anything: it gets no ticks and
+// handles no copies, which queue up, until Resume. Its clock goes on.
+func (c *Cluster) Pause(id uint64) {
+	n := c.node(id)
+	if n.up() && !n.paused {
+		n.paused = true
+		c.logf("pause %d", id)
+	}
+}
+
+// Resume resumes a paused node as its runtime would: first the ticks of
+// its clock that passed while it was paused, then the copies that arrived
+// meanwhile, in order.
+func (c *Cluster) Resume(id uint64) {
+	n := c.node(id)
+	if !n.paused {
+		return
+	}
+	n.paused = false
+	c.logf("resume %d with %d copies waiting", id, len(n.backlog))
+	c.tickNode(n)
+	backlog := n.backlog
+	n.backlog = nil
+	c.backlog += len(backlog)
+	for _, e := range backlog {
+		if !n.up() || n.paused {
+			return
+		}
+		c.deliverTo(n, e)
+	}
 }
 
 // Resign makes node id leave cleanly: its machine resigns, its last
 // messages are sent, and then the process is gone.
 func (c *Cluster) Resign(id uint64) {
 	n := c.node(id)
-	if !n.up() {
+	if !n.up() || n.paused {
 		return
 	}
 	c.logf("resign %d", id)
@@ -234,6 +377,7 @@ func (c *Cluster) Partition(groups ...[]uint64) {
 			c.groups[id] = i + 1
 		}
 	}
+	c.split = c.now
 	c.logf("partition %v", groups)
 }
 
@@ -242,6 +386,7 @@ func (c *Cluster) Heal() {
 	for _, id := range c.members {
 		c.groups[id] = 0
 	}
+	c.split = -1
 	c.logf("heal")
 }
 
@@ -252,18 +397,36 @@ func (c *Cluster) Run(ticks int) {
 	}
 }
 
-// Tick advances the clock by one tick: it delivers every copy due, in the
-// order they were sent, and then ticks every running node in ID order.
+// Tick advances real time by one tick: it advances every running node's
+// clock by its rate, in ID order, giving its machine the ticks it
+// completed, and then delivers every copy due, in the order they were
+// sent. So, as with the runtime, a machine gets the ticks due before a
+// message arrives before the message.
 func (c *Cluster) Tick() {
 	c.now++
+	for _, n := range c.nodes {
+		if !n.up() {
+			continue
+		}
+		n.clock += n.rate
+		if !n.paused {
+			c.tickNode(n)
+		}
+	}
 	for len(c.queue) > 0 && c.queue[0].at <= c.now {
 		c.handle(heap.Pop(&c.queue).(*event))
 	}
-	for _, n := range c.nodes {
-		if n.up() {
-			n.m.Tick()
-			c.collect(n)
-		}
+	c.checkExclusive()
+}
+
+// tickNode gives n's machine every tick its clock has completed. As the
+// runtime does after a stall, of many ticks at once only the messages of
+// the last tick leave.
+func (c *Cluster) tickNode(n *node) {
+	for n.up() && !n.paused && int64(n.given) < n.clock/ppm {
+		n.given++
+		n.m.Tick()
+		c.collectTick(n, int64(n.given) < n.clock/ppm)
 	}
 }
 
@@ -277,7 +440,7 @@ func (c *Cluster) Agreement() (leader, term uint64, ok bool) {
 			top = n
 		}
 	}
-	if top == nil || top.status.Role != election.Leader || top.status.Leader != top.id {
+	if top == nil || !top.reports() || top.status.Leader != top.id {
 		return 0, 0, false
 	}
 	leader, term = top.id, top.status.Term
@@ -312,7 +475,7 @@ type event struct {
 func (c *Cluster) handle(e *event) {
 	n := c.node(e.to)
 	if e.kind == unreachable {
-		if n.up() && n.incarnation == e.inc {
+		if n.up() && !n.paused && n.incarnation == e.inc {
 			c.logf("unreachable %d told to %d", e.msg.To, e.to)
 			n.m.Unreachable(e.msg.To)
 			c.collect(n)
@@ -330,17 +493,26 @@ func (c *Cluster) handle(e *event) {
 		}
 	case c.groups[e.msg.From] != c.groups[e.to]:
 		c.logf("drop %v at %d: partitioned", e.msg, e.to)
+	case n.paused:
+		n.backlog = append(n.backlog, e)
 	default:
-		c.logf("deliver %v hops=%d at %d", e.msg, e.msg.Hops, e.to)
-		n.m.Step(e.msg)
-		c.collect(n)
+		c.deliverTo(n, e)
 	}
 }
 
+func (c *Cluster) deliverTo(n *node, e *event) {
+	c.logf("deliver %v hops=%d at %d", e.msg, e.msg.Hops, n.id)
+	if !protocol.Steady(e.msg) {
+		c.delivered++
+	}
+	n.m.Step(e.msg)
+	c.collect(n)
+}
+
 func (c *Cluster) push(e *event) {
-	if len(c.queue) >= MaxInFlight {
-		if len(c.queue) == MaxInFlight {
-			c.fail("more than %d copies in flight: a message storm", MaxInFlight)
+	if len(c.queue) >= c.limit {
+		if len(c.queue) == c.limit {
+			c.fail("more than %d copies in flight: a message storm", c.limit)
 		}
 		return
 	}
@@ -361,16 +533,48 @@ func (c *Cluster) send(m protocol.Message, to uint64) {
 	}
 	for range copies {
 		delay := c.net.MinDelay + c.rng.IntN(c.net.MaxDelay-c.net.MinDelay+1)
+		if c.net.Long > 0 && c.rng.Float64() < c.net.Long {
+			delay = c.net.MaxDelay + 1 + c.rng.IntN(c.net.LongDelay-c.net.MaxDelay)
+		}
 		c.push(&event{at: c.now + delay, kind: deliver, to: to, msg: m})
 	}
 }
 
-// collect takes what node n wants done, sends its messages, and checks the
+// quorum is a majority of the members.
+func (c *Cluster) quorum() int { return len(c.members)/2 + 1 }
+
+// side is how many members are on id's side of the current partition.
+func (c *Cluster) side(id uint64) int {
+	k := 0
+	for _, m := range c.members {
+		if c.groups[m] == c.groups[id] {
+			k++
+		}
+	}
+	return k
+}
+
+// collect takes what node n wants done, stores its hard state on its disk
+// before sending its messages (as the runtime does), and checks the
 // invariants that n's step could have broken.
-func (c *Cluster) collect(n *node) {
+func (c *Cluster) collect(n *node) { c.collectTick(n, false) }
+
+// collectTick is collect; with catchingUp, no message is sent.
+func (c *Cluster) collectTick(n *node, catchingUp bool) {
 	rd := n.m.Ready()
 	st := n.m.Status()
+	if rd.State != nil {
+		if err := rd.State.Validate(); err != nil {
+			c.fail("node %d stored an invalid state %+v: %v", n.id, *rd.State, err)
+		}
+		disk := *rd.State
+		n.disk = &disk
+	}
 	for _, m := range rd.Messages {
+		if catchingUp {
+			c.logf("not sent, out of date after a stall: %v", m)
+			continue
+		}
 		m.Inc = uint64(n.incarnation) // as the runtime stamps it
 		if m.From != n.id {
 			c.fail("node %d sent a message as %d: %v", n.id, m.From, m)
@@ -379,6 +583,12 @@ func (c *Cluster) collect(n *node) {
 		if err := protocol.Validate(m, c.members); err != nil {
 			c.fail("node %d sent an invalid message %v: %v", n.id, m, err)
 			continue
+		}
+		if !protocol.Steady(m) {
+			c.published++
+		}
+		if m.Type == protocol.TypePrepare {
+			n.prepared = c.now
 		}
 		if m.To != 0 {
 			c.send(m, m.To)
@@ -390,24 +600,25 @@ func (c *Cluster) collect(n *node) {
 			}
 		}
 	}
-	if rd.Claimed != 0 {
-		c.logf("claim %d term %d", n.id, rd.Claimed)
-		if prev, ok := c.claims[rd.Claimed]; ok && prev != n.id {
-			c.fail("term %d claimed by %d and by %d", rd.Claimed, prev, n.id)
-		}
-		c.claims[rd.Claimed] = n.id
-		if st.Role != election.Leader || st.Term != rd.Claimed {
-			c.fail("node %d claimed term %d but its status is %v term %d", n.id, rd.Claimed, st.Role, st.Term)
+	for _, ev := range rd.Events {
+		if ev.Kind == election.ElectionStarted {
+			c.elections++
 		}
 	}
+	if rd.Claimed != 0 {
+		c.claim(n, rd.Claimed, st)
+	}
 	if st != n.status {
-		c.logf("status %d: %v leader=%d term=%d", n.id, st.Role, st.Leader, st.Term)
+		c.logf("status %d: %v leader=%d term=%d lease=%d", n.id, st.Role, st.Leader, st.Term, st.LeaseUntil)
 	}
 	if st.ID != n.id {
 		c.fail("node %d reports ID %d", n.id, st.ID)
 	}
 	if st.Term < n.status.Term {
 		c.fail("node %d: term went back from %d to %d", n.id, n.status.Term, st.Term)
+	}
+	if st.Term < n.floor {
+		c.fail("node %d accepted term %d, below term %d on its disk when it started", n.id, st.Term, n.floor)
 	}
 	if st.Leader != 0 {
 		if _, ok := slices.BinarySearch(c.members, st.Leader); !ok {
@@ -424,6 +635,47 @@ func (c *Cluster) collect(n *node) {
 		c.leaders[st.Term] = n.id
 	}
 	n.status = st
+	c.checkExclusive()
+}
+
+// claim checks a claim of term by n: never claimed before by anyone, in
+// any incarnation; n leads with it; and, with leases, n's side of a
+// partition that began before its campaign holds a majority.
+func (c *Cluster) claim(n *node, term uint64, st election.Status) {
+	c.logf("claim %d term %d", n.id, term)
+	if prev, ok := c.claims[term]; ok {
+		c.fail("term %d claimed twice: by %d and by %d (incarnation %d)", term, prev, n.id, n.incarnation)
+	}
+	c.claims[term] = n.id
+	c.maxClaim = max(c.maxClaim, term)
+	n.claimed = max(n.claimed, term)
+	c.announced = term
+	if st.Role != election.Leader || st.Term != term {
+		c.fail("node %d claimed term %d but its status is %v term %d", n.id, term, st.Role, st.Term)
+	}
+	if c.leases && c.split >= 0 && c.split < n.prepared && c.side(n.id) < c.quorum() {
+		c.fail("node %d claimed term %d on a side of %d of %d members, partitioned since tick %d, before its campaign", n.id, term, c.side(n.id), len(c.members), c.split)
+	}
+}
+
+// checkExclusive checks, for algorithms with leases, that at most one node
+// reports leader now.
+func (c *Cluster) checkExclusive() {
+	if !c.leases {
+		return
+	}
+	var first *node
+	for _, n := range c.nodes {
+		if !n.reports() {
+			continue
+		}
+		if first != nil {
+			c.fail("nodes %d (term %d, lease to tick %d of its clock, now %d) and %d (term %d, lease to %d, now %d) both lead",
+				first.id, first.status.Term, first.status.LeaseUntil, first.clock/ppm, n.id, n.status.Term, n.status.LeaseUntil, n.clock/ppm)
+			return
+		}
+		first = n
+	}
 }
 
 // queue orders events by due tick, then by the order they were sent.

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -8,50 +9,86 @@ import (
 
 	"github.com/baton-election/baton/pkg/bully"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/ring"
 	"github.com/baton-election/baton/pkg/sim"
 )
 
-// defaultSeeds is how many seeds go test runs per algorithm; SIM_SEEDS
-// changes it and SIM_SEED=N runs seed N alone, printing its trace.
-const defaultSeeds = 10000
+// defaultSeeds is how many seeds of small clusters (1 to sim.MaxSmall
+// members) go test runs per algorithm; the larger sizes run a share of it
+// (see sizes). SIM_SEEDS changes it: SIM_SEEDS=100000 is the on-demand
+// run (go tool task sim). SIM_SIZE=n runs one size alone; SIM_SEED=N runs
+// seed N alone (of SIM_SIZE, or small) and prints its trace.
+const defaultSeeds = 2000
 
-func bullyFactory(cfg election.Config) (election.Machine, error) { return bully.New(cfg) }
-func ringFactory(cfg election.Config) (election.Machine, error)  { return ring.New(cfg) }
+// sizes are the cluster sizes of the random runs, with the share of the
+// seeds each gets: 0 is a random small size.
+var sizes = []struct{ n, per int }{{0, 1}, {12, 10}, {25, 30}, {51, 100}, {101, 300}}
 
-func TestRandomBully(t *testing.T) { runSeeds(t, bullyFactory) }
-func TestRandomRing(t *testing.T)  { runSeeds(t, ringFactory) }
+var (
+	bullySpec = sim.Spec{Name: "bully", Factory: func(cfg election.Config) (election.Machine, error) { return bully.New(cfg) }}
+	ringSpec  = sim.Spec{Name: "ring", Factory: func(cfg election.Config) (election.Machine, error) { return ring.New(cfg) }}
+	paxosSpec = sim.Spec{Name: "paxos", Factory: func(cfg election.Config) (election.Machine, error) { return paxos.New(cfg) }, Leases: true}
+)
 
-func runSeeds(t *testing.T, factory sim.Factory) {
-	if s := os.Getenv("SIM_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SIM_SEED=%q: %v", s, err)
-		}
+func TestRandomBully(t *testing.T) { runSeeds(t, bullySpec) }
+func TestRandomRing(t *testing.T)  { runSeeds(t, ringSpec) }
+func TestRandomPaxos(t *testing.T) { runSeeds(t, paxosSpec) }
+
+func envInt(t *testing.T, name string) (int, bool) {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return 0, false
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		t.Fatalf("%s=%q: want a non-negative integer", name, s)
+	}
+	return v, true
+}
+
+func runSeeds(t *testing.T, spec sim.Spec) {
+	size, oneSize := envInt(t, "SIM_SIZE")
+	if seed, ok := envInt(t, "SIM_SEED"); ok {
 		var trace strings.Builder
-		res := sim.RunSeed(seed, factory, &trace)
+		res := sim.RunSeed(uint64(seed), spec, size, &trace)
 		t.Log("\n" + trace.String())
 		if res.Err != nil {
 			t.Fatalf("seed %d: %v", seed, res.Err)
 		}
-		t.Logf("seed %d: converged %d ticks after the quiet phase started (bound %d)", seed, res.Converged, res.Bound)
+		t.Logf("seed %d: converged %d ticks after the quiet phase (bound %d), %d messages (limit %d)", seed, res.Converged, res.Bound, res.Messages, res.MessageLimit)
 		return
 	}
-	seeds := uint64(defaultSeeds)
+	seeds := defaultSeeds
 	if testing.Short() {
-		seeds = 200
+		seeds = 100
 	}
-	if s := os.Getenv("SIM_SEEDS"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SIM_SEEDS=%q: %v", s, err)
-		}
+	if n, ok := envInt(t, "SIM_SEEDS"); ok {
 		seeds = n
 	}
+	for _, sz := range sizes {
+		if oneSize && sz.n != size {
+			continue
+		}
+		count := max(1, seeds/sz.per)
+		if oneSize {
+			count = seeds
+		}
+		runSize(t, spec, sz.n, count)
+	}
+}
+
+// runSize runs count seeds of size n and logs the figures: the slowest
+// convergence, the least margin to the bound, the largest share of the
+// message bound used.
+func runSize(t *testing.T, spec sim.Spec, n, count int) {
+	t.Helper()
 	worst, worstSeed := -1, uint64(0)
 	slack, slackSeed := 1<<30, uint64(0)
-	for seed := uint64(1); seed <= seeds; seed++ {
-		res := sim.RunSeed(seed, factory, nil)
+	ratio, ratioSeed := 0.0, uint64(0)
+	for seed := uint64(1); seed <= uint64(count); seed++ {
+		res := sim.RunSeed(seed, spec, n, nil)
 		if res.Err == nil {
 			if res.Converged > worst {
 				worst, worstSeed = res.Converged, seed
@@ -59,17 +96,33 @@ func runSeeds(t *testing.T, factory sim.Factory) {
 			if res.Bound-res.Converged < slack {
 				slack, slackSeed = res.Bound-res.Converged, seed
 			}
+			if r := float64(res.Messages) / float64(res.MessageLimit); r > ratio {
+				ratio, ratioSeed = r, seed
+			}
 			continue
 		}
 		// Replay with the trace on: the same seed must fail the same way.
 		var trace strings.Builder
-		again := sim.RunSeed(seed, factory, &trace)
-		t.Logf("trace of seed %d:\n%s", seed, trace.String())
+		again := sim.RunSeed(seed, spec, n, &trace)
+		lines := strings.Split(trace.String(), "\n")
+		if len(lines) > 400 {
+			lines = append(lines[:50], append([]string{"..."}, lines[len(lines)-350:]...)...)
+		}
+		t.Logf("trace of seed %d (shortened; replay for all of it):\n%s", seed, strings.Join(lines, "\n"))
 		if again.Err == nil || again.Err.Error() != res.Err.Error() {
 			t.Errorf("seed %d does not replay: got %v, want %v", seed, again.Err, res.Err)
 		}
-		t.Fatalf("seed %d (members %v): %v\nreplay with SIM_SEED=%d go test ./pkg/sim -run '%s' -v", seed, res.Members, res.Err, seed, t.Name())
+		kind := "liveness"
+		if errors.Is(res.Err, sim.ErrInvariant) {
+			kind = "safety"
+		}
+		t.Fatalf("%s, size %d, seed %d (members %v): %s violation: %v\nreplay with SIM_SIZE=%d SIM_SEED=%d go test ./pkg/sim -run '%s' -v",
+			spec.Name, n, seed, res.Members, kind, res.Err, n, seed, t.Name())
 	}
-	t.Logf("%d seeds passed; slowest convergence %d ticks after the quiet phase started (seed %d); least margin to the bound %d ticks (seed %d)",
-		seeds, worst, worstSeed, slack, slackSeed)
+	label := strconv.Itoa(n)
+	if n == 0 {
+		label = "1-" + strconv.Itoa(sim.MaxSmall)
+	}
+	t.Logf("%s, %s members: %d seeds, no violation; slowest convergence %d ticks after the quiet phase (seed %d); least margin to the bound %d ticks (seed %d); messages up to %.0f%% of the bound (seed %d)",
+		spec.Name, label, count, worst, worstSeed, slack, slackSeed, 100*ratio, ratioSeed)
 }

@@ -11,69 +11,183 @@ import (
 
 // The shape of a random run.
 const (
-	// MaxMembers is the largest cluster a random run builds.
-	MaxMembers = 7
+	// MaxSmall is the largest cluster of a run of no given size.
+	MaxSmall = 7
 	// TMax is t_max, the largest delay of the quiet phase, in ticks.
 	TMax = 2
-	// MaxFaultDelay is the largest delay of a copy in the fault phase.
-	MaxFaultDelay = 3 * TMax
-	// maxIDs bounds the random IDs, so that they are not contiguous.
+	// MaxFaultDelay is the largest delay of a copy in the fault phase,
+	// long delays included: twice the default leader time-out.
+	MaxFaultDelay = 2 * election.DefaultLeaderTimeoutTicks
+	// maxIDs bounds the random IDs of small clusters, so that they are not
+	// contiguous.
 	maxIDs = 30
 )
 
-// Bound is B, the number of ticks after the start of the quiet phase within
-// which a random run must converge (see the package doc).
-func Bound(t election.Timing) int {
-	return MaxFaultDelay + t.LeaderTimeoutTicks + 2*t.CoordinatorTicks + 2*t.AnswerTicks + 4*TMax
+// Spec is an algorithm under test.
+type Spec struct {
+	Name    string
+	Factory Factory
+	// Leases: the algorithm keeps leaders exclusive in time (Paxos); see
+	// Config.Leases. It also needs a majority of the members to elect.
+	Leases bool
+}
+
+// Bound is B, the number of ticks after the last disturbance of the quiet
+// phase within which a random run must converge (see the package doc).
+func Bound(spec Spec, n int, t election.Timing) int {
+	b := MaxFaultDelay + t.LeaderTimeoutTicks + 2*t.CoordinatorTicks + 2*t.AnswerTicks + 4*TMax
+	if spec.Leases {
+		// Grants, and the wait of restarted acceptors, run out (each a
+		// lease, on clocks up to 5% slow), then a campaign backed off for
+		// a higher one that failed, then the hand-over to the highest.
+		lease := (t.LeaseTicks + 2) * 21 / 20
+		b += 3*lease + t.CoordinatorTicks
+	}
+	return b
+}
+
+// MessageBound is how many messages (a broadcast counting once) one
+// election may take in a cluster of n with an algorithm: the worst case the
+// package doc states.
+func MessageBound(spec Spec, n int) int {
+	switch {
+	case spec.Leases:
+		// Every node campaigns: a Prepare, n-1 answers, a Propose and n-1
+		// answers each, and the leader's first renewal.
+		return n * (2*n + 2)
+	case spec.Name == "ring":
+		// Every node initiates; each round passes each node at most twice
+		// (Chang–Roberts), each hop acknowledged; one Elected round.
+		return 2*n*2*n + 2*n + 1
+	}
+	// Bully: every node sends Election, every higher node answers each
+	// lower one, and every node may claim once.
+	return n + n*(n-1)/2 + n
+}
+
+// ElectionBound is how many messages one node's election may cost, that
+// is, what may follow one ElectionStarted event: Bully, its Election, an
+// Answer from each higher node and its Coordinator; the ring, its share of
+// the rounds (it forwards each round at most twice and acknowledges each
+// message it receives: at most two rounds in flight) and the winner's
+// heartbeat and Elected; Paxos, a campaign: Prepare, n-1 answers,
+// Propose, n-1 answers and a Resign if it hands over.
+func ElectionBound(spec Spec, n int) int {
+	switch {
+	case spec.Leases:
+		return 2*n + 1
+	case spec.Name == "ring":
+		return 2*2*2 + 3
+	}
+	return n + 1
+}
+
+// ClaimBound is how many messages one claim may cost beyond its election:
+// a Stale reply from every other node to it and to its next heartbeat,
+// when they know a newer term.
+func ClaimBound(n int) int { return 2 * (n - 1) }
+
+// StartBound is how many messages the start of one node may cost while
+// the others agree. If it led, its crash is a failover too: the others
+// may elect a successor before it takes over again, so two elections each
+// led by the highest live node: Bully, twice an Election, an Answer from
+// each higher node and a Coordinator; the ring, twice a round with its
+// acknowledgements and the winner's heartbeat and Elected; Paxos, twice a
+// campaign (Prepare and Propose with n-1 answers each) and a hand-over.
+func StartBound(spec Spec, n int) int {
+	switch {
+	case spec.Leases:
+		return 2*(2*n+2) + 1
+	case spec.Name == "ring":
+		return 2 * (2*n + 3)
+	}
+	return 2 * (n + 2)
 }
 
 // Result is the outcome of one random run.
 type Result struct {
 	Seed    uint64
 	Members []uint64
-	// QuietAt is the tick the quiet phase started at; End the last tick.
+	// QuietAt is the tick of the last disturbance of the quiet phase; End
+	// the last tick.
 	QuietAt, End int
-	// Bound is B for this run's timing.
+	// Bound is B for this run.
 	Bound int
 	// Converged is how many ticks after QuietAt the cluster agreed for
 	// good, or -1.
 	Converged int
+	// Messages is how many messages were sent from the start of the quiet
+	// phase to the agreement, MessageLimit what the run allowed.
+	Messages, MessageLimit int
 	// Err is the first invariant or liveness violation, or nil.
 	Err error
 }
 
-// RunSeed runs one random run of the algorithm built by factory. The seed
-// alone decides everything, so the same seed gives the same run, event for
-// event. trace, if not nil, receives the run's every event.
-func RunSeed(seed uint64, factory Factory, trace io.Writer) Result {
+// faults are a run's rates of faults, drawn per seed.
+type faults struct {
+	crash, restart, resign, pause, resume, partition, heal, wholeRestart float64
+}
+
+// RunSeed runs one random run of spec with n members (a random size from 1
+// to MaxSmall if n is 0). The seed alone decides everything, so the same
+// seed gives the same run, event for event. trace, if not nil, receives
+// the run's every event.
+func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 	rng := rand.New(rand.NewPCG(seed, 0x6261746f6e))
-	n := 1 + rng.IntN(MaxMembers)
+	if n <= 0 {
+		n = 1 + rng.IntN(MaxSmall)
+	}
 	members := make([]uint64, 0, n)
-	for _, i := range rng.Perm(maxIDs)[:n] {
-		members = append(members, uint64(i)+1)
+	if n <= MaxSmall {
+		for _, i := range rng.Perm(maxIDs)[:n] {
+			members = append(members, uint64(i)+1)
+		}
+	} else {
+		for _, i := range rng.Perm(3 * n)[:n] {
+			members = append(members, uint64(i)+1)
+		}
 	}
 	timing := election.DefaultTiming(n)
 	faulty := Network{
 		MinDelay:    1,
-		MaxDelay:    1 + rng.IntN(MaxFaultDelay),
+		MaxDelay:    1 + rng.IntN(3*TMax),
+		Long:        []float64{0, 0.001, 0.01}[rng.IntN(3)],
+		LongDelay:   MaxFaultDelay,
 		Loss:        []float64{0, 0.02, 0.1, 0.3}[rng.IntN(4)],
 		Duplicate:   []float64{0, 0.05, 0.2}[rng.IntN(3)],
 		Unreachable: []float64{0, 0.5, 1}[rng.IntN(3)],
 	}
-	crash := []float64{0, 0.005, 0.02}[rng.IntN(3)]     // per node and tick
-	restart := []float64{0.01, 0.05}[rng.IntN(2)]       // per down node and tick
-	resign := []float64{0, 0.001, 0.005}[rng.IntN(3)]   // per node and tick
-	partition := []float64{0, 0.005, 0.02}[rng.IntN(3)] // per tick
-	heal := []float64{0.02, 0.1}[rng.IntN(2)]           // per tick while split
+	// Rates of faults per node and tick (per tick for partitions). Large
+	// clusters get fewer per node, so that some quiet stretches remain.
+	scale := 1.0 / float64(max(1, n/7))
+	f := faults{
+		crash:        []float64{0, 0.005, 0.02}[rng.IntN(3)] * scale,
+		restart:      []float64{0.01, 0.05}[rng.IntN(2)],
+		resign:       []float64{0, 0.001, 0.005}[rng.IntN(3)] * scale,
+		pause:        []float64{0, 0.002, 0.01}[rng.IntN(3)] * scale,
+		resume:       []float64{0.01, 0.05}[rng.IntN(2)],
+		partition:    []float64{0, 0.005, 0.02}[rng.IntN(3)],
+		heal:         []float64{0.02, 0.1}[rng.IntN(2)],
+		wholeRestart: []float64{0, 0, 0.003}[rng.IntN(3)],
+	}
+	rates := make(map[uint64]int64)
+	if spec.Leases {
+		// Every clock runs at its own rate within the drift bound the
+		// timing assumes.
+		drift := int64(election.DefaultMaxDrift * ppm)
+		for _, id := range members {
+			rates[id] = ppm - drift + rng.Int64N(2*drift+1)
+		}
+	}
 	faultTicks := rng.IntN(300)
-	b := Bound(timing)
+	b := Bound(spec, n, timing)
 	res := Result{Seed: seed, Members: slices.Clone(members), Bound: b, Converged: -1}
 	if trace != nil {
-		fmt.Fprintf(trace, "seed %d: members %v, timing %+v, fault network %+v for %d ticks; crash %v restart %v resign %v partition %v heal %v; bound %d\n",
-			seed, members, timing, faulty, faultTicks, crash, restart, resign, partition, heal, b)
+		fmt.Fprintf(trace, "seed %d: %s, members %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bound %d\n",
+			seed, spec.Name, members, timing, faulty, faultTicks, f, rates, b)
 	}
 
-	c, err := New(Config{Members: members, Timing: timing, Factory: factory, Rand: rng, Network: faulty, Trace: trace})
+	c, err := New(Config{Members: members, Timing: timing, Factory: spec.Factory, Leases: spec.Leases, Rates: rates, Rand: rng, Network: faulty, Trace: trace})
 	if err != nil {
 		res.Err = err
 		return res
@@ -81,66 +195,133 @@ func RunSeed(seed uint64, factory Factory, trace io.Writer) Result {
 	sorted := c.Members()
 
 	// Cold start: every node starts within the first LeaderTimeoutTicks.
-	starts := make([]int, n)
-	for i := range starts {
-		starts[i] = rng.IntN(timing.LeaderTimeoutTicks)
+	startAt := make([]int, n)
+	for i := range startAt {
+		startAt[i] = rng.IntN(timing.LeaderTimeoutTicks)
 	}
 	started := make([]bool, n)
 	split := false
 
-	// Fault phase.
+	// Fault phase. electionsAt[t] is how many elections had started by
+	// tick t.
+	electionsAt := []int{0}
 	for c.Now() < faultTicks {
+		if rng.Float64() < f.wholeRestart {
+			// Every node crashes at once, and starts again from its disk.
+			for i, id := range sorted {
+				if started[i] {
+					c.Crash(id)
+				}
+			}
+			for i, id := range sorted {
+				if started[i] {
+					c.Start(id)
+				}
+			}
+		}
 		for i, id := range sorted {
 			switch {
 			case !started[i]:
-				if starts[i] <= c.Now() {
+				if startAt[i] <= c.Now() {
 					started[i] = true
 					c.Start(id)
 				}
-			case c.Up(id) && rng.Float64() < crash:
+			case c.Paused(id):
+				if rng.Float64() < f.resume {
+					c.Resume(id)
+				}
+			case c.Up(id) && rng.Float64() < f.crash:
 				c.Crash(id)
-			case c.Up(id) && rng.Float64() < resign:
+			case c.Up(id) && rng.Float64() < f.resign:
 				c.Resign(id)
-			case !c.Up(id) && rng.Float64() < restart:
+			case c.Up(id) && rng.Float64() < f.pause:
+				c.Pause(id)
+			case !c.Up(id) && rng.Float64() < f.restart:
 				c.Start(id)
 			}
 		}
 		switch {
-		case split && rng.Float64() < heal:
+		case split && rng.Float64() < f.heal:
 			c.Heal()
 			split = false
-		case !split && n > 1 && rng.Float64() < partition:
+		case !split && n > 1 && rng.Float64() < f.partition:
 			c.Partition(randomGroups(rng, sorted)...)
 			split = true
 		}
 		c.Tick()
+		electionsAt = append(electionsAt, c.Elections())
 		if c.Err() != nil {
 			res.Err = c.Err()
 			return res
 		}
 	}
 
-	// Quiet phase: healed, reliable, delays within t_max. Nodes that never
-	// started start now; each crashed node restarts or stays down.
-	res.QuietAt = c.Now()
+	// Quiet phase: healed, resumed, reliable, delays within t_max. Nodes
+	// that never started start now; each crashed node either restarts or
+	// stays down, but at least one node runs (a majority with leases).
+	// Then, early in it, one node may restart (from its disk).
 	if trace != nil {
-		fmt.Fprintf(trace, "%5d  quiet phase: must agree by tick %d\n", c.Now(), c.Now()+b)
+		fmt.Fprintf(trace, "%5d  quiet phase\n", c.Now())
 	}
 	c.Heal()
 	if err := c.SetNetwork(Network{MinDelay: 1, MaxDelay: TMax, Unreachable: faulty.Unreachable}); err != nil {
 		res.Err = err
 		return res
 	}
-	anyUp := false
+	sentBefore, _ := c.Messages()
+	backlogBefore, claimsBefore, inFlight := c.Backlog(), c.Claims(), c.InFlight()
+	// The elections the quiet phase may pay for: those it starts, and
+	// those of the faults that may still run (started within a
+	// coordinator and a leader time-out before it).
+	electionsBefore := electionsAt[max(0, len(electionsAt)-1-timing.CoordinatorTicks-timing.LeaderTimeoutTicks)]
+	up, starts := 0, 0 // nodes running; nodes started in the quiet phase
 	for i, id := range sorted {
+		c.Resume(id)
 		if !started[i] || (!c.Up(id) && rng.IntN(2) == 0) {
 			c.Start(id)
+			starts++
 		}
-		anyUp = anyUp || c.Up(id)
+		if c.Up(id) {
+			up++
+		}
 	}
-	if !anyUp {
-		c.Start(sorted[rng.IntN(n)])
+	need := 1
+	if spec.Leases {
+		need = n/2 + 1
 	}
+	for _, i := range rng.Perm(n) {
+		if up >= need {
+			break
+		}
+		if id := sorted[i]; !c.Up(id) {
+			c.Start(id)
+			up++
+			starts++
+		}
+	}
+	res.QuietAt = c.Now()
+	if rng.IntN(3) == 0 {
+		// A restart in the quiet phase.
+		c.Run(rng.IntN(timing.LeaderTimeoutTicks))
+		if c.Err() != nil {
+			res.Err = c.Err()
+			return res
+		}
+		var running []uint64
+		for _, id := range sorted {
+			if c.Up(id) {
+				running = append(running, id)
+			}
+		}
+		restarted := running[rng.IntN(len(running))]
+		c.Start(restarted)
+		starts++
+		res.QuietAt = c.Now()
+	}
+	if trace != nil {
+		fmt.Fprintf(trace, "%5d  quiet from here: must agree by tick %d\n", c.Now(), c.Now()+b)
+	}
+
 	res.End = res.QuietAt + b + 2*(timing.LeaderTimeoutTicks+timing.CoordinatorTicks)
 	since := -1
 	for c.Now() < res.End {
@@ -153,6 +334,15 @@ func RunSeed(seed uint64, factory Factory, trace io.Writer) Result {
 		switch {
 		case ok && since < 0:
 			since = c.Now()
+			sent, _ := c.Messages()
+			res.Messages = sent - sentBefore
+			// Every election and every claim within its bound, one whole
+			// election for what is left of the faults (rounds whose nodes
+			// restarted), and two answers (a Stale reply, an ack) to each
+			// copy still in flight from the faults or waiting for a paused
+			// node: at most twice that.
+			res.MessageLimit = 2 * ((c.Elections()-electionsBefore)*ElectionBound(spec, n) + (c.Claims()-claimsBefore)*ClaimBound(n) +
+				MessageBound(spec, n) + 2*(inFlight+c.Backlog()-backlogBefore))
 		case !ok:
 			since = -1
 		}
@@ -166,6 +356,13 @@ func RunSeed(seed uint64, factory Factory, trace io.Writer) Result {
 		}
 	}
 	res.Converged = since - res.QuietAt
+	_, term, _ := c.Agreement()
+	switch {
+	case term < c.MaxClaimedByRunning():
+		res.Err = fmt.Errorf("%w: the cluster agreed on term %d, below term %d claimed before by a node that runs", ErrInvariant, term, c.MaxClaimedByRunning())
+	case res.Messages > res.MessageLimit:
+		res.Err = fmt.Errorf("%w: %d messages from the quiet phase to the agreement, above the bound %d for the %d elections", ErrInvariant, res.Messages, res.MessageLimit, c.Elections()-electionsBefore)
+	}
 	return res
 }
 

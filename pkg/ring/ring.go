@@ -30,7 +30,9 @@
 //   - Terms. Election messages carry the highest term their forwarders
 //     know, so the winner claims a term above every live node's.
 //   - Copies. Duplicates, and messages resent round a successor that was
-//     only slow, must not multiply round the ring. An Election keeps the
+//     only slow, must not multiply round the ring, and a node wins only on
+//     a round it sent in its current participation, not on a late copy of
+//     an earlier one. An Election keeps the
 //     Seq its initiator gave it, so (candidate, Seq) names a round; a
 //     participant passes each round on once. A node passes each leadership
 //     (Elected, or a heartbeat it already knows) on once, and drops a late
@@ -75,10 +77,11 @@ import (
 type Machine struct {
 	c             *core.Core
 	participating bool
-	forwarded     []round   // rounds sent on while participating
-	wait          int       // ticks left to see Elected while participating
-	pending       []pending // ring messages sent but not yet acknowledged
-	sinceAssert   int       // ticks since this leader last re-asserted itself
+	forwarded     []round    // rounds sent on while participating
+	passed        leadership // the last leadership passed on
+	wait          int        // ticks left to see Elected while participating
+	pending       []pending  // ring messages sent but not yet acknowledged
+	sinceAssert   int        // ticks since this leader last re-asserted itself
 }
 
 // round identifies an election round by its candidate and by the Seq its
@@ -86,6 +89,9 @@ type Machine struct {
 // duplicate, or a message resent round a slow successor) has the same
 // round, a new round of the same candidate a new one.
 type round struct{ candidate, seq uint64 }
+
+// leadership is a leader and its term.
+type leadership struct{ leader, term uint64 }
 
 // pending is a ring message waiting for its Ack.
 type pending struct {
@@ -254,7 +260,7 @@ func (m *Machine) onElection(msg protocol.Message) {
 	seen := slices.Contains(m.forwarded, round{candidate, msg.Seq})
 	switch {
 	case candidate == id:
-		if m.participating {
+		if m.participating && seen {
 			m.win()
 		} else if m.c.Role() == election.Leader {
 			// A copy of a round this node has already won went round
@@ -262,7 +268,8 @@ func (m *Machine) onElection(msg protocol.Message) {
 			// participating, and its heartbeat ends that.
 			m.reassert()
 		}
-		// Otherwise a copy of a round it gave up: it must not claim.
+		// Otherwise a copy of a round it gave up, or of one it sent in an
+		// earlier participation: it must not claim on it.
 	case m.c.Role() == election.Leader && candidate < id:
 		// A leader re-asserts itself at once, as Bully's does: its own ID
 		// would win the round anyway.
@@ -303,12 +310,17 @@ func (m *Machine) onElected(msg protocol.Message) {
 	}
 	was := m.participating
 	verdict := m.c.Claimed(msg.From, msg.Candidate, msg.Term)
-	if verdict == core.Rejected || (verdict == core.Refreshed && !was) {
+	passed := m.passed == (leadership{msg.Candidate, msg.Term})
+	if verdict == core.Rejected || (verdict == core.Refreshed && (!was || passed)) {
 		// A node forwards each leadership once: a copy of a round it has
 		// already passed on (or that it knew from a heartbeat) stops here,
 		// so duplicates and resent copies cannot multiply round the ring.
+		if verdict == core.Refreshed {
+			m.onClaim(verdict)
+		}
 		return
 	}
+	m.passed = leadership{msg.Candidate, msg.Term}
 	m.forward(protocol.Message{Type: protocol.TypeElected, Candidate: msg.Candidate, Term: msg.Term, Hops: msg.Hops + 1})
 	m.onClaim(verdict)
 }

@@ -235,6 +235,11 @@ type Timing struct {
 	LeaderLeaseTicks int
 }
 
+// StaleTicks is how many ticks old a message a driver catching up after a
+// stall may still send: those the machine produced for earlier ticks are
+// out of date, and dropped.
+const StaleTicks = 3
+
 // DefaultLeaseTicks is the default Paxos lease: 200 ms in ticks of 10 ms.
 const DefaultLeaseTicks = 20
 

@@ -437,16 +437,17 @@ func (n *Node) queued() (event, bool) {
 // advance gives the machine every tick that fell due up to t.
 //
 // After a stall (a paused process, a long garbage collection) that is many
-// ticks at once: the machine keeps its timing, but only the messages of the
-// last tick leave. Those of the ticks before would repeat them, out of
-// date (a heartbeat every interval of the stall, a campaign at every
-// time-out that fell in it); dropping them is the same to the cluster as
-// losing them, which the algorithms tolerate.
+// ticks at once: the machine keeps its timing, but the messages of the
+// ticks more than StaleTicks before the last do not leave. They would be
+// out of date, and repeated by those of the last ticks (a heartbeat every
+// interval of the stall, a campaign at every time-out that fell in it);
+// dropping them is the same to the cluster as losing them, which the
+// algorithms tolerate. A wake-up a tick or two late is no stall.
 func (n *Node) advance(clock *ticker, t time.Time) error {
 	k := clock.advance(t)
 	for i := range k {
 		n.machine.Tick()
-		if err := n.applyReady(i < k-1); err != nil {
+		if err := n.applyReady(i < k-election.StaleTicks); err != nil {
 			return err
 		}
 	}

@@ -71,6 +71,16 @@ type Config struct {
 // ppm is one tick of a node's clock, in the units of Config.Rates.
 const ppm = 1_000_000
 
+// The runtime's limits on what waits for a node, as the simulator models
+// them: a paused node's queue holds at most MaxBacklog copies (the
+// subscriptions' pending limits; later copies are dropped), and a copy
+// delivered more than MaxAge ticks after it was sent is dropped as
+// expired (ELECTION_MAX_MESSAGE_AGE, 2 s of 10 ms ticks).
+const (
+	MaxBacklog = 1024
+	MaxAge     = 200
+)
+
 // MaxInFlight bounds the copies in flight for n members. A cluster never
 // needs more than a few rounds of broadcasts to every member in flight at
 // once; more means the machines multiply messages without end, which is
@@ -420,13 +430,13 @@ func (c *Cluster) Tick() {
 }
 
 // tickNode gives n's machine every tick its clock has completed. As the
-// runtime does after a stall, of many ticks at once only the messages of
-// the last tick leave.
+// runtime does after a stall, the messages of ticks more than
+// election.StaleTicks before the last do not leave.
 func (c *Cluster) tickNode(n *node) {
 	for n.up() && !n.paused && int64(n.given) < n.clock/ppm {
 		n.given++
 		n.m.Tick()
-		c.collectTick(n, int64(n.given) < n.clock/ppm)
+		c.collectTick(n, int64(n.given)+election.StaleTicks <= n.clock/ppm)
 	}
 }
 
@@ -464,6 +474,7 @@ const (
 
 type event struct {
 	at   int
+	sent int
 	seq  uint64
 	kind eventKind
 	to   uint64           // receiver of a copy, or node told of an unreachable peer
@@ -494,13 +505,21 @@ func (c *Cluster) handle(e *event) {
 	case c.groups[e.msg.From] != c.groups[e.to]:
 		c.logf("drop %v at %d: partitioned", e.msg, e.to)
 	case n.paused:
-		n.backlog = append(n.backlog, e)
+		if len(n.backlog) < MaxBacklog {
+			n.backlog = append(n.backlog, e)
+		} else {
+			c.logf("drop %v at %d: its queue is full", e.msg, e.to)
+		}
 	default:
 		c.deliverTo(n, e)
 	}
 }
 
 func (c *Cluster) deliverTo(n *node, e *event) {
+	if c.now-e.sent > MaxAge {
+		c.logf("drop %v at %d: expired", e.msg, n.id)
+		return
+	}
 	c.logf("deliver %v hops=%d at %d", e.msg, e.msg.Hops, n.id)
 	if !protocol.Steady(e.msg) {
 		c.delivered++
@@ -536,7 +555,7 @@ func (c *Cluster) send(m protocol.Message, to uint64) {
 		if c.net.Long > 0 && c.rng.Float64() < c.net.Long {
 			delay = c.net.MaxDelay + 1 + c.rng.IntN(c.net.LongDelay-c.net.MaxDelay)
 		}
-		c.push(&event{at: c.now + delay, kind: deliver, to: to, msg: m})
+		c.push(&event{at: c.now + delay, sent: c.now, kind: deliver, to: to, msg: m})
 	}
 }
 

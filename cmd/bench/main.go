@@ -1,23 +1,34 @@
 // Command bench measures leader election with real node processes on this
-// machine: an embedded NATS server and a cluster of node binaries with
-// their default settings, one cluster per algorithm in turn.
+// machine: an embedded NATS server (with JetStream, for the observer) and,
+// for every algorithm and cluster size, a cluster of node binaries with
+// their default settings.
 //
-// For each algorithm it measures
+// For each algorithm and size it measures
 //
-//   - cold start: all nodes started at once until they agree on a leader;
+//   - cold start: all nodes started at once until they agree on the
+//     highest ID, and how many leaderships were announced meanwhile;
 //   - crash failover: the leader is killed with SIGKILL until every
-//     survivor agrees on the new leader; between rounds the killed node is
-//     restarted and the cluster re-converges on it (rejoin);
-//   - SIGTERM handoff: SIGTERM to the leader until the survivors agree on
-//     the new leader, and how long the old leader took to exit;
-//   - messages per election: every message on election.<cluster>.> from
-//     the event until the cluster is quiet again, heartbeats excepted;
-//   - steady state: a quiet cluster while CPU burners keep every core busy,
-//     counting elections started and leader changes.
+//     survivor agrees on the new leader; the killed node is then restarted
+//     and the cluster re-converges on it (rejoin);
+//   - hang failover: the leader is stopped with SIGSTOP until the others
+//     agree on another; then SIGCONT, and the cluster re-converges on it;
+//   - SIGTERM hand-over: SIGTERM to the leader until the survivors agree,
+//     and how long the old leader took to exit;
+//   - messages per election: every message on the cluster's subjects from
+//     the event until the cluster is quiet again, the steady traffic
+//     (heartbeats, lease renewals) excepted, counted by a subscriber (the
+//     publications) and at the server (the deliveries, with the steady
+//     rate subtracted), beside the bound the simulator checks;
+//   - idle: CPU share and resident memory of each node, and the steady
+//     messages per second of the cluster, over a quiet window;
+//   - the observer's lag from a leader's announcement to its record.
+//
+// With -steady, it then keeps the cluster quiet while CPU burners keep
+// every core busy, and counts elections: there must be none.
 //
 // "Agreed" means every live node's GET /status names the same leader, the
-// highest live ID; /status is polled every -poll interval, so times are
-// upper bounds with that resolution.
+// highest live ID; /status is polled, so times are upper bounds with the
+// poll's resolution (a few milliseconds at 101 nodes).
 package main
 
 import (
@@ -28,6 +39,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,14 +54,17 @@ const burnerEnv = "BATON_BENCH_BURNER"
 
 type config struct {
 	binary     string
-	nodes      int
-	rounds     int
+	observer   string // observer binary; "" skips the observer's lag
+	sizes      []int
+	rounds     map[int]int // rounds per size
 	steady     time.Duration
-	algorithms []string
+	idle       time.Duration
+	algorithms []protocol.Algorithm
 	timeout    time.Duration
 	poll       time.Duration
 	quiet      time.Duration
 	logDir     string
+	out        string // directory for benchmarks.md; "" writes none
 }
 
 func main() {
@@ -73,38 +88,85 @@ func main() {
 	}
 }
 
+// The two presets: quick (the default) and -full.
+var (
+	quickRounds = map[int]int{5: 5, 25: 3, 101: 2}
+	fullRounds  = map[int]int{5: 20, 25: 10, 101: 5}
+)
+
 func parseFlags(args []string) (config, error) {
 	var c config
-	var algorithms string
+	var algorithms, sizes string
+	var rounds int
+	var full bool
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&c.binary, "binary", "bin/node", "path of the node binary")
-	fs.IntVar(&c.nodes, "nodes", 5, "cluster size, IDs 1..n")
-	fs.IntVar(&c.rounds, "rounds", 20, "rounds of crash failover, and of SIGTERM handoff")
-	fs.DurationVar(&c.steady, "steady", 60*time.Second, "steady-state duration with busy CPUs; 0 skips it")
-	fs.StringVar(&algorithms, "algorithms", "bully,ring", "comma-separated algorithms to measure")
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "deadline for a cluster to agree on a leader")
-	fs.DurationVar(&c.poll, "poll", 2*time.Millisecond, "interval between /status polls")
+	fs.StringVar(&c.observer, "observer", "bin/observer", `path of the observer binary ("" skips the observer's lag)`)
+	fs.StringVar(&sizes, "sizes", "5,25,101", "comma-separated cluster sizes; IDs are 1..n")
+	fs.IntVar(&rounds, "rounds", 0, "rounds of each failover (0: 5, 3 and 2 at 5, 25 and 101 nodes; with -full 20, 10 and 5)")
+	fs.BoolVar(&full, "full", false, "more rounds, and 10 minutes of steady state with every core busy")
+	fs.DurationVar(&c.steady, "steady", 0, "steady state with busy CPUs, per algorithm at the smallest size (0 skips it; -full: 10m)")
+	fs.DurationVar(&c.idle, "idle", 5*time.Second, "quiet window over which idle CPU, memory and steady traffic are measured")
+	fs.StringVar(&algorithms, "algorithms", "bully,ring,paxos", "comma-separated algorithms to measure")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline for a cluster to agree on a leader")
+	fs.DurationVar(&c.poll, "poll", 2*time.Millisecond, "interval between rounds of /status polls")
 	fs.DurationVar(&c.quiet, "quiet", 300*time.Millisecond, "an election is over once no election message was sent for this long")
 	fs.StringVar(&c.logDir, "logs", "", "directory for node logs (default: a new temporary directory)")
+	fs.StringVar(&c.out, "out", "", "directory to write benchmarks.md into (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if c.nodes < 2 {
-		return c, fmt.Errorf("-nodes must be at least 2, got %d", c.nodes)
+	for s := range strings.SplitSeq(sizes, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 2 || n > 1000 {
+			return c, fmt.Errorf("-sizes: %q is not a cluster size from 2 to 1000", s)
+		}
+		c.sizes = append(c.sizes, n)
 	}
-	if c.rounds < 1 {
-		return c, fmt.Errorf("-rounds must be at least 1, got %d", c.rounds)
+	if len(c.sizes) == 0 {
+		return c, errors.New("-sizes names no size")
 	}
-	if c.poll <= 0 || c.timeout <= 0 || c.quiet <= 0 || c.steady < 0 {
-		return c, errors.New("-poll, -timeout and -quiet must be positive, -steady not negative")
+	if rounds < 0 {
+		return c, fmt.Errorf("-rounds must not be negative, got %d", rounds)
+	}
+	preset := quickRounds
+	if full {
+		preset = fullRounds
+		if c.steady == 0 {
+			c.steady = 10 * time.Minute
+		}
+	}
+	c.rounds = make(map[int]int)
+	for _, n := range c.sizes {
+		switch {
+		case rounds > 0:
+			c.rounds[n] = rounds
+		case preset[n] > 0:
+			c.rounds[n] = preset[n]
+		default:
+			c.rounds[n] = preset[5]
+		}
+	}
+	if c.poll <= 0 || c.timeout <= 0 || c.quiet <= 0 || c.idle <= 0 || c.steady < 0 {
+		return c, errors.New("-poll, -timeout, -quiet and -idle must be positive, -steady not negative")
 	}
 	for a := range strings.SplitSeq(algorithms, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.algorithms = append(c.algorithms, a)
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
 		}
+		alg := protocol.Algorithm(a)
+		if !slicesContains(protocol.Algorithms, alg) {
+			return c, fmt.Errorf("-algorithms: %q is not one of %v", a, protocol.Algorithms)
+		}
+		c.algorithms = append(c.algorithms, alg)
 	}
 	if len(c.algorithms) == 0 {
 		return c, errors.New("-algorithms names no algorithm")
@@ -112,9 +174,23 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
+func slicesContains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	if _, err := os.Stat(cfg.binary); err != nil {
 		return fmt.Errorf("node binary: %w (build it with: go tool task build)", err)
+	}
+	if cfg.observer != "" {
+		if _, err := os.Stat(cfg.observer); err != nil {
+			return fmt.Errorf("observer binary: %w (build it with: go tool task build, or pass -observer \"\")", err)
+		}
 	}
 	if cfg.logDir == "" {
 		dir, err := os.MkdirTemp("", "baton-bench-")
@@ -123,30 +199,41 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 		cfg.logDir = dir
 	}
-	env, err := newEnvironment(cfg, out)
+	env, err := newEnvironment(ctx, cfg, out)
 	if err != nil {
 		return err
 	}
 	defer env.close()
 
-	fmt.Fprintf(out, "bench: %d nodes per cluster, %d rounds, steady state %s, node logs in %s\n",
-		cfg.nodes, cfg.rounds, cfg.steady, cfg.logDir)
+	fmt.Fprintf(out, "bench: sizes %v, rounds %v, algorithms %v, steady state %s; node logs in %s\n",
+		cfg.sizes, cfg.rounds, cfg.algorithms, cfg.steady, cfg.logDir)
+	started := time.Now()
 	var results []*result
 	var failed []string
-	for _, algorithm := range cfg.algorithms {
-		if ctx.Err() != nil {
-			break
+	for _, n := range cfg.sizes {
+		for _, algorithm := range cfg.algorithms {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(out, "bench: %s, %d nodes\n", algorithm, n)
+			res, err := env.measure(ctx, algorithm, n, cfg.steady > 0 && n == cfg.sizes[0])
+			if err != nil {
+				fmt.Fprintf(out, "bench: %s, %d nodes: %v\n", algorithm, n, err)
+				failed = append(failed, fmt.Sprintf("%s/%d", algorithm, n))
+			}
+			results = append(results, res)
 		}
-		fmt.Fprintf(out, "bench: %s\n", algorithm)
-		res, err := env.measure(ctx, protocol.Algorithm(algorithm))
-		if err != nil {
-			fmt.Fprintf(out, "bench: %s: %v\n", algorithm, err)
-			failed = append(failed, algorithm)
-		}
-		results = append(results, res)
 	}
 	fmt.Fprintln(out)
-	printTable(out, cfg, results)
+	printTable(out, results)
+	fmt.Fprintf(out, "took %s\n", time.Since(started).Round(time.Second))
+	if cfg.out != "" {
+		path, err := writeMarkdown(cfg, results, time.Since(started))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", path)
+	}
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
 	}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,19 +26,29 @@ import (
 // killed; the contract promises 2 s.
 const stopGrace = 5 * time.Second
 
+// pollers bounds the /status requests in flight at once.
+const pollers = 32
+
 // environment is what every measurement shares: the NATS server, the
-// benchmark's own connection to it and an HTTP client for the nodes.
+// benchmark's own connection to it, an HTTP client for the nodes and the
+// observer.
 type environment struct {
-	cfg     config
-	out     io.Writer
-	ns      *server.Server
-	natsURL string
-	nc      *nats.Conn
-	http    *http.Client
+	cfg      config
+	out      io.Writer
+	ns       *server.Server
+	natsURL  string
+	nc       *nats.Conn
+	http     *http.Client
+	observer *exec.Cmd
+	obsURL   string // base URL of the observer's HTTP API, "" without one
 }
 
-func newEnvironment(cfg config, out io.Writer) (*environment, error) {
-	ns, err := localcluster.StartNATS("127.0.0.1", -1)
+func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environment, error) {
+	store, err := os.MkdirTemp("", "baton-bench-nats-")
+	if err != nil {
+		return nil, err
+	}
+	ns, err := localcluster.StartNATSWith(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: store})
 	if err != nil {
 		return nil, err
 	}
@@ -43,58 +57,125 @@ func newEnvironment(cfg config, out io.Writer) (*environment, error) {
 		localcluster.StopNATS(ns)
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
-	return &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient()}, nil
+	e := &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient()}
+	if cfg.observer != "" {
+		if err := e.startObserver(ctx); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// startObserver runs the observer binary on this NATS server and waits
+// until it is healthy.
+func (e *environment) startObserver(ctx context.Context) error {
+	addr, err := freeAddrs(1)
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(e.cfg.logDir, "observer-data")
+	logFile, err := os.Create(filepath.Join(e.cfg.logDir, "observer.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(e.cfg.observer)
+	cmd.Env = append(os.Environ(), "NATS_URL="+e.natsURL, "HTTP_ADDR="+addr[0], "OBSERVER_DATA="+data)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = localcluster.ChildProcAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("observer: %w", err)
+	}
+	go func() { cmd.Wait(); logFile.Close() }() // reaped here; close kills it
+	e.observer, e.obsURL = cmd, "http://"+addr[0]
+	// Nothing announces health but the endpoint: poll it.
+	deadline := time.NewTimer(e.cfg.timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.obsURL+"/healthz", nil)
+		if resp, err := e.http.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("observer not healthy after %s; see %s", e.cfg.timeout, logFile.Name())
+		case <-poll.C:
+		}
+	}
 }
 
 func (e *environment) close() {
+	if e.observer != nil {
+		e.observer.Process.Signal(syscall.SIGTERM)
+	}
 	e.nc.Close()
 	localcluster.StopNATS(e.ns)
 }
 
-// result holds the measurements of one algorithm.
+// result holds the measurements of one algorithm at one size.
 type result struct {
 	algorithm protocol.Algorithm
-	coldStart time.Duration
-	crash     []time.Duration // SIGKILL of the leader until the survivors agree
-	rejoin    []time.Duration // restart of the killed node until all agree on it
-	handoff   []time.Duration // SIGTERM to the leader until the survivors agree
-	termExit  []time.Duration // SIGTERM to the leader until its process exited
-	badExits  int             // SIGTERM that did not end in exit status 0
+	n         int
+	err       error
 
-	crashMsgs   []int
-	crashElects []int // elections started by the survivors per crash failover
-	rejoinMsgs  []int
-	handoffMsgs []int
+	coldStart         time.Duration
+	coldAnnouncements int
+	crash, rejoin     []time.Duration // SIGKILL until the survivors agree; restart until all agree on it
+	hang, unhang      []time.Duration // SIGSTOP until the others agree; SIGCONT until all agree on it
+	handoff, termExit []time.Duration // SIGTERM until the survivors agree; until it exited
+	badExits          int             // SIGTERMs that did not end in exit status 0
 
-	steadyRan         bool
-	steadyElections   int
-	steadyChanges     int // leader changes counted by the nodes
-	steadyAnnounced   int // announcements on the leader subject
-	steadyMessages    int
-	termRegressions   int
-	electionsObserved bool // the nodes expose election_elections_started_total
+	crashMsgs, hangMsgs, handoffMsgs, rejoinMsgs []int // publications, steady traffic excepted
+	crashBytes                                   []int
+	crashServerIn, crashServerOut                []int // at the server, all the nodes' traffic of the time
+
+	idleCPU      []float64 // % of one core, per node
+	rss          []int64   // bytes, per node
+	steadyPerSec float64   // steady messages per second, the cluster
+	observerLag  []time.Duration
+
+	steadyRan       bool
+	steadyElections int
+	steadyChanges   int // leader changes counted by the nodes
+	steadyAnnounced int // announcements on the leader subject
+	termRegressions int
 }
 
 // wire counts what is published on one cluster's subjects.
 type wire struct {
 	mu            sync.Mutex
-	messages      int // node-to-node messages other than heartbeats
+	all           int // every message received
+	messages      int // election messages: all but the steady traffic
+	bytes         int // their payloads
+	steady        int
 	announcements int
 	lastTerm      uint64
 	regressions   int // announcements whose term did not exceed the last one
 	lastActive    time.Time
+	announced     chan announced // to the observer's lag, if any
+}
+
+// announced is a leadership seen on the leader subject, and when.
+type announced struct {
+	term uint64
+	at   time.Time
 }
 
 // handle runs on the NATS connection's delivery goroutine.
 func (w *wire) handle(m *nats.Msg) {
-	parts := strings.SplitN(m.Subject, ".", 4)
-	if len(parts) < 3 || parts[2] == protocol.KindQuery {
-		return
-	}
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if parts[2] == protocol.KindLeader {
+	w.all++
+	if strings.HasSuffix(m.Subject, "."+protocol.KindLeader) {
 		w.announcements++
 		w.lastActive = now
 		if a, err := protocol.DecodeAnnouncement(m.Data); err == nil {
@@ -102,32 +183,46 @@ func (w *wire) handle(m *nats.Msg) {
 				w.regressions++
 			}
 			w.lastTerm = max(w.lastTerm, a.Term)
+			if w.announced != nil {
+				select {
+				case w.announced <- announced{term: a.Term, at: now}:
+				default:
+				}
+			}
 		}
 		return
 	}
 	if msg, err := protocol.Decode(m.Data); err == nil && protocol.Steady(msg) {
+		w.steady++
 		return
 	}
 	w.messages++
+	w.bytes += len(m.Data)
 	w.lastActive = now
 }
 
-func (w *wire) counts() (messages, announcements int) {
+// snapshot is what the wire and the server counted so far.
+type snapshot struct {
+	all, messages, bytes, steady, announcements int
+	serverIn, serverOut                         int64
+	at                                          time.Time
+}
+
+func (e *environment) snapshot(w *wire) snapshot {
+	v, _ := e.ns.Varz(nil)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.messages, w.announcements
+	s := snapshot{all: w.all, messages: w.messages, bytes: w.bytes, steady: w.steady, announcements: w.announcements, at: time.Now()}
+	if v != nil {
+		s.serverIn, s.serverOut = v.InMsgs, v.OutMsgs
+	}
+	return s
 }
 
 func (w *wire) lastActivity() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastActive
-}
-
-func (w *wire) termRegressions() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.regressions
 }
 
 // freeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -150,12 +245,22 @@ func freeAddrs(n int) ([]string, error) {
 	return addrs, nil
 }
 
-// measure runs every measurement for one algorithm on a fresh cluster. On
-// error the result holds what was measured so far.
-func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm) (*result, error) {
-	res := &result{algorithm: algorithm}
-	cluster := "bench-" + string(algorithm)
+// measure runs every measurement for one algorithm and size on a fresh
+// cluster. On error the result holds what was measured so far.
+func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm, size int, steady bool) (res *result, err error) {
+	res = &result{algorithm: algorithm, n: size}
+	defer func() { res.err = err }()
+	cluster := fmt.Sprintf("bench-%s-%d", algorithm, size)
 	w := &wire{}
+	if e.obsURL != "" {
+		w.announced = make(chan announced, 16)
+		lags := make(chan []time.Duration, 1)
+		go func() { lags <- e.observerLags(ctx, cluster, w.announced) }()
+		defer func() {
+			close(w.announced)
+			res.observerLag = <-lags
+		}()
+	}
 	// Every subject of the cluster but the query subject: a subscriber
 	// there that never answers would make every query wait its time-out.
 	subjects := append(protocol.BroadcastSubjects(cluster), protocol.LeaderSubject(cluster), protocol.Root+"."+cluster+"."+protocol.KindNode+".*")
@@ -169,13 +274,17 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm)
 	if err := e.nc.Flush(); err != nil {
 		return res, err
 	}
-	defer func() { res.termRegressions = w.termRegressions() }()
+	defer func() {
+		w.mu.Lock()
+		res.termRegressions = w.regressions
+		w.mu.Unlock()
+	}()
 
-	addrs, err := freeAddrs(e.cfg.nodes)
+	addrs, err := freeAddrs(size)
 	if err != nil {
 		return res, err
 	}
-	ids := make([]uint64, e.cfg.nodes)
+	ids := make([]uint64, size)
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
@@ -186,7 +295,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm)
 		Algorithm: string(algorithm),
 		IDs:       ids,
 		HTTPAddrs: addrs,
-		LogDir:    e.cfg.logDir + "/" + string(algorithm),
+		LogDir:    filepath.Join(e.cfg.logDir, cluster),
 	})
 	if err != nil {
 		return res, err
@@ -196,6 +305,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm)
 	next := survivors[len(survivors)-1]
 
 	// Cold start.
+	before := e.snapshot(w)
 	start := time.Now()
 	for _, n := range nodes {
 		if err := n.Start(); err != nil {
@@ -207,98 +317,189 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm)
 		return res, fmt.Errorf("cold start: %w", err)
 	}
 	res.coldStart = at.Sub(start)
-	fmt.Fprintf(e.out, "  cold start: %s\n", ms(res.coldStart))
 	if err := e.waitQuiet(ctx, w); err != nil {
 		return res, err
 	}
+	res.coldAnnouncements = e.snapshot(w).announcements - before.announcements
+	fmt.Fprintf(e.out, "  cold start: %s, %d announcements\n", ms(res.coldStart), res.coldAnnouncements)
+
+	// Idle: what a quiet cluster costs.
+	if err := e.idle(ctx, res, w, nodes); err != nil {
+		return res, fmt.Errorf("idle: %w", err)
+	}
 
 	// leave takes the leader down with sig, measures until the survivors
-	// agree, then brings it back and measures until all agree on it again.
-	leave := func(sig syscall.Signal) (took, exit time.Duration, msgs, elections int, err error) {
-		msgs0, _ := w.counts()
-		elections0, _ := e.sumMetric(ctx, survivors, "election_elections_started_total")
+	// agree, then brings it back (SIGCONT after SIGSTOP, a new process
+	// otherwise) and measures until all agree on it again.
+	type leaving struct {
+		took, back, exit time.Duration
+		msgs, bytes      int
+		in, out          int // at the server
+	}
+	leave := func(sig syscall.Signal) (l leaving, err error) {
+		s0 := e.snapshot(w)
 		t0 := time.Now()
 		if err := top.Signal(sig); err != nil {
-			return 0, 0, 0, 0, err
+			return l, err
 		}
 		at, err := e.waitAgreed(ctx, survivors, next.ID)
 		if err != nil {
-			return 0, 0, 0, 0, fmt.Errorf("after %s of leader %d: %w", sig, top.ID, err)
+			return l, fmt.Errorf("after %s of leader %d: %w", sig, top.ID, err)
 		}
-		exitErr := top.Wait()
-		if sig == syscall.SIGTERM && exitErr != nil {
-			res.badExits++
-			fmt.Fprintf(e.out, "  node %d after SIGTERM: %v\n", top.ID, exitErr)
+		l.took = at.Sub(t0)
+		if sig != syscall.SIGSTOP {
+			exitErr := top.Wait()
+			if sig == syscall.SIGTERM && exitErr != nil {
+				res.badExits++
+				fmt.Fprintf(e.out, "  node %d after SIGTERM: %v\n", top.ID, exitErr)
+			}
+			l.exit = top.ExitedAt().Sub(t0)
 		}
-		exit = top.ExitedAt().Sub(t0)
 		if err := e.waitQuiet(ctx, w); err != nil {
-			return 0, 0, 0, 0, err
+			return l, err
 		}
-		msgs1, _ := w.counts()
-		elections1, found := e.sumMetric(ctx, survivors, "election_elections_started_total")
-		res.electionsObserved = found
-		return at.Sub(t0), exit, msgs1 - msgs0, int(elections1 - elections0), nil
-	}
-	rejoin := func() error {
-		msgs0, _ := w.counts()
-		t0 := time.Now()
-		if err := top.Start(); err != nil {
-			return err
+		s1 := e.snapshot(w)
+		l.msgs, l.bytes = s1.messages-s0.messages, s1.bytes-s0.bytes
+		// At the server: the messages the nodes published, and those it
+		// delivered to them (all but those to this benchmark's
+		// subscriber), steady traffic included.
+		l.in = int(s1.serverIn - s0.serverIn)
+		l.out = int(s1.serverOut-s0.serverOut) - (s1.all - s0.all)
+
+		// Back.
+		s0 = e.snapshot(w)
+		t0 = time.Now()
+		if sig == syscall.SIGSTOP {
+			err = top.Signal(syscall.SIGCONT)
+		} else {
+			err = top.Start()
 		}
-		at, err := e.waitAgreed(ctx, nodes, top.ID)
 		if err != nil {
-			return fmt.Errorf("after restart of node %d: %w", top.ID, err)
+			return l, err
 		}
-		res.rejoin = append(res.rejoin, at.Sub(t0))
+		at, err = e.waitAgreed(ctx, nodes, top.ID)
+		if err != nil {
+			return l, fmt.Errorf("after the return of node %d: %w", top.ID, err)
+		}
+		l.back = at.Sub(t0)
 		if err := e.waitQuiet(ctx, w); err != nil {
-			return err
+			return l, err
 		}
-		msgs1, _ := w.counts()
-		res.rejoinMsgs = append(res.rejoinMsgs, msgs1-msgs0)
-		return nil
+		if sig != syscall.SIGSTOP {
+			res.rejoin = append(res.rejoin, l.back)
+			res.rejoinMsgs = append(res.rejoinMsgs, e.snapshot(w).messages-s0.messages)
+		}
+		return l, nil
 	}
 
-	for round := range e.cfg.rounds {
-		took, _, msgs, elections, err := leave(syscall.SIGKILL)
+	rounds := e.cfg.rounds[size]
+	for round := range rounds {
+		l, err := leave(syscall.SIGKILL)
 		if err != nil {
 			return res, fmt.Errorf("crash round %d: %w", round+1, err)
 		}
-		res.crash = append(res.crash, took)
-		res.crashMsgs = append(res.crashMsgs, msgs)
-		res.crashElects = append(res.crashElects, elections)
-		if err := rejoin(); err != nil {
-			return res, fmt.Errorf("crash round %d: %w", round+1, err)
-		}
+		res.crash = append(res.crash, l.took)
+		res.crashMsgs = append(res.crashMsgs, l.msgs)
+		res.crashBytes = append(res.crashBytes, l.bytes)
+		res.crashServerIn = append(res.crashServerIn, l.in)
+		res.crashServerOut = append(res.crashServerOut, l.out)
 	}
 	fmt.Fprintf(e.out, "  crash failover: %d rounds, p50 %s\n", len(res.crash), ms(quantile(res.crash, 0.5)))
-
-	for round := range e.cfg.rounds {
-		took, exit, msgs, _, err := leave(syscall.SIGTERM)
+	for round := range rounds {
+		l, err := leave(syscall.SIGSTOP)
 		if err != nil {
-			return res, fmt.Errorf("handoff round %d: %w", round+1, err)
+			return res, fmt.Errorf("hang round %d: %w", round+1, err)
 		}
-		res.handoff = append(res.handoff, took)
-		res.termExit = append(res.termExit, exit)
-		res.handoffMsgs = append(res.handoffMsgs, msgs)
-		if err := rejoin(); err != nil {
-			return res, fmt.Errorf("handoff round %d: %w", round+1, err)
-		}
+		res.hang = append(res.hang, l.took)
+		res.unhang = append(res.unhang, l.back)
+		res.hangMsgs = append(res.hangMsgs, l.msgs)
 	}
-	fmt.Fprintf(e.out, "  SIGTERM handoff: %d rounds, p50 %s\n", len(res.handoff), ms(quantile(res.handoff, 0.5)))
+	fmt.Fprintf(e.out, "  hang failover: %d rounds, p50 %s\n", len(res.hang), ms(quantile(res.hang, 0.5)))
+	for round := range rounds {
+		l, err := leave(syscall.SIGTERM)
+		if err != nil {
+			return res, fmt.Errorf("hand-over round %d: %w", round+1, err)
+		}
+		res.handoff = append(res.handoff, l.took)
+		res.termExit = append(res.termExit, l.exit)
+		res.handoffMsgs = append(res.handoffMsgs, l.msgs)
+	}
+	fmt.Fprintf(e.out, "  SIGTERM hand-over: %d rounds, p50 %s\n", len(res.handoff), ms(quantile(res.handoff, 0.5)))
 
-	if e.cfg.steady > 0 {
+	if steady {
 		if err := e.steadyState(ctx, res, w, nodes, top.ID); err != nil {
 			return res, fmt.Errorf("steady state: %w", err)
 		}
 	}
 
-	results := localcluster.StopAll(nodes, stopGrace)
-	for _, r := range results {
+	for _, r := range localcluster.StopAll(nodes, stopGrace) {
 		if r.Killed || r.Err != nil {
 			return res, fmt.Errorf("node %d did not stop cleanly: killed=%t, %v", r.Node.ID, r.Killed, r.Err)
 		}
 	}
 	return res, nil
+}
+
+// idle measures, over a quiet window of the converged cluster, each node's
+// CPU share and resident memory and the cluster's steady messages per
+// second.
+func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*localcluster.Node) error {
+	var before []cpuTime
+	for _, n := range nodes {
+		c, err := readCPU(n.Pid())
+		if err != nil {
+			return err
+		}
+		before = append(before, c)
+	}
+	s0 := e.snapshot(w)
+	timer := time.NewTimer(e.cfg.idle)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return ctx.Err()
+	case <-timer.C:
+	}
+	s1 := e.snapshot(w)
+	for i, n := range nodes {
+		c, err := readCPU(n.Pid())
+		if err != nil {
+			return err
+		}
+		res.idleCPU = append(res.idleCPU, c.share(before[i]))
+		rss, err := readRSS(n.Pid())
+		if err != nil {
+			return err
+		}
+		res.rss = append(res.rss, rss)
+	}
+	res.steadyPerSec = float64(s1.steady-s0.steady) / s1.at.Sub(s0.at).Seconds()
+	fmt.Fprintf(e.out, "  idle: %.2f%% of a core and %.1f MiB per node (mean), %.0f steady messages/s\n",
+		meanFloat(res.idleCPU), float64(meanInt(res.rss))/(1<<20), res.steadyPerSec)
+	return nil
+}
+
+// observerLags measures, for every announcement of cluster, how long the
+// observer took to record it, until the channel closes.
+func (e *environment) observerLags(ctx context.Context, cluster string, ch <-chan announced) []time.Duration {
+	var lags []time.Duration
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for a := range ch {
+		// The record has no notification of its own here: poll for it.
+		deadline := a.at.Add(2 * time.Second)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			var rec struct {
+				Term uint64 `json:"term"`
+			}
+			if err := localcluster.GetJSON(ctx, e.http, e.obsURL+"/api/clusters/"+cluster+"/leader", &rec); err == nil && rec.Term >= a.term {
+				lags = append(lags, time.Since(a.at))
+				break
+			}
+			<-poll.C
+		}
+	}
+	return lags
 }
 
 // steadyState keeps the converged cluster running for the steady duration
@@ -309,7 +510,7 @@ func (e *environment) steadyState(ctx context.Context, res *result, w *wire, nod
 	}
 	elections0, _ := e.sumMetric(ctx, nodes, "election_elections_started_total")
 	changes0, _ := e.sumMetric(ctx, nodes, "election_leader_changes_total")
-	msgs0, ann0 := w.counts()
+	s0 := e.snapshot(w)
 
 	bs, err := startBurners(ctx)
 	if err != nil {
@@ -326,16 +527,13 @@ func (e *environment) steadyState(ctx context.Context, res *result, w *wire, nod
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-
-	elections1, found := e.sumMetric(ctx, nodes, "election_elections_started_total")
+	elections1, _ := e.sumMetric(ctx, nodes, "election_elections_started_total")
 	changes1, _ := e.sumMetric(ctx, nodes, "election_leader_changes_total")
-	msgs1, ann1 := w.counts()
+	s1 := e.snapshot(w)
 	res.steadyRan = true
-	res.electionsObserved = res.electionsObserved || found
 	res.steadyElections = int(elections1 - elections0)
 	res.steadyChanges = int(changes1 - changes0)
-	res.steadyAnnounced = ann1 - ann0
-	res.steadyMessages = msgs1 - msgs0
+	res.steadyAnnounced = s1.announcements - s0.announcements
 	_, err = e.waitAgreed(ctx, nodes, leader)
 	return err
 }
@@ -365,16 +563,38 @@ func (e *environment) waitAgreed(ctx context.Context, live []*localcluster.Node,
 	}
 }
 
-// agreed asks the nodes in turn and stops at the first that disagrees.
+// errDisagree stops a round of polls at the first node that disagrees.
+var errDisagree = errors.New("disagrees")
+
+// agreed asks the nodes, up to pollers at once, whether they all name
+// want.
 func (e *environment) agreed(ctx context.Context, live []*localcluster.Node, want uint64) (bool, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, pollers)
+	var wg sync.WaitGroup
 	for _, n := range live {
 		if !n.Running() {
 			return false, fmt.Errorf("node %d exited: %v; see %s", n.ID, n.ExitErr(), n.LogPath)
 		}
-		s, err := localcluster.FetchStatus(ctx, e.http, n.HTTPAddr)
-		if err != nil || s.Leader == nil || *s.Leader != want {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				return
+			}
+			s, err := localcluster.FetchStatus(ctx, e.http, n.HTTPAddr)
+			if err != nil || s.Leader == nil || *s.Leader != want {
+				cancel(errDisagree)
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		if errors.Is(err, errDisagree) {
 			return false, nil
 		}
+		return false, err
 	}
 	return true, nil
 }

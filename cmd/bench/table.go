@@ -1,18 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
-)
 
-// The targets of the project.
-const (
-	targetFailoverP90 = 300 * time.Millisecond
-	targetHandoffP90  = 50 * time.Millisecond
-	targetTermExit    = 2 * time.Second
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/sim"
 )
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
@@ -33,114 +35,290 @@ func mean(xs []int) string {
 	if len(xs) == 0 {
 		return "-"
 	}
-	sum := 0
+	return fmt.Sprintf("%.0f (%d..%d)", float64(sumInt(xs))/float64(len(xs)), slices.Min(xs), slices.Max(xs))
+}
+
+func sumInt[T int | int64](xs []T) T {
+	var s T
 	for _, x := range xs {
-		sum += x
+		s += x
 	}
-	return fmt.Sprintf("%.1f (%d..%d)", float64(sum)/float64(len(xs)), slices.Min(xs), slices.Max(xs))
+	return s
 }
 
-func check(ok bool) string {
-	if ok {
-		return " ok"
+func meanInt[T int | int64](xs []T) T {
+	if len(xs) == 0 {
+		return 0
 	}
-	return " MISSED"
+	return sumInt(xs) / T(len(xs))
 }
 
+func meanFloat(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// spec is the simulator's view of an algorithm, for its stated bounds.
+func spec(a protocol.Algorithm) sim.Spec {
+	return sim.Spec{Name: string(a), Leases: a == protocol.Paxos}
+}
+
+// row is one line of the table: a cell per result, and, if the project has
+// a target for it, whether the cell meets it.
 type row struct {
 	name   string
 	target string
-	cell   func(r *result) string
+	cell   func(r *result) (string, *bool)
 }
 
-func durationRow(name, target string, ds func(r *result) []time.Duration, q float64, limit time.Duration) row {
-	return row{name, target, func(r *result) string {
+func yes(b bool) *bool { return &b }
+
+// durations is a row of a quantile of durations, with a target that may
+// depend on the algorithm and size (0: none).
+func durations(name string, ds func(r *result) []time.Duration, q float64, target string, limit func(r *result) time.Duration) row {
+	return row{name, target, func(r *result) (string, *bool) {
 		d := ds(r)
 		if len(d) == 0 {
-			return "-"
+			return "-", nil
 		}
 		v := quantile(d, q)
-		if limit > 0 {
-			return ms(v) + check(v <= limit)
+		if limit != nil {
+			if l := limit(r); l > 0 {
+				return ms(v), yes(v <= l)
+			}
 		}
-		return ms(v)
+		return ms(v), nil
 	}}
 }
 
-func printTable(out io.Writer, cfg config, results []*result) {
+// messages is a row of message counts with the bound the simulator
+// checks: the worst case of one election of the whole cluster, or of one
+// node starting; the target is twice it at most.
+func messages(name string, xs func(r *result) []int, bound func(s sim.Spec, n int) int) row {
+	return row{name, "<= 2× bound", func(r *result) (string, *bool) {
+		x := xs(r)
+		if len(x) == 0 {
+			return "-", nil
+		}
+		b := bound(spec(r.algorithm), r.n)
+		return fmt.Sprintf("%s / %d", mean(x), b), yes(slices.Max(x) <= 2*b)
+	}}
+}
+
+// atSize gives a limit only at size n.
+func atSize(n int, d time.Duration) func(r *result) time.Duration {
+	return func(r *result) time.Duration {
+		if r.n == n {
+			return d
+		}
+		return 0
+	}
+}
+
+func rows() []row {
 	crash := func(r *result) []time.Duration { return r.crash }
+	hang := func(r *result) []time.Duration { return r.hang }
+	unhang := func(r *result) []time.Duration { return r.unhang }
 	rejoin := func(r *result) []time.Duration { return r.rejoin }
 	handoff := func(r *result) []time.Duration { return r.handoff }
 	termExit := func(r *result) []time.Duration { return r.termExit }
-	steady := fmt.Sprintf("steady %s, cores busy: ", cfg.steady)
-	rows := []row{
-		{"cold start to agreed leader", "", func(r *result) string {
+	lag := func(r *result) []time.Duration { return r.observerLag }
+	crashTarget := func(r *result) time.Duration {
+		switch {
+		case r.n == 5:
+			return 300 * time.Millisecond
+		case r.n == 101 && r.algorithm != protocol.Paxos:
+			return 500 * time.Millisecond
+		}
+		return 0
+	}
+	hangTarget := func(r *result) time.Duration {
+		if r.n == 5 && r.algorithm == protocol.Paxos {
+			return 400 * time.Millisecond
+		}
+		return 0
+	}
+	return []row{
+		durations("cold start to agreed leader", func(r *result) []time.Duration {
 			if r.coldStart == 0 {
-				return "-"
+				return nil
 			}
-			return ms(r.coldStart)
-		}},
-		durationRow("crash failover p50", "", crash, 0.5, 0),
-		durationRow("crash failover p90", "<= 300 ms", crash, 0.9, targetFailoverP90),
-		durationRow("crash failover max", "", crash, 1, 0),
-		durationRow("SIGTERM handoff p50", "", handoff, 0.5, 0),
-		durationRow("SIGTERM handoff p90", "<= 50 ms", handoff, 0.9, targetHandoffP90),
-		durationRow("SIGTERM handoff max", "", handoff, 1, 0),
-		durationRow("SIGTERM to exit max", "<= 2 s, status 0", termExit, 1, targetTermExit),
-		durationRow("rejoin of highest ID p50", "", rejoin, 0.5, 0),
-		durationRow("rejoin of highest ID max", "", rejoin, 1, 0),
-		{"messages per crash failover", "", func(r *result) string { return mean(r.crashMsgs) }},
-		{"elections started per crash failover", "", func(r *result) string {
-			if !r.electionsObserved {
-				return "n/a"
+			return []time.Duration{r.coldStart}
+		}, 1, "<= 1 s at 101", atSize(101, time.Second)),
+		{"announcements at cold start", "", func(r *result) (string, *bool) {
+			if r.coldStart == 0 {
+				return "-", nil
 			}
-			return mean(r.crashElects)
+			return fmt.Sprint(r.coldAnnouncements), nil
 		}},
-		{"messages per SIGTERM handoff", "", func(r *result) string { return mean(r.handoffMsgs) }},
-		{"messages per rejoin", "", func(r *result) string { return mean(r.rejoinMsgs) }},
-		{steady + "elections started", "0", func(r *result) string {
+		durations("crash failover p50", crash, 0.5, "", nil),
+		durations("crash failover p90", crash, 0.9, "<= 300 ms at 5, 500 ms at 101", crashTarget),
+		durations("crash failover p99", crash, 0.99, "", nil),
+		durations("crash failover max", crash, 1, "", nil),
+		durations("rejoin of the highest ID p50", rejoin, 0.5, "", nil),
+		durations("hang failover p50", hang, 0.5, "", nil),
+		durations("hang failover p90", hang, 0.9, "paxos <= 400 ms at 5", hangTarget),
+		durations("hang failover max", hang, 1, "", nil),
+		durations("resumed leader takes over p50", unhang, 0.5, "", nil),
+		durations("SIGTERM hand-over p50", handoff, 0.5, "", nil),
+		durations("SIGTERM hand-over p90", handoff, 0.9, "<= 20 ms at 5", atSize(5, 20*time.Millisecond)),
+		durations("SIGTERM hand-over max", handoff, 1, "", nil),
+		durations("SIGTERM to exit max", termExit, 1, "<= 2 s", func(*result) time.Duration { return 2 * time.Second }),
+		messages("messages per crash failover / bound", func(r *result) []int { return r.crashMsgs }, sim.MessageBound),
+		{"bytes per crash failover", "", func(r *result) (string, *bool) { return mean(r.crashBytes), nil }},
+		{"NATS server in / out per crash failover", "", func(r *result) (string, *bool) {
+			if len(r.crashServerIn) == 0 {
+				return "-", nil
+			}
+			return fmt.Sprintf("%d / %d", meanInt(r.crashServerIn), meanInt(r.crashServerOut)), nil
+		}},
+		messages("messages per hang failover / bound", func(r *result) []int { return r.hangMsgs }, sim.MessageBound),
+		messages("messages per hand-over / bound", func(r *result) []int { return r.handoffMsgs }, sim.MessageBound),
+		messages("messages per rejoin / bound", func(r *result) []int { return r.rejoinMsgs }, sim.StartBound),
+		{"idle CPU per node, mean (max)", "<= 0.5% at 5", func(r *result) (string, *bool) {
+			if len(r.idleCPU) == 0 {
+				return "-", nil
+			}
+			v := fmt.Sprintf("%.2f%% (%.2f%%)", meanFloat(r.idleCPU), slices.Max(r.idleCPU))
+			if r.n == 5 {
+				return v, yes(slices.Max(r.idleCPU) <= 0.5)
+			}
+			return v, nil
+		}},
+		{"resident memory per node, mean (max)", "<= 16 MiB at 5", func(r *result) (string, *bool) {
+			if len(r.rss) == 0 {
+				return "-", nil
+			}
+			v := fmt.Sprintf("%.1f (%.1f) MiB", float64(meanInt(r.rss))/(1<<20), float64(slices.Max(r.rss))/(1<<20))
+			if r.n == 5 {
+				return v, yes(slices.Max(r.rss) <= 16<<20)
+			}
+			return v, nil
+		}},
+		{"steady messages per second, cluster", "", func(r *result) (string, *bool) {
+			if len(r.idleCPU) == 0 {
+				return "-", nil
+			}
+			return fmt.Sprintf("%.0f", r.steadyPerSec), nil
+		}},
+		durations("observer lag p50", lag, 0.5, "", nil),
+		durations("observer lag p99", lag, 0.99, "<= 20 ms", func(*result) time.Duration { return 20 * time.Millisecond }),
+		{"steady state, cores busy: elections", "0", func(r *result) (string, *bool) {
 			if !r.steadyRan {
-				return "-"
+				return "-", nil
 			}
-			if !r.electionsObserved {
-				return "n/a"
-			}
-			return fmt.Sprint(r.steadyElections) + check(r.steadyElections == 0)
+			return fmt.Sprintf("%d (%d leader changes, %d announced)", r.steadyElections, r.steadyChanges, r.steadyAnnounced),
+				yes(r.steadyElections == 0 && r.steadyChanges == 0 && r.steadyAnnounced == 0)
 		}},
-		{steady + "leader changes", "0", func(r *result) string {
-			if !r.steadyRan {
-				return "-"
-			}
-			return fmt.Sprintf("%d (%d announced)", r.steadyChanges, r.steadyAnnounced) + check(r.steadyChanges == 0 && r.steadyAnnounced == 0)
-		}},
-		{steady + "election messages", "", func(r *result) string {
-			if !r.steadyRan {
-				return "-"
-			}
-			return fmt.Sprint(r.steadyMessages)
-		}},
-		{"announced terms not increasing", "0", func(r *result) string {
-			return fmt.Sprint(r.termRegressions) + check(r.termRegressions == 0)
+		{"announced terms not increasing", "0", func(r *result) (string, *bool) {
+			return fmt.Sprint(r.termRegressions), yes(r.termRegressions == 0)
 		}},
 	}
+}
+
+func header(r *result) string { return fmt.Sprintf("%s %d", r.algorithm, r.n) }
+
+// printTable writes the results as a text table, a column per algorithm
+// and size.
+func printTable(out io.Writer, results []*result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%d nodes, %d rounds\ttarget", cfg.nodes, cfg.rounds)
+	fmt.Fprint(tw, "\ttarget")
 	for _, r := range results {
-		fmt.Fprintf(tw, "\t%s", r.algorithm)
+		fmt.Fprintf(tw, "\t%s", header(r))
 	}
 	fmt.Fprintln(tw)
-	for _, rw := range rows {
+	for _, rw := range rows() {
 		fmt.Fprintf(tw, "%s\t%s", rw.name, rw.target)
 		for _, r := range results {
-			fmt.Fprintf(tw, "\t%s", rw.cell(r))
+			v, ok := rw.cell(r)
+			switch {
+			case ok == nil:
+			case *ok:
+				v += " ok"
+			default:
+				v += " MISSED"
+			}
+			fmt.Fprintf(tw, "\t%s", v)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	for _, r := range results {
 		if r.badExits > 0 {
-			fmt.Fprintf(out, "%s: %d SIGTERMs did not end in exit status 0\n", r.algorithm, r.badExits)
+			fmt.Fprintf(out, "%s: %d SIGTERMs did not end in exit status 0\n", header(r), r.badExits)
+		}
+		if r.err != nil {
+			fmt.Fprintf(out, "%s: incomplete: %v\n", header(r), r.err)
 		}
 	}
-	fmt.Fprintf(out, "Agreement: every live node's /status names the highest live ID, polled every %s.\n", cfg.poll)
+	fmt.Fprintln(out, legend)
+}
+
+const legend = `Times run until every live node's /status names the new leader. Messages are publications on the cluster's
+subjects, heartbeats and lease renewals excepted, beside the worst case the simulator checks (sim.MessageBound,
+sim.StartBound). NATS server in / out: the messages the nodes published and were delivered during the failover
+and until the cluster was quiet, heartbeats and renewals included. Idle: over a quiet window.`
+
+// writeMarkdown writes benchmarks.md into cfg.out: the machine, the date,
+// the command and the table.
+func writeMarkdown(cfg config, results []*result, took time.Duration) (string, error) {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Benchmarks\n\n")
+	fmt.Fprintf(&b, "Measured by `go tool task bench` (`cmd/bench`) on %s: %s, %d CPUs, Linux %s, %s. It took %s.\n\n",
+		time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), kernel(), runtime.Version(), took.Round(time.Second))
+	fmt.Fprintf(&b, "Real node processes with the default settings (ticks of %s, heartbeats every %d ticks, a leader time-out of %d, Paxos leases of %d) on an embedded NATS server, sizes %v, rounds %v.\n\n",
+		"10 ms", election.DefaultHeartbeatTicks, election.DefaultLeaderTimeoutTicks, election.DefaultLeaseTicks, cfg.sizes, cfg.rounds)
+	b.WriteString("| | target |")
+	for _, r := range results {
+		fmt.Fprintf(&b, " %s |", header(r))
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(results)) + "\n")
+	for _, rw := range rows() {
+		fmt.Fprintf(&b, "| %s | %s |", rw.name, rw.target)
+		for _, r := range results {
+			v, ok := rw.cell(r)
+			switch {
+			case ok == nil:
+			case *ok:
+				v += " ✓"
+			default:
+				v += " ✗"
+			}
+			fmt.Fprintf(&b, " %s |", v)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n" + strings.ReplaceAll(legend, "\n", " ") + "\n")
+	path := filepath.Join(cfg.out, "benchmarks.md")
+	return path, os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func kernel() string {
+	data, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(data))
 }

@@ -33,14 +33,22 @@ func TestQuantile(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
-	cfg, err := parseFlags([]string{"-rounds", "3", "-steady", "5s", "-algorithms", "ring, bully"})
+	cfg, err := parseFlags([]string{"-rounds", "3", "-steady", "5s", "-algorithms", "ring, bully", "-sizes", "5, 25"})
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
-	if cfg.rounds != 3 || cfg.steady != 5*time.Second || len(cfg.algorithms) != 2 || cfg.algorithms[0] != "ring" || cfg.algorithms[1] != "bully" {
+	if cfg.rounds[5] != 3 || cfg.rounds[25] != 3 || cfg.steady != 5*time.Second || len(cfg.algorithms) != 2 || cfg.algorithms[0] != "ring" || cfg.algorithms[1] != "bully" {
 		t.Errorf("parseFlags = %+v, want 3 rounds, 5s steady, [ring bully]", cfg)
 	}
-	for _, bad := range [][]string{{"-rounds", "0"}, {"-nodes", "1"}, {"-algorithms", ","}, {"extra"}} {
+	cfg, err = parseFlags(nil)
+	if err != nil || cfg.rounds[101] != 2 || len(cfg.sizes) != 3 || len(cfg.algorithms) != 3 || cfg.steady != 0 {
+		t.Errorf("defaults: %+v, %v; want sizes 5, 25, 101, two rounds at 101, every algorithm, no steady state", cfg, err)
+	}
+	cfg, err = parseFlags([]string{"-full"})
+	if err != nil || cfg.rounds[5] != 20 || cfg.steady != 10*time.Minute {
+		t.Errorf("-full: %+v, %v; want 20 rounds at 5 and 10 minutes of steady state", cfg, err)
+	}
+	for _, bad := range [][]string{{"-rounds", "-1"}, {"-sizes", "1"}, {"-sizes", "x"}, {"-algorithms", ","}, {"-algorithms", "raft"}, {"extra"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) = nil error, want an error", bad)
 		}

@@ -136,3 +136,12 @@ func ParseMetrics(text string) Metrics {
 	}
 	return m
 }
+
+// GetJSON fetches url and decodes its JSON answer into v.
+func GetJSON(ctx context.Context, c *http.Client, url string, v any) error {
+	body, err := get(ctx, c, url)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
+}

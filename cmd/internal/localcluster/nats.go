@@ -24,12 +24,15 @@ var ErrNATSNotReady = errors.New("localcluster: nats server not ready")
 // picks a free port) and waits until it accepts connections. The caller
 // stops it with StopNATS.
 func StartNATS(host string, port int) (*server.Server, error) {
-	s, err := server.NewServer(&server.Options{
-		Host:   host,
-		Port:   port,
-		NoLog:  true,
-		NoSigs: true,
-	})
+	return StartNATSWith(&server.Options{Host: host, Port: port})
+}
+
+// StartNATSWith is StartNATS with more options (JetStream, accounts); it
+// sets NoLog and NoSigs.
+func StartNATSWith(opts *server.Options) (*server.Server, error) {
+	host, port := opts.Host, opts.Port
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: nats server: %w", err)
 	}

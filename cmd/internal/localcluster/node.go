@@ -156,6 +156,16 @@ func (n *Node) Start() error {
 	return nil
 }
 
+// Pid is the process ID of the process last started, 0 if none.
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
 // Done is closed when the process last started has exited; nil if the
 // node was never started.
 func (n *Node) Done() <-chan struct{} {

@@ -380,7 +380,15 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 	if m.c.Owner(msg.Term) != msg.From {
 		return // a ballot its sender does not own
 	}
-	reply := m.acceptPrepare(msg.From, msg.Inc, msg.Term)
+	var reply protocol.Message
+	if msg.From < m.c.ID() && (m.phase == preparing || m.phase == proposing) {
+		// A candidate does not promise a lower candidate's ballot, which
+		// would only stall its own campaign and the lower one's alike (a
+		// refusal is always safe; the lower one backs off).
+		reply = protocol.Message{Type: protocol.TypeNack, Term: m.c.Acceptor().Promised}
+	} else {
+		reply = m.acceptPrepare(msg.From, msg.Inc, msg.Term)
+	}
 	reply.To = msg.From
 	m.c.Send(reply)
 	if msg.From < m.c.ID() {

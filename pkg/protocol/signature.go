@@ -15,11 +15,16 @@ const SignatureHeader = "Election-Signature"
 // the subject stops a signed message from being replayed onto another
 // subject or cluster.
 func Sign(key []byte, subject string, payload []byte) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(subject))
-	mac.Write([]byte{0})
-	mac.Write(payload)
-	return hex.EncodeToString(mac.Sum(nil))
+	return hex.EncodeToString(mac(key, subject, payload))
+}
+
+// mac is the HMAC-SHA256 of subject, a zero byte and payload under key.
+func mac(key []byte, subject string, payload []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(subject))
+	h.Write([]byte{0})
+	h.Write(payload)
+	return h.Sum(make([]byte, 0, sha256.Size))
 }
 
 // Verify checks a signature made by Sign. It returns a *ValidationError
@@ -32,8 +37,7 @@ func Verify(key []byte, subject string, payload []byte, signature string) error 
 	if err != nil {
 		return reject(ReasonSignature, "signature is not hex")
 	}
-	want, _ := hex.DecodeString(Sign(key, subject, payload))
-	if !hmac.Equal(got, want) {
+	if !hmac.Equal(got, mac(key, subject, payload)) {
 		return reject(ReasonSignature, "signature does not match")
 	}
 	return nil

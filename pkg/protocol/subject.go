@@ -118,3 +118,36 @@ func ClusterOf(subject string) (string, error) {
 	}
 	return parts[1], nil
 }
+
+// ConnectionName is the NATS connection name of node id of cluster, by
+// which the connection events of the NATS server (the client's name in
+// $SYS.ACCOUNT.<account>.DISCONNECT) tell which member came or went.
+func ConnectionName(cluster string, id uint64) string {
+	return connectionPrefix + cluster + "/" + strconv.FormatUint(id, 10)
+}
+
+const connectionPrefix = "baton-node "
+
+// ProbeConnectionName is the name of the short connection by which node id
+// of cluster checks at start that the NATS server delivers connection
+// events. ParseConnectionName does not take it for a node's.
+func ProbeConnectionName(cluster string, id uint64) string {
+	return "baton-probe " + cluster + "/" + strconv.FormatUint(id, 10)
+}
+
+// ParseConnectionName is the inverse of ConnectionName.
+func ParseConnectionName(name string) (cluster string, id uint64, ok bool) {
+	rest, ok := strings.CutPrefix(name, connectionPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '/')
+	if i < 0 || ValidateCluster(rest[:i]) != nil {
+		return "", 0, false
+	}
+	id, err := strconv.ParseUint(rest[i+1:], 10, 64)
+	if err != nil || id == 0 {
+		return "", 0, false
+	}
+	return rest[:i], id, true
+}

@@ -175,3 +175,18 @@ func TestAnnouncement(t *testing.T) {
 		}
 	}
 }
+
+func TestConnectionName(t *testing.T) {
+	name := ConnectionName("prod-eu", 12)
+	if name != "baton-node prod-eu/12" {
+		t.Errorf("ConnectionName: got %q", name)
+	}
+	if c, id, ok := ParseConnectionName(name); !ok || c != "prod-eu" || id != 12 {
+		t.Errorf("ParseConnectionName(%q) = %q, %d, %v", name, c, id, ok)
+	}
+	for _, bad := range []string{"", "baton-node ", "baton-node c/", "baton-node c/0", "baton-node c/x", "baton-node a.b/3", "other c/3", "baton-node c/18446744073709551616"} {
+		if _, _, ok := ParseConnectionName(bad); ok {
+			t.Errorf("ParseConnectionName(%q): ok, want refused", bad)
+		}
+	}
+}

@@ -190,6 +190,24 @@ func (c *Core) ForgetGone() {
 	}
 }
 
+// PeerDown records that a peer's connection closed: it counts as departed,
+// and if it was this follower's leader, as a leader that fell silent (the
+// leader becomes undefined). It reports
+// whether it was the leader. The leader's loss is reported as
+// LeaderDisconnected.
+func (c *Core) PeerDown(id uint64) (leader bool) {
+	if c.left || id == c.id {
+		return false
+	}
+	c.MarkDeparted(id)
+	if id != c.leader || c.role == election.Leader {
+		return false
+	}
+	c.report(election.LeaderDisconnected, c.leader, c.term)
+	c.leader, c.silent = 0, 0
+	return true
+}
+
 // MarkAlive forgets that a peer was gone, as a message from it does.
 func (c *Core) MarkAlive(id uint64) { delete(c.gone, id) }
 

@@ -259,6 +259,20 @@ func (m *Machine) Unreachable(id uint64) {
 	}
 }
 
+// PeerDown records that a peer's connection closed. If it was the leader
+// and this node is now the highest live one, it holds its election at
+// once, without waiting for the leader time-out. A lower node only stops
+// following the leader: the highest live node's Coordinator normally
+// reaches it long before its time-out; if it does not (that node is gone
+// too), the time-out and the deferral of suspect take over. Acting on the
+// event at every node would race the nodes' deferrals against the skew
+// with which the event reaches them.
+func (m *Machine) PeerDown(id uint64) {
+	if m.c.PeerDown(id) && m.c.Role() == election.Follower && m.c.HigherAliveCount() == 0 {
+		m.suspect()
+	}
+}
+
 // Resign leaves the cluster cleanly.
 func (m *Machine) Resign() { m.c.Leave() }
 

@@ -245,6 +245,30 @@ func TestBully(t *testing.T) {
 			wantRole: election.Follower, wantLeader: 4,
 		},
 		{
+			name: "the leader's connection closes: the highest live node claims at once",
+			rule: "a node that suspects the leader holds an election (the leader's disconnect counts as its heartbeats having stopped)",
+			id:   4,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				m.Ready()
+				m.PeerDown(9)
+				return m.Ready()
+			},
+			wantMsgs: []string{"election", "coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+		},
+		{
+			name: "another node's connection closes: nothing happens",
+			rule: "only the leader's disconnect counts as its heartbeats having stopped",
+			id:   2,
+			run: func(m *Machine) election.Ready {
+				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+				m.Ready()
+				m.PeerDown(4)
+				return m.Ready()
+			},
+			wantRole: election.Follower, wantLeader: 9,
+		},
+		{
 			name: "a follower of a live higher leader is not challenged into an election",
 			rule: "refinement: the leader answers a lower node's claim",
 			id:   4,

@@ -133,7 +133,7 @@ const (
 	// or claimed a new term straight away).
 	ElectionStarted EventKind = iota + 1
 	// LeaderTimedOut: the node's leader (Leader, Term) fell silent for the
-	// leader time-out, or its connection closed, and is now suspected.
+	// leader time-out and is now suspected.
 	LeaderTimedOut
 	// LeaderChanged: the node accepted or claimed a new leadership (Leader,
 	// Term).
@@ -141,6 +141,10 @@ const (
 	// SteppedDown: the node stopped leading (Leader, Term): its lease ran
 	// out, or it handed over to a higher node.
 	SteppedDown
+	// LeaderDisconnected: the node's leader (Leader, Term) was reported
+	// down (its connection closed, see Machine.PeerDown) and is no longer
+	// followed.
+	LeaderDisconnected
 )
 
 // String names the event kind for logs.
@@ -154,6 +158,8 @@ func (k EventKind) String() string {
 		return "leader_changed"
 	case SteppedDown:
 		return "stepped_down"
+	case LeaderDisconnected:
+		return "leader_disconnected"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -198,8 +204,13 @@ type Machine interface {
 	// Step hands the node a message. Messages must have passed
 	// protocol.Validate; messages from the node itself are ignored.
 	Step(m protocol.Message)
-	// Unreachable tells the node that a peer cannot be reached now.
+	// Unreachable tells the node that a peer cannot be reached now (a
+	// message to it found nobody listening).
 	Unreachable(id uint64)
+	// PeerDown tells the node that a peer's connection has closed (its
+	// process died or left): for the node's leader, that counts as its
+	// heartbeats having stopped.
+	PeerDown(id uint64)
 	// Resign makes the node leave cleanly: it tells the others, which elect
 	// a new leader at once if it led. The machine ignores every later event.
 	Resign()

@@ -273,6 +273,19 @@ func (m *Machine) Unreachable(id uint64) {
 	}
 }
 
+// PeerDown records that a peer's connection closed. If it was the leader,
+// this node campaigns now (at once if it is the highest live node, else
+// after its deferral) instead of after the leader time-out. That cannot
+// shorten the old leader's lease: acceptors still promise nothing until
+// the grants they hold run out, whatever a candidate heard; the event only
+// saves the time-out on top of them. (A leader cut off from NATS but alive
+// keeps its lease until it ends, and no longer.)
+func (m *Machine) PeerDown(id uint64) {
+	if m.c.PeerDown(id) && m.phase == idle && m.wait == 0 {
+		m.suspect()
+	}
+}
+
 // Resign leaves the cluster cleanly: a leader stops leading, then tells
 // the acceptors to release its lease, so that a successor is elected at
 // once.

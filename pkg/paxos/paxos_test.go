@@ -3,6 +3,7 @@ package paxos
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/baton-election/baton/pkg/election"
@@ -385,5 +386,33 @@ func TestNewStorageWaits(t *testing.T) {
 	m.Step(msg(protocol.TypePrepare, 9, 0, 10))
 	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"promise→9:10"}) {
 		t.Errorf("new storage, a lease later: got %v, want a promise", got)
+	}
+}
+
+// Connection events: when the leader's connection closes, the highest live
+// node campaigns at once instead of after the leader time-out; the
+// acceptors' grants still decide when it can lead.
+func TestLeaderDownCampaignsAtOnce(t *testing.T) {
+	m := newNode(t, 8, election.HardState{})
+	m.Start()
+	ticks(m, timing.LeaseTicks+2) // past its own wait as a new node
+	p := msg(protocol.TypePropose, 9, 0, 5)
+	p.Seq, p.Candidate = 3, 9
+	m.Step(p)
+	m.Ready()
+	if m.Status().Leader != 9 {
+		t.Fatalf("setup: leader %d, want 9", m.Status().Leader)
+	}
+	m.PeerDown(9)
+	rd := m.Ready()
+	if got := show(rd.Messages); len(got) != 1 || !strings.HasPrefix(got[0], "prepare:") {
+		t.Fatalf("the leader's connection closed: got %v, want a Prepare at once", got)
+	}
+	if m.Status().Leader != 0 {
+		t.Errorf("leader after its disconnect: got %d, want undefined", m.Status().Leader)
+	}
+	// Its own acceptor still holds the grant to 9: no self-promise yet.
+	if len(m.promises) != 0 {
+		t.Errorf("promises: got %v, want none while the grant to 9 holds", m.promises)
 	}
 }

@@ -223,6 +223,21 @@ func (m *Machine) Unreachable(id uint64) {
 	m.reroute(id)
 }
 
+// PeerDown skips a peer whose connection closed. If it was the leader and
+// this node is now the highest live one, it starts the election at once,
+// without waiting for the leader time-out; a lower node only stops
+// following the leader and joins that election when its round arrives (or
+// suspects on its own time-out, if it does not), as Bully's does.
+func (m *Machine) PeerDown(id uint64) {
+	if m.c.Left() {
+		return
+	}
+	m.reroute(id)
+	if m.c.PeerDown(id) && m.c.Role() == election.Follower && m.c.HigherAliveCount() == 0 {
+		m.suspect()
+	}
+}
+
 // Resign leaves the cluster cleanly.
 func (m *Machine) Resign() {
 	m.c.Leave()

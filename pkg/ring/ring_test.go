@@ -57,6 +57,7 @@ func TestRing(t *testing.T) {
 		steps      []protocol.Message
 		ticks      int
 		then       []protocol.Message // after the ticks
+		down       uint64             // a peer whose connection closes, after the steps
 		wantMsgs   []string           // after the last event
 		wantRole   election.Role
 		wantLeader uint64
@@ -156,6 +157,13 @@ func TestRing(t *testing.T) {
 			wantMsgs: []string{"election→2:4"}, wantRole: election.Candidate,
 		},
 		{
+			name: "the leader's connection closes: the highest live node initiates at once", id: 4,
+			rule:     "followers suspect a leader whose heartbeats stop and initiate (its disconnect counts as that)",
+			steps:    []protocol.Message{elected(2, 4, 9, 3, 1)},
+			down:     9,
+			wantMsgs: []string{"election→2:4"}, wantRole: election.Candidate,
+		},
+		{
 			name: "leader resigns: the others initiate after (r+1)·T", id: 2,
 			rule:     "every node whose leader resigned initiates (package doc, One round after a failure: deferred by (r+1)·T)",
 			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}},
@@ -179,6 +187,10 @@ func TestRing(t *testing.T) {
 			for _, s := range tt.steps {
 				m.Ready()
 				m.Step(s)
+			}
+			if tt.down != 0 {
+				m.Ready()
+				m.PeerDown(tt.down)
 			}
 			for range tt.ticks {
 				m.Ready()

@@ -35,6 +35,10 @@ type Network struct {
 	// of a point-to-point copy, one tick after it found the receiver down,
 	// that the receiver is unreachable (NATS reports no responders).
 	Unreachable float64
+	// Events is the probability that a node that crashes or leaves is
+	// reported down (PeerDown), one tick later, to each running node on
+	// its side of the network (NATS connection events).
+	Events float64
 }
 
 // Quiet is the network of the quiet phase: no loss, no duplication, delays
@@ -322,6 +326,17 @@ func (c *Cluster) Crash(id uint64) {
 	}
 	n.m, n.paused, n.backlog = nil, false, nil
 	c.logf("crash %d", id)
+	c.reportDown(id)
+}
+
+// reportDown tells, with probability Events each, the running nodes on
+// id's side of the network that id's connection closed.
+func (c *Cluster) reportDown(id uint64) {
+	for _, o := range c.nodes {
+		if o.id != id && o.up() && c.groups[o.id] == c.groups[id] && c.rng.Float64() < c.net.Events {
+			c.push(&event{at: c.now + 1, sent: c.now, kind: down, to: o.id, msg: protocol.Message{To: id}, inc: o.incarnation})
+		}
+	}
 }
 
 // WipeDisk loses what node id stored, as a replacement in a new container
@@ -374,6 +389,7 @@ func (c *Cluster) Resign(id uint64) {
 	n.m.Resign()
 	c.collect(n)
 	n.m = nil
+	c.reportDown(id)
 }
 
 // Partition splits the network: copies between members of different
@@ -470,6 +486,7 @@ type eventKind int
 const (
 	deliver eventKind = iota
 	unreachable
+	down
 )
 
 type event struct {
@@ -477,18 +494,26 @@ type event struct {
 	sent int
 	seq  uint64
 	kind eventKind
-	to   uint64           // receiver of a copy, or node told of an unreachable peer
-	msg  protocol.Message // the copy; for unreachable, msg.To is the peer
-	inc  int              // for unreachable: the incarnation of the node told
+	to   uint64           // receiver of a copy, or node told of an unreachable or down peer
+	msg  protocol.Message // the copy; for unreachable and down, msg.To is the peer
+	inc  int              // for unreachable and down: the incarnation of the node told
 }
 
 // handle delivers a copy or an unreachable notice.
 func (c *Cluster) handle(e *event) {
 	n := c.node(e.to)
-	if e.kind == unreachable {
+	switch e.kind {
+	case unreachable:
 		if n.up() && !n.paused && n.incarnation == e.inc {
 			c.logf("unreachable %d told to %d", e.msg.To, e.to)
 			n.m.Unreachable(e.msg.To)
+			c.collect(n)
+		}
+		return
+	case down:
+		if n.up() && !n.paused && n.incarnation == e.inc {
+			c.logf("down %d told to %d", e.msg.To, e.to)
+			n.m.PeerDown(e.msg.To)
 			c.collect(n)
 		}
 		return

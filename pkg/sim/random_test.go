@@ -60,7 +60,7 @@ func runSeeds(t *testing.T, spec sim.Spec) {
 		t.Logf("seed %d: converged %d ticks after the quiet phase (bound %d), %d messages (limit %d)", seed, res.Converged, res.Bound, res.Messages, res.MessageLimit)
 		return
 	}
-	seeds := defaultSeeds
+	seeds := raceSeeds
 	if testing.Short() {
 		seeds = 100
 	}

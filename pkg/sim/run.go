@@ -156,6 +156,7 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 		Loss:        []float64{0, 0.02, 0.1, 0.3}[rng.IntN(4)],
 		Duplicate:   []float64{0, 0.05, 0.2}[rng.IntN(3)],
 		Unreachable: []float64{0, 0.5, 1}[rng.IntN(3)],
+		Events:      []float64{0, 1}[rng.IntN(2)],
 	}
 	// Rates of faults per node and tick (per tick for partitions). Large
 	// clusters get fewer per node, so that some quiet stretches remain.
@@ -264,7 +265,7 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 		fmt.Fprintf(trace, "%5d  quiet phase\n", c.Now())
 	}
 	c.Heal()
-	if err := c.SetNetwork(Network{MinDelay: 1, MaxDelay: TMax, Unreachable: faulty.Unreachable}); err != nil {
+	if err := c.SetNetwork(Network{MinDelay: 1, MaxDelay: TMax, Unreachable: faulty.Unreachable, Events: faulty.Events}); err != nil {
 		res.Err = err
 		return res
 	}

@@ -374,6 +374,7 @@ func (l *liar) Tick()                 {}
 func (l *liar) Due() int              { return 1 }
 func (l *liar) Step(protocol.Message) {}
 func (l *liar) Unreachable(uint64)    {}
+func (l *liar) PeerDown(uint64)       {}
 func (l *liar) Resign()               {}
 func (l *liar) Ready() election.Ready {
 	r := election.Ready{Claimed: l.claimed}

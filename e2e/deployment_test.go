@@ -23,6 +23,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/baton-election/baton/deploy/natsconf"
 	"github.com/baton-election/baton/internal/batontest"
 )
 
@@ -99,6 +100,19 @@ func doBuildImages() (map[string]string, error) {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	// The NATS server's configuration, at the paths its Dockerfile copies.
+	for _, file := range []string{"deploy/nats.conf", "deploy/natsconf/accounts.conf"} {
+		data, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(file)), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
+			return nil, err
 		}
 	}
 	provider, err := testcontainers.NewDockerProvider()
@@ -180,9 +194,11 @@ func deploy(t *testing.T) *deployment {
 	reqs := make([]testcontainers.GenericContainerRequest, 0, natsServers)
 	for i := 1; i <= natsServers; i++ {
 		name := fmt.Sprintf("nats-%d", i)
-		reqs = append(reqs, d.request(d.images["nats"], name, nil, []string{
+		// The image's configuration (deploy/nats.conf) holds the accounts
+		// and users, with the passwords from the environment.
+		reqs = append(reqs, d.request(d.images["nats"], name, natsconf.LocalPasswords.Env(), []string{
 			"--name=" + name, "--cluster_name=baton", "--cluster=nats://0.0.0.0:6222",
-			"--routes=" + strings.Join(routes, ","), "--jetstream", "--store_dir=/data", "--http_port=8222",
+			"--routes=" + strings.Join(routes, ","),
 		}, "8222/tcp"))
 	}
 	d.nats = d.startAll(reqs)
@@ -191,6 +207,8 @@ func deploy(t *testing.T) *deployment {
 	// the very first election.
 	d.observer = d.startAll([]testcontainers.GenericContainerRequest{d.request(d.images["observer"], "observer", map[string]string{
 		"NATS_URL":                 natsURLs(),
+		"NATS_USER":                natsconf.ObserverUser,
+		"NATS_PASSWORD":            natsconf.LocalPasswords.Observer,
 		"OBSERVER_DATA":            "/data",
 		"OBSERVER_STREAM_REPLICAS": "3",
 		"ELECTION_SECRET":          secret,
@@ -238,6 +256,8 @@ func nodeEnv(alg string, id uint64) map[string]string {
 	}
 	return map[string]string{
 		"NATS_URL":           natsURLs(),
+		"NATS_USER":          natsconf.NodeUser,
+		"NATS_PASSWORD":      natsconf.LocalPasswords.Node,
 		"NODE_ID":            strconv.FormatUint(id, 10),
 		"NODE_PEERS":         strings.Join(peers, ","),
 		"ELECTION_ALGORITHM": alg,

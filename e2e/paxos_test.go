@@ -30,6 +30,7 @@ type leaderWatch struct {
 	cut     map[uint64]bool
 	samples int
 	both    []string
+	blurred []string // overlapping answers too slow to tell (see sample)
 }
 
 // watchLeaders starts sampling alg's nodes; stop it with stop.
@@ -97,19 +98,33 @@ func (w *leaderWatch) sample(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.samples++
-	// Two answers that overlapped in time both said "leader": a hand-over
-	// takes several message hops, far longer than two concurrent answers
-	// on one host are apart, so this is two leaders at once.
+	// Two answers that overlapped in time both said "leader", each within
+	// sharpWindow of being asked: a hand-over takes message round trips
+	// and durable writes at the acceptors, longer than two such answers can
+	// be apart, so this is two leaders at once. An answer that took longer
+	// (docker exec into a cut-off container, a busy host) cannot tell a
+	// hand-over inside its window from an overlap: such pairs are counted
+	// apart, and the simulator checks the lease's exclusivity in real time.
 	for i := range leaders {
 		for j := i + 1; j < len(leaders); j++ {
 			a, b := leaders[i], leaders[j]
-			if a.asked.Before(b.got) && b.asked.Before(a.got) {
-				w.both = append(w.both, fmt.Sprintf("nodes %d (term %d) and %d (term %d) at %s",
-					a.id, a.s.Term, b.id, b.s.Term, a.got.Format("15:04:05.000")))
+			if !a.asked.Before(b.got) || !b.asked.Before(a.got) {
+				continue
+			}
+			what := fmt.Sprintf("nodes %d (term %d, answered in %v) and %d (term %d, in %v) at %s",
+				a.id, a.s.Term, a.got.Sub(a.asked).Round(time.Millisecond), b.id, b.s.Term, b.got.Sub(b.asked).Round(time.Millisecond), a.got.Format("15:04:05.000"))
+			if a.got.Sub(a.asked) <= sharpWindow && b.got.Sub(b.asked) <= sharpWindow {
+				w.both = append(w.both, what)
+			} else {
+				w.blurred = append(w.blurred, what)
 			}
 		}
 	}
 }
+
+// sharpWindow bounds how long a status answer may take for the sampler to
+// place it in time sharply enough (see sample).
+const sharpWindow = 5 * time.Millisecond
 
 // stop ends the sampling and fails the test if two nodes ever led at once.
 func (w *leaderWatch) stop() {
@@ -120,6 +135,10 @@ func (w *leaderWatch) stop() {
 	defer w.mu.Unlock()
 	if len(w.both) > 0 {
 		w.d.t.Errorf("%s: two nodes in state leader at once in %d of %d samples: %s", w.alg, len(w.both), w.samples, strings.Join(w.both, "; "))
+	}
+	if len(w.blurred) > 0 {
+		w.d.t.Logf("%s: %d samples where two slow answers (over %v) overlapped, too blurred to tell a hand-over from two leaders: %s",
+			w.alg, len(w.blurred), sharpWindow, strings.Join(w.blurred, "; "))
 	}
 	w.d.t.Logf("%s: %d samples of every node's state, never two leaders at once", w.alg, w.samples)
 }

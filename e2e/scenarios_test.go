@@ -37,8 +37,11 @@ func TestKillLeader(t *testing.T) {
 		t4 := d.waitAgreed(alg, 4, t5, converge, 5)
 		took := time.Since(start)
 		t.Logf("%s: leader killed: nodes 1-4 agreed on 4 (term %d) after %v", alg, t4, took.Round(time.Millisecond))
+		// The observer's latest leadership of 4 is the one the nodes agreed
+		// on, or a later one of 4's (a Paxos leader that lost its lease on
+		// a busy host and won again).
 		rec := d.waitRecorded(alg, 4, t5, converge)
-		if rec.Term != t4 {
+		if rec.Term < t4 {
 			t.Errorf("%s: observer recorded term %d for leader 4, nodes agree on %d", alg, rec.Term, t4)
 		}
 
@@ -113,8 +116,11 @@ func TestStopNATSServer(t *testing.T) {
 		t4 := d.waitAgreed(alg, 4, settled, converge, 5)
 		took := time.Since(start)
 		t.Logf("%s: with nats-1 down, leader killed: nodes 1-4 agreed on 4 (term %d) after %v", alg, t4, took.Round(time.Millisecond))
+		// The record is that leadership of 4, or a later one of 4's (it
+		// re-asserted itself after clients of the stopped server
+		// reconnected).
 		rec := d.waitRecorded(alg, 4, settled, converge)
-		if rec.Term != t4 {
+		if rec.Term < t4 {
 			t.Errorf("%s: observer recorded term %d for leader 4, nodes agree on %d", alg, rec.Term, t4)
 		}
 		d.checkHistory(alg)
@@ -153,14 +159,22 @@ func TestRestartObserver(t *testing.T) {
 				after = append(after, rec)
 			}
 		}
+		// Both leaderships the nodes agreed on are recorded, once each and
+		// in order. On a busy host a lower node may also have claimed a
+		// term for a moment before the higher one's claim reached it; such
+		// a leadership is recorded too, in its place.
 		want := []leadership{{Term: t4[alg], Leader: 4}, {Term: t3[alg], Leader: 3}}
-		if len(after) != len(want) {
-			t.Fatalf("%s: observer recorded %d leaderships after term %d, want 2 (4 at term %d, 3 at term %d): %+v", alg, len(after), t5[alg], t4[alg], t3[alg], h)
-		}
-		for i, rec := range after {
-			if rec.Term != want[i].Term || rec.Leader != want[i].Leader {
-				t.Errorf("%s: record %d after the restart is leader %d term %d, want leader %d term %d", alg, i, rec.Leader, rec.Term, want[i].Leader, want[i].Term)
+		next := 0
+		for _, rec := range after {
+			if next < len(want) && rec.Term == want[next].Term {
+				if rec.Leader != want[next].Leader {
+					t.Errorf("%s: term %d recorded with leader %d, want %d", alg, rec.Term, rec.Leader, want[next].Leader)
+				}
+				next++
 			}
+		}
+		if next != len(want) {
+			t.Errorf("%s: observer's records after term %d do not hold 4 at term %d then 3 at term %d: %+v", alg, t5[alg], t4[alg], t3[alg], h)
 		}
 	}
 }
@@ -186,16 +200,20 @@ func (d *deployment) assertOneLeader(alg string) {
 // assertLeaders checks the leaders at the end of a history.
 func assertLeaders(t *testing.T, alg string, h []leadership, want ...uint64) {
 	t.Helper()
-	if len(h) < len(want) {
-		t.Fatalf("%s: history %+v is shorter than %v", alg, h, want)
+	// A leader that lost its lease under load and won again (Paxos) has a
+	// new term but is the same leader: compare who led, in turn.
+	var leaders []uint64
+	for _, rec := range h {
+		if len(leaders) == 0 || leaders[len(leaders)-1] != rec.Leader {
+			leaders = append(leaders, rec.Leader)
+		}
 	}
-	tail := h[len(h)-len(want):]
-	got := make([]uint64, len(tail))
-	for i, rec := range tail {
-		got[i] = rec.Leader
+	if len(leaders) < len(want) {
+		t.Fatalf("%s: history %+v has fewer leaders in turn than %v", alg, h, want)
 	}
+	got := leaders[len(leaders)-len(want):]
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("%s: last leaders recorded %v, want %v (history %+v)", alg, got, want, h)
+		t.Errorf("%s: last leaders recorded in turn %v, want %v (history %+v)", alg, got, want, h)
 	}
 }
 

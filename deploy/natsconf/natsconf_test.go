@@ -1,6 +1,7 @@
 package natsconf
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func start(t *testing.T) *server.Server {
@@ -101,5 +103,66 @@ func TestSysUser(t *testing.T) {
 	sys, _ := connect(t, s, SysUser, LocalPasswords.Sys)
 	if _, err := sys.Request("$SYS.REQ.SERVER.PING.JSZ", nil, 2*time.Second); err != nil {
 		t.Errorf("server report as sys: %v", err)
+	}
+}
+
+// An application reads the observer's stream through a consumer of its
+// own, as `nats sub 'election.*.leader' --last-per-subject` does, but can
+// neither read from nor delete the observer's consumer, nor purge the
+// stream.
+func TestAppReadsTheStream(t *testing.T) {
+	s := start(t)
+	obs, _ := connect(t, s, ObserverUser, LocalPasswords.Observer)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ELECTION_LEADERS", Subjects: []string{"election.*.leader"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "observer"}); err != nil {
+		t.Fatal(err)
+	}
+	node, _ := connect(t, s, NodeUser, LocalPasswords.Node)
+	if err := node.Publish("election.c.leader", []byte(`{"term":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	node.Flush()
+
+	app, _ := connect(t, s, AppUser, LocalPasswords.App)
+	ajs, err := jetstream.New(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ordered, err := ajs.OrderedConsumer(ctx, "ELECTION_LEADERS", jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{"election.*.leader"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		t.Fatalf("an ordered consumer of its own: %v", err)
+	}
+	msg, err := ordered.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil || string(msg.Data()) != `{"term":1}` {
+		t.Fatalf("last announcement through its own consumer: %v", err)
+	}
+
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	if err := ajs.DeleteConsumer(short, "ELECTION_LEADERS", "observer"); err == nil {
+		t.Error("the application deleted the observer's consumer")
+	}
+	if err := app.Publish("$JS.API.STREAM.PURGE.ELECTION_LEADERS", nil); err != nil {
+		t.Fatal(err)
+	}
+	app.Flush()
+	if info, err := stream.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Errorf("the stream after the application's purge request: %+v, %v; want 1 message", info, err)
+	}
+	if c, err := stream.Consumer(ctx, "observer"); err != nil {
+		t.Errorf("the observer's consumer: %v", err)
+	} else if info, err := c.Info(ctx); err != nil || info.NumPending != 1 {
+		t.Errorf("the observer's consumer: %d pending, want 1 (nobody else took it)", info.NumPending)
 	}
 }

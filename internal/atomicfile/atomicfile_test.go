@@ -128,15 +128,26 @@ func TestCrashAtAnyPoint(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Kill it somewhere in its loop: the delay is random, the loop is
-		// fast, so every step of Write is hit across the kills.
+		// The first writer runs until its first write is in place, however
+		// slow the machine is to start it; then kill each one somewhere in
+		// its loop: the delay is random, the loop is fast, so every step of
+		// Write is hit across the kills.
+		if kill == 0 {
+			deadline := time.Now().Add(30 * time.Second)
+			for _, err := os.Stat(path); err != nil; _, err = os.Stat(path) {
+				if time.Now().After(deadline) {
+					t.Fatal("the writer made no write in 30 s")
+				}
+				time.Sleep(time.Millisecond) // polls for a file another process writes
+			}
+		}
 		time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
 		cmd.Process.Kill()
 		cmd.Wait()
 		data, err := os.ReadFile(path)
 		if err != nil {
-			if kill == 0 && os.IsNotExist(err) {
-				continue // killed before its first rename
+			if last == 0 && os.IsNotExist(err) {
+				continue // killed before its first rename (a busy machine may take several tries)
 			}
 			t.Fatalf("kill %d: %v", kill, err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/baton-election/baton/deploy/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -48,6 +49,31 @@ func WithJetStream() NATSOption {
 func WithUser(user, password string) NATSOption {
 	return func(_ testing.TB, o *server.Options) {
 		o.Username, o.Password = user, password
+	}
+}
+
+// WithAccounts configures the server with the deployment's accounts and
+// users (deploy/natsconf) and the local passwords: clients connect as
+// natsconf.NodeUser and the others, and the application account receives
+// its connection events. It replaces the options set before it.
+func WithAccounts() NATSOption {
+	return func(t testing.TB, o *server.Options) {
+		conf, err := natsconf.Options(t.TempDir(), "127.0.0.1", -1, "", natsconf.LocalPasswords)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf.NoLog, conf.NoSigs = true, true
+		*o = *conf
+	}
+}
+
+// AsNode are the connection options of a node of cluster with id, on a
+// server started WithAccounts: the node user, and the connection name by
+// which connection events name the member.
+func AsNode(cluster string, id uint64) []nats.Option {
+	return []nats.Option{
+		nats.UserInfo(natsconf.NodeUser, natsconf.LocalPasswords.Node),
+		nats.Name(protocol.ConnectionName(cluster, id)),
 	}
 }
 

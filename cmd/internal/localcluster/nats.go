@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/deploy/natsconf"
 )
 
 // ErrNATSNotReady is returned when the embedded server does not accept
@@ -48,4 +51,42 @@ func StartNATSWith(opts *server.Options) (*server.Server, error) {
 func StopNATS(s *server.Server) {
 	s.Shutdown()
 	s.WaitForShutdown()
+}
+
+// StartAccountsNATS starts an embedded NATS server configured as a
+// deployment (deploy/natsconf): a system account that delivers the
+// application account's connection events, and users for the nodes, the
+// observer and applications, with the local passwords. The configuration
+// is written into dir; JetStream is stored in storeDir unless it is empty.
+// Port -1 picks a free port. Processes connect with NodeEnv and
+// ObserverEnv; Go clients with AsObserver or AsApp.
+func StartAccountsNATS(dir, host string, port int, storeDir string) (*server.Server, error) {
+	opts, err := natsconf.Options(dir, host, port, storeDir, natsconf.LocalPasswords)
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+	return StartNATSWith(opts)
+}
+
+// NodeEnv is the environment by which a node process connects to a
+// server started by StartAccountsNATS.
+func NodeEnv() []string {
+	return []string{"NATS_USER=" + natsconf.NodeUser, "NATS_PASSWORD=" + natsconf.LocalPasswords.Node}
+}
+
+// ObserverEnv is NodeEnv for the observer.
+func ObserverEnv() []string {
+	return []string{"NATS_USER=" + natsconf.ObserverUser, "NATS_PASSWORD=" + natsconf.LocalPasswords.Observer}
+}
+
+// AsObserver authenticates a Go client as the observer user, which may
+// subscribe to every subject and send queries.
+func AsObserver() nats.Option {
+	return nats.UserInfo(natsconf.ObserverUser, natsconf.LocalPasswords.Observer)
+}
+
+// AsApp authenticates a Go client as an application, which may follow
+// the leader subjects and send queries.
+func AsApp() nats.Option {
+	return nats.UserInfo(natsconf.AppUser, natsconf.LocalPasswords.App)
 }

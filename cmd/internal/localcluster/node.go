@@ -108,6 +108,13 @@ func NewNodes(spec Spec) ([]*Node, error) {
 	return nodes, nil
 }
 
+// Setenv sets kv (KEY=value) in the environment of the node's next start.
+func (n *Node) Setenv(kv string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.env = append(n.env, kv)
+}
+
 // Start starts the node's process. Its output is appended to LogPath. The
 // process gets its own process group, so a Ctrl-C in the terminal reaches
 // only the tool, which then stops the nodes in order; on Linux it is also

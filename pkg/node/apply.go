@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -107,6 +106,9 @@ func (n *Node) record(ev election.Event) {
 	case election.LeaderTimedOut:
 		n.metrics.leaderTimeouts.Inc()
 		n.log.Info("leader timed out", "leader", ev.Leader, "term", ev.Term)
+	case election.LeaderDisconnected:
+		n.metrics.leaderDisconnects.Inc()
+		n.log.Info("leader's connection closed", "leader", ev.Leader, "term", ev.Term)
 	case election.LeaderChanged:
 		n.metrics.leaderChanges.Inc()
 		n.log.Info("leader", "leader", ev.Leader, "term", ev.Term)
@@ -122,7 +124,7 @@ func (n *Node) record(ev election.Event) {
 func (n *Node) answerQueries(leading bool) {
 	switch {
 	case leading && n.querySub == nil && !n.stopping.Load():
-		sub, err := n.nc.Subscribe(protocol.QuerySubject(n.cfg.Cluster), n.onQuery)
+		sub, err := n.nc.Subscribe(protocol.QuerySubject(n.cfg.Cluster), n.cfg.PendingMsgs, n.cfg.PendingBytes, n.onQuery)
 		if err != nil {
 			n.log.Warn("subscribe to queries", "err", err)
 			return
@@ -159,7 +161,7 @@ func (n *Node) publish(m protocol.Message) {
 		out.Reply = n.replyTo + "." + strconv.FormatUint(m.To, 10) + "." + strconv.FormatUint(m.N, 10)
 		n.replies.add(out.Reply, now)
 	}
-	if err := n.nc.PublishMsg(out); err != nil {
+	if err := n.nc.Publish(out); err != nil {
 		n.log.Warn("publish", "msg", m, "err", err)
 		return
 	}
@@ -190,33 +192,22 @@ func (n *Node) announcement(term uint64) *announcement {
 // announce publishes a leadership of this node on the leader subject.
 func (n *Node) announce(a *announcement) {
 	out := &nats.Msg{Subject: protocol.LeaderSubject(n.cfg.Cluster), Data: a.data, Header: a.header}
-	if err := n.nc.PublishMsg(out); err != nil {
+	if err := n.nc.Publish(out); err != nil {
 		n.log.Warn("publish announcement", "term", a.term, "err", err)
 		return
 	}
 	n.log.Info("announced leadership", "term", a.term)
 }
 
-// learnTerm asks the cluster for the newest term it knows of: the current
-// leader's answer to a query, and the last announcement kept by a JetStream
-// stream on the leader subject, if there is one; both at once. It returns
-// the higher, or 0 if neither is known within LearnTimeout; with a secret,
-// only signed announcements count.
+// learnTerm asks the cluster for the newest term it knows of
+// (Transport.LearnTerm), within LearnTimeout. It returns 0 if none is
+// known; with a secret, only signed announcements count.
 func (n *Node) learnTerm(ctx context.Context) uint64 {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
 	defer cancel()
-	opts := []leader.Option{leader.WithSecret(n.cfg.Secret), leader.WithQueryTimeout(n.cfg.LearnTimeout)}
-	fromStream := make(chan uint64, 1)
-	go func() {
-		a, err := leader.LastAnnounced(ctx, n.nc, n.cfg.Cluster, opts...)
-		if err != nil {
-			n.log.Debug("no last announcement from a stream", "err", err)
-		}
-		fromStream <- a.Term
-	}()
-	a, err := leader.Current(ctx, n.nc, n.cfg.Cluster, append(opts, leader.WithoutStream())...)
+	term, err := n.nc.LearnTerm(ctx, n.cfg.Cluster, n.cfg.Secret)
 	if err != nil {
-		n.log.Debug("no answer from a leader", "err", err)
+		n.log.Debug("learning the cluster's term", "term", term, "err", err)
 	}
-	return max(a.Term, <-fromStream)
+	return term
 }

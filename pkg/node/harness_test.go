@@ -32,9 +32,9 @@ var testTiming = election.Timing{
 
 // connect connects to url as the node service does: without echo, so a
 // node does not receive what it publishes, and draining for at most 1 s.
-func connect(t *testing.T, url string) *nats.Conn {
+func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	return batontest.Connect(t, url, nats.NoEcho(), nats.DrainTimeout(time.Second))
+	return batontest.Connect(t, url, append([]nats.Option{nats.NoEcho(), nats.DrainTimeout(time.Second)}, opts...)...)
 }
 
 // testLogger discards logs unless NODE_TEST_LOG is set.
@@ -65,6 +65,12 @@ type cluster struct {
 	data map[uint64]string
 	// timing replaces testTiming when not zero.
 	timing election.Timing
+	// accounts: the server runs batontest.WithAccounts; nodes connect as
+	// the node user under their connection names, and probe for
+	// connection events as the node service does.
+	accounts bool
+	// events is Config.ConnectionEvents.
+	events string
 }
 
 // dataDir is node id's data directory, the same for every start of it.
@@ -81,18 +87,33 @@ func (c *cluster) dataDir(t *testing.T, id uint64) string {
 // start runs node id of c on its own connection.
 func (c *cluster) start(t *testing.T, id uint64) *running {
 	t.Helper()
-	nc := connect(t, c.url)
+	var opts []nats.Option
+	var probe func(context.Context, string) error
+	if c.accounts {
+		opts = batontest.AsNode(c.name, id)
+		probe = func(_ context.Context, name string) error {
+			nc, err := nats.Connect(c.url, append(batontest.AsNode(c.name, id), nats.Name(name))...)
+			if err != nil {
+				return err
+			}
+			nc.Close()
+			return nil
+		}
+	}
+	nc := connect(t, c.url, opts...)
 	timing := testTiming
 	if c.timing != (election.Timing{}) {
 		timing = c.timing
 	}
 	n, err := New(nc, Config{
-		Cluster:   c.name,
-		Algorithm: c.algorithm,
-		Election:  election.Config{ID: id, Members: c.members, Timing: timing},
-		DataDir:   c.dataDir(t, id),
-		Secret:    c.secret,
-		Logger:    testLogger().With("node", id, "cluster", c.name),
+		Cluster:          c.name,
+		Algorithm:        c.algorithm,
+		Election:         election.Config{ID: id, Members: c.members, Timing: timing},
+		DataDir:          c.dataDir(t, id),
+		Secret:           c.secret,
+		Logger:           testLogger().With("node", id, "cluster", c.name),
+		ConnectionEvents: c.events,
+		Probe:            probe,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

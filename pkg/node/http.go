@@ -65,6 +65,7 @@ func (n *Node) setStatus(st election.Status) {
 		s.Leader = &leader
 	}
 	n.status.Store(s)
+	n.changed()
 }
 
 // Healthy reports whether the node is running and connected to NATS.

@@ -111,7 +111,7 @@ func (n *Node) onQuery(msg *nats.Msg) {
 	if a == nil {
 		return
 	}
-	if err := msg.RespondMsg(&nats.Msg{Data: a.data, Header: a.header}); err != nil {
+	if err := n.nc.Publish(&nats.Msg{Subject: msg.Reply, Data: a.data, Header: a.header}); err != nil {
 		n.log.Warn("answer query", "err", err)
 	}
 }

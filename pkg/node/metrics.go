@@ -9,17 +9,20 @@ import (
 // metrics are a node's Prometheus metrics, in a registry of their own so
 // that several nodes can run in one process.
 type metrics struct {
-	registry         *prometheus.Registry
-	electionsStarted prometheus.Counter
-	sent             *prometheus.CounterVec
-	received         *prometheus.CounterVec
-	dropped          *prometheus.CounterVec
-	leaderChanges    prometheus.Counter
-	leaderTimeouts   prometheus.Counter
-	steppedDown      prometheus.Counter
-	unreachable      prometheus.Counter
-	term             prometheus.Gauge
-	isLeader         prometheus.Gauge
+	registry          *prometheus.Registry
+	electionsStarted  prometheus.Counter
+	sent              *prometheus.CounterVec
+	received          *prometheus.CounterVec
+	dropped           *prometheus.CounterVec
+	leaderChanges     prometheus.Counter
+	leaderTimeouts    prometheus.Counter
+	steppedDown       prometheus.Counter
+	unreachable       prometheus.Counter
+	term              prometheus.Gauge
+	connectionEvents  prometheus.Gauge
+	leaderDisconnects prometheus.Counter
+	peerDisconnects   prometheus.Counter
+	isLeader          prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -57,6 +60,18 @@ func newMetrics() *metrics {
 			Name: "election_peers_unreachable_total",
 			Help: "Point-to-point messages that found no subscriber (NATS no responders).",
 		}),
+		connectionEvents: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "election_connection_events",
+			Help: "1 once the NATS server has delivered a connection event (the start-up probe's, or a member's): closed connections are noticed at once; 0 while failures are detected by heartbeats alone.",
+		}),
+		leaderDisconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_leader_disconnects_total",
+			Help: "Times this node, as a follower, stopped following its leader because a connection event reported the leader's connection closed.",
+		}),
+		peerDisconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_peer_disconnects_total",
+			Help: "Connection events that reported a member's connection closed.",
+		}),
 		term: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "election_term",
 			Help: "Term of the leadership this node last accepted or claimed.",
@@ -67,7 +82,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
-		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.unreachable, m.term, m.isLeader)
+		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.unreachable, m.term, m.isLeader, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {

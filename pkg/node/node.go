@@ -42,6 +42,11 @@
 // instead of waiting for a time-out. Only a status for a message sent in
 // the last second, and not answered before, counts.
 //
+// The node reaches NATS only through a Transport (transport.go): New
+// wraps a *nats.Conn in one, NewWithTransport takes another, such as the
+// in-memory network of pkg/node/nodetest that tests the runtime without
+// sockets or real time.
+//
 // # Terms across restarts
 //
 // The node keeps its hard state (the term it last accepted or claimed, the
@@ -159,6 +164,16 @@ type Config struct {
 	// Logger receives the node's logs; slog.Default() if nil. The caller
 	// tags it (the node service adds "node" and "cluster").
 	Logger *slog.Logger
+	// ConnectionEvents is ConnectionEventsAuto (the default, if empty) or
+	// ConnectionEventsOff: whether the node follows the NATS server's
+	// connection events to notice at once that a member's connection
+	// closed (see events.go and deploy/natsconf).
+	ConnectionEvents string
+	// Probe, if set, opens a connection to the node's NATS server under
+	// the given connection name and closes it. The node uses it at start
+	// to check that the server delivers connection events, and logs and
+	// exports (election_connection_events) whether it does.
+	Probe func(ctx context.Context, name string) error
 	// Now is the wall clock; time.Now if nil. It dates the messages and
 	// checks their freshness.
 	Now func() time.Time
@@ -166,7 +181,7 @@ type Config struct {
 
 // Node drives one election machine over one NATS connection.
 type Node struct {
-	nc      *nats.Conn
+	nc      Transport
 	cfg     Config
 	id      uint64
 	members []uint64 // sorted
@@ -184,7 +199,10 @@ type Node struct {
 	status   atomic.Pointer[Status]
 	lease    atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
 	leading  atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
-	subs     atomic.Pointer[[]*nats.Subscription]
+	subs     atomic.Pointer[[]Subscription]
+	watchers watchers      // notified of every status change (Lead)
+	conns    *connections  // nil while connection events are off; set before subscribing
+	probed   chan struct{} // closed when the start-up probe of connection events is over
 
 	lastExpiredWarning atomic.Int64 // Unix ms of the last warning about expired messages
 	incarnation        uint64       // this process's incarnation; set before the subscriptions
@@ -195,14 +213,15 @@ type Node struct {
 	machine  election.Machine
 	store    *store
 	stamp    *protocol.Stamp
-	querySub *nats.Subscription
+	querySub Subscription
 }
 
-// event is one entry of a queue: a message, or a peer found unreachable,
-// with the time it arrived.
+// event is one entry of a queue: a message, a peer found unreachable, or a
+// peer whose connection closed, with the time it arrived.
 type event struct {
 	msg         protocol.Message
 	unreachable uint64
+	down        uint64
 	at          time.Time
 }
 
@@ -218,6 +237,16 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
 	}
+	return NewWithTransport(NATSTransport(nc), cfg)
+}
+
+// NewWithTransport checks cfg and returns a node for the connection tr. It
+// starts nothing; Run owns tr from the moment it is called, as it owns the
+// connection of New.
+func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
+	if tr == nil {
+		return nil, fmt.Errorf("%w: no transport", ErrConfig)
+	}
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -231,6 +260,13 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
+	}
+	switch cfg.ConnectionEvents {
+	case "":
+		cfg.ConnectionEvents = ConnectionEventsAuto
+	case ConnectionEventsAuto, ConnectionEventsOff:
+	default:
+		return nil, fmt.Errorf("%w: connection events %q: want %q or %q", ErrConfig, cfg.ConnectionEvents, ConnectionEventsAuto, ConnectionEventsOff)
 	}
 	if cfg.Tick < 0 || cfg.InboxSize < 0 || cfg.ShutdownTimeout < 0 || cfg.MaxMessageAge < 0 ||
 		cfg.LearnTimeout < 0 || cfg.PendingMsgs < 0 || cfg.PendingBytes < 0 {
@@ -250,7 +286,7 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		cfg.Now = time.Now
 	}
 	n := &Node{
-		nc:      nc,
+		nc:      tr,
 		cfg:     cfg,
 		id:      cfg.Election.ID,
 		members: members,
@@ -296,8 +332,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if !n.started.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	closed := n.nc.StatusChanged(nats.CLOSED)
-	defer n.nc.RemoveStatusListener(closed)
+	closed, stopClosed := n.nc.StatusChanged(nats.CLOSED)
+	defer stopClosed()
 	st, saved, err := openStore(n.cfg.DataDir)
 	if err != nil {
 		n.nc.Close()
@@ -312,7 +348,11 @@ func (n *Node) Run(ctx context.Context) error {
 		n.drain()
 		return nil
 	}
-	if err := n.begin(ctx, saved); err != nil {
+	err = n.begin(ctx, saved)
+	if n.probed != nil {
+		defer func() { <-n.probed }()
+	}
+	if err != nil {
 		n.nc.Close()
 		return err
 	}
@@ -322,6 +362,20 @@ func (n *Node) Run(ctx context.Context) error {
 // begin learns the cluster's term, stores the state the machine starts
 // from with a new incarnation, builds the machine and subscribes.
 func (n *Node) begin(ctx context.Context, saved stored) error {
+	eventSubs, err := n.subscribeEvents()
+	if err != nil {
+		return err
+	}
+	n.subs.Store(&eventSubs)
+	// The probe runs beside the node and only logs and sets a gauge: the
+	// node must not stay deaf to its peers while it waits for an event (a
+	// node that does not answer counts as gone to the others). Run waits
+	// for it before returning.
+	n.probed = make(chan struct{})
+	go func() {
+		defer close(n.probed)
+		n.probeEvents(ctx)
+	}()
 	asked := time.Now()
 	learned := n.learnTerm(ctx)
 	took := time.Since(asked)
@@ -352,7 +406,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	}
 	// Make sure the server knows our subscriptions before anyone can
 	// answer our first messages.
-	if err := n.nc.FlushTimeout(n.cfg.ShutdownTimeout); err != nil {
+	if err := n.nc.Flush(n.cfg.ShutdownTimeout); err != nil {
 		n.log.Warn("flush after subscribing", "err", err)
 	}
 	return nil
@@ -392,7 +446,7 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 				n.shutdown()
 				return nil
 			case <-closed:
-				n.running.Store(false)
+				n.setStopped()
 				n.stopping.Store(true)
 				n.log.Warn("NATS connection closed; stopping without resigning")
 				return ErrConnectionClosed
@@ -481,8 +535,19 @@ func (c *ticker) until(due int) time.Duration {
 	return max(0, time.Until(c.base.Add(time.Duration(c.done+due)*c.tick)))
 }
 
+// setStopped marks the node as no longer running and wakes Lead.
+func (n *Node) setStopped() {
+	n.running.Store(false)
+	n.changed()
+}
+
 // handle gives one queued event to the machine.
 func (n *Node) handle(ev event) {
+	if ev.down != 0 {
+		n.log.Debug("peer's connection closed", "peer", ev.down)
+		n.machine.PeerDown(ev.down)
+		return
+	}
 	if ev.unreachable != 0 {
 		n.metrics.unreachable.Inc()
 		n.log.Debug("peer unreachable", "peer", ev.unreachable)
@@ -497,7 +562,7 @@ func (n *Node) handle(ev event) {
 // on a term it could not store. It does not resign, since its Resign
 // could not be stored either; the others detect its silence.
 func (n *Node) fail(err error) error {
-	n.running.Store(false)
+	n.setStopped()
 	n.stopping.Store(true)
 	n.log.Error("cannot store the node's state; stopping", "err", err)
 	n.nc.Close()
@@ -507,8 +572,8 @@ func (n *Node) fail(err error) error {
 // awaitConnection returns once the connection is up, ctx ends (nil), or the
 // connection closes (ErrConnectionClosed).
 func (n *Node) awaitConnection(ctx context.Context, closed <-chan nats.Status) error {
-	connected := n.nc.StatusChanged(nats.CONNECTED)
-	defer n.nc.RemoveStatusListener(connected)
+	connected, stopConnected := n.nc.StatusChanged(nats.CONNECTED)
+	defer stopConnected()
 	for !n.nc.IsConnected() {
 		if n.nc.IsClosed() {
 			return ErrConnectionClosed
@@ -529,14 +594,11 @@ func (n *Node) awaitConnection(ctx context.Context, closed <-chan nats.Status) e
 // the reply subjects of its point-to-point messages, each with pending
 // limits.
 func (n *Node) subscribe() error {
-	var subs []*nats.Subscription
-	subscribe := func(subject string, cb nats.MsgHandler) error {
-		sub, err := n.nc.Subscribe(subject, cb)
+	var subs []Subscription
+	subscribe := func(subject string, cb func(*nats.Msg)) error {
+		sub, err := n.nc.Subscribe(subject, n.cfg.PendingMsgs, n.cfg.PendingBytes, cb)
 		if err != nil {
 			return fmt.Errorf("node: subscribe %s: %w", subject, err)
-		}
-		if err := sub.SetPendingLimits(n.cfg.PendingMsgs, n.cfg.PendingBytes); err != nil {
-			return fmt.Errorf("node: pending limits of %s: %w", subject, err)
 		}
 		subs = append(subs, sub)
 		return nil
@@ -550,6 +612,9 @@ func (n *Node) subscribe() error {
 	n.replyTo = n.nc.NewInbox()
 	if err := subscribe(n.replyTo+".*.*", n.onReply); err != nil {
 		return err
+	}
+	if events := n.subs.Load(); events != nil {
+		subs = append(subs, *events...)
 	}
 	n.subs.Store(&subs)
 	return nil
@@ -578,7 +643,7 @@ func (n *Node) shutdown() {
 	if err := n.apply(); err != nil {
 		n.log.Error("store the state on leaving", "err", err)
 	}
-	n.running.Store(false)
+	n.setStopped()
 	n.log.Info("node resigned")
 	n.drain()
 }
@@ -589,8 +654,8 @@ func (n *Node) drain() {
 	n.stopping.Store(true)
 	deadline := time.NewTimer(n.cfg.ShutdownTimeout)
 	defer deadline.Stop()
-	closed := n.nc.StatusChanged(nats.CLOSED)
-	defer n.nc.RemoveStatusListener(closed)
+	closed, stopClosed := n.nc.StatusChanged(nats.CLOSED)
+	defer stopClosed()
 	if err := n.nc.Drain(); err != nil {
 		if !errors.Is(err, nats.ErrConnectionClosed) {
 			n.log.Warn("drain", "err", err)

@@ -188,11 +188,11 @@ func TestFloodCausesNoElection(t *testing.T) {
 		t.Skip("floods for several seconds")
 	}
 	url := batontest.StartNATS(t)
-	// A leader time-out of 1.5 s: starving the heartbeats for longer, in
+	// A leader time-out of 3 s: starving the heartbeats for longer, in
 	// the 4 s of the flood, still makes an election, but a CI machine
 	// running the race detector with everything in one process does not.
 	timing := testTiming
-	timing.LeaderTimeoutTicks = 150
+	timing.LeaderTimeoutTicks = 300
 	c := cluster{url: url, name: "flood", algorithm: protocol.Bully, members: five, secret: []byte("k"), timing: timing}
 	eve := startCapture(t, url, c.name)
 	nodes := c.startAll(t)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -80,6 +82,13 @@ type Config struct {
 	// node's clock, either way: older messages are dropped as replays. It
 	// must exceed the clock skew between nodes.
 	MaxMessageAge time.Duration `env:"ELECTION_MAX_MESSAGE_AGE" envDefault:"2s"`
+	// ConnectionEvents is auto or off. With auto, the node follows the NATS
+	// server's connection events ($SYS.ACCOUNT.*.DISCONNECT, delivered to
+	// the application account by the NATS configuration) and notices at
+	// once that a member's connection closed; it checks at start that
+	// events arrive and logs which mode is in effect. With off, or where
+	// the server delivers none, failures are detected by heartbeats alone.
+	ConnectionEvents string `env:"ELECTION_CONNECTION_EVENTS" envDefault:"auto"`
 	// Secret is the cluster's shared HMAC key. When set, every message is
 	// signed and unsigned or wrongly signed messages are dropped. Empty
 	// means messages are not signed (a warning is logged).
@@ -179,6 +188,9 @@ func (c *Config) validate() error {
 	}
 	if err := checkDataDir(c.DataDir); err != nil {
 		return err
+	}
+	if c.ConnectionEvents != node.ConnectionEventsAuto && c.ConnectionEvents != node.ConnectionEventsOff {
+		return invalid("ELECTION_CONNECTION_EVENTS", "%q is not auto or off", c.ConnectionEvents)
 	}
 	if c.MaxMessageAge <= 0 {
 		return invalid("ELECTION_MAX_MESSAGE_AGE", "must be positive, got %v", c.MaxMessageAge)
@@ -316,7 +328,7 @@ func (c *Config) ticks() (election.Timing, error) {
 // authenticate as configured.
 func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 	opts := []nats.Option{
-		nats.Name(fmt.Sprintf("baton-node %s/%d", c.Cluster, c.ID)),
+		nats.Name(protocol.ConnectionName(c.Cluster, c.ID)),
 		nats.NoEcho(),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
@@ -333,6 +345,21 @@ func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 	}
 	opts = append(opts, c.NATS.AuthOptions()...)
 	return opts
+}
+
+// probe opens a connection named name to the node's NATS server and closes
+// it: the node checks with it that the server delivers connection events.
+func (c *Config) probe(ctx context.Context, name string) error {
+	opts := append([]nats.Option{nats.Name(name), nats.NoEcho()}, c.NATS.AuthOptions()...)
+	if deadline, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(deadline)))
+	}
+	nc, err := nats.Connect(strings.Join(c.urls, ","), opts...)
+	if err != nil {
+		return err
+	}
+	nc.Close()
+	return nil
 }
 
 // newLogger builds the service's logger on w.

@@ -78,6 +78,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		{with("NATS_TLS_CERT", "/nonexistent/cert.pem"), "NATS_TLS_KEY", "required with NATS_TLS_CERT"},
 		{with("ELECTION_MAX_MESSAGE_AGE", "0s"), "ELECTION_MAX_MESSAGE_AGE", "positive"},
 		{with("ELECTION_MAX_MESSAGE_AGE", "soon"), "ELECTION_MAX_MESSAGE_AGE", "not a duration"},
+		{with("ELECTION_CONNECTION_EVENTS", "on"), "ELECTION_CONNECTION_EVENTS", "not auto or off"},
 		{with("ELECTION_DATA", "/proc/baton"), "ELECTION_DATA", "cannot create"},
 		{with("LOG_LEVEL", "loud"), "LOG_LEVEL", "loud"},
 		{with("LOG_FORMAT", "xml"), "LOG_FORMAT", "xml"},

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// slowTiming has a leader time-out of a second, so that the connection
+// event reaches the followers long before it.
+func slowTiming() election.Timing {
+	t := testTiming
+	t.LeaderTimeoutTicks = 100
+	return t
+}
+
+// TestConnectionEventsReplaceACrashedLeader crashes the leader on a server
+// configured as the deployment's (deploy/natsconf): the others stop
+// following it because its connection closed, not because it fell silent,
+// and elect the next, for Bully and the ring. Paxos waits for the lease, which the
+// event does not shorten (see pkg/paxos), so it is not run here.
+func TestConnectionEventsReplaceACrashedLeader(t *testing.T) {
+	for _, algorithm := range []protocol.Algorithm{protocol.Bully, protocol.Ring} {
+		t.Run(string(algorithm), func(t *testing.T) {
+			url := batontest.StartNATS(t, batontest.WithAccounts())
+			members := []uint64{1, 2, 3}
+			c := cluster{url: url, name: "events", algorithm: algorithm, members: members, accounts: true, timing: slowTiming()}
+			nodes := c.startAll(t)
+			term := awaitAgreement(t, nodes, 3)
+			for id, n := range nodes {
+				if got := counter(t, n.Registry(), "election_connection_events"); got != 1 {
+					t.Fatalf("node %d: election_connection_events = %v, want 1", id, got)
+				}
+			}
+
+			nodes[3].crash(t)
+			delete(nodes, 3)
+			if next := awaitAgreement(t, nodes, 2); next <= term {
+				t.Fatalf("term after the crash: got %d, want > %d", next, term)
+			}
+			for id, n := range nodes {
+				if got := counter(t, n.Registry(), "election_peer_disconnects_total"); got < 1 {
+					t.Errorf("node %d: election_peer_disconnects_total = %v, want ≥ 1", id, got)
+				}
+				if got := counter(t, n.Registry(), "election_leader_disconnects_total"); got != 1 {
+					t.Errorf("node %d: election_leader_disconnects_total = %v, want 1", id, got)
+				}
+				if got := counter(t, n.Registry(), "election_leader_timeouts_total"); got != 0 {
+					t.Errorf("node %d: election_leader_timeouts_total = %v, want 0: the event came first", id, got)
+				}
+			}
+		})
+	}
+}
+
+// TestConnectionEventsNotDelivered runs nodes on a server without the
+// accounts that deliver connection events: they elect a leader as usual
+// and report through the gauge that they rely on heartbeats. With the
+// events off, the node does not subscribe to them at all.
+func TestConnectionEventsNotDelivered(t *testing.T) {
+	for _, events := range []string{ConnectionEventsAuto, ConnectionEventsOff} {
+		t.Run(events, func(t *testing.T) {
+			url := batontest.StartNATS(t)
+			c := cluster{url: url, name: "plain", algorithm: protocol.Bully, members: []uint64{1, 2}, events: events}
+			nodes := c.startAll(t)
+			awaitAgreement(t, nodes, 2)
+			for id, n := range nodes {
+				if got := counter(t, n.Registry(), "election_connection_events"); got != 0 {
+					t.Errorf("node %d: election_connection_events = %v, want 0", id, got)
+				}
+				if subscribed := n.conns != nil; subscribed != (events == ConnectionEventsAuto) {
+					t.Errorf("node %d: subscribed to connection events: %v with mode %s", id, subscribed, events)
+				}
+			}
+		})
+	}
+}
+
+// TestStaleDisconnect checks that the close of a member's old connection,
+// reported after its newer connection opened, does not count as the
+// member going down.
+func TestStaleDisconnect(t *testing.T) {
+	c := &connections{latest: make(map[uint64]time.Time)}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Second)
+	if c.down(2, t1, true) {
+		t.Fatal("a connect reported down")
+	}
+	if c.down(2, t0, false) {
+		t.Error("the old connection's close, after the newer connection opened, reported down")
+	}
+	if !c.down(2, t1, false) {
+		t.Error("the current connection's close not reported down")
+	}
+	if !c.down(3, t0, false) {
+		t.Error("the close of a member with no connect seen not reported down")
+	}
+	if c.down(2, t0, true) {
+		t.Error("a connect reported down")
+	}
+	if !c.down(2, t1, false) {
+		t.Error("an old connect lowered the newest known connection")
+	}
+}
+
+func TestConnectionEventsMode(t *testing.T) {
+	nc := connect(t, batontest.StartNATS(t))
+	_, err := New(nc, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
+	if err == nil {
+		t.Fatal("New accepted connection events mode \"on\"")
+	}
+}

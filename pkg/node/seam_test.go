@@ -1,0 +1,551 @@
+package node_test
+
+// Tests of the runtime's own behaviour on the in-memory network of
+// pkg/node/nodetest, inside testing/synctest bubbles: the node's ticker
+// and timers run on the bubble's fake clock, so the tests are
+// deterministic, wait for events rather than time, and take no real time.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/nodetest"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// seamTiming is the tests' timing in ticks of node.DefaultTick.
+var seamTiming = election.Timing{
+	HeartbeatTicks:     5,
+	LeaderTimeoutTicks: 50,
+	AnswerTicks:        5,
+	CoordinatorTicks:   30,
+	LeaseTicks:         election.DefaultLeaseTicks,
+	LeaderLeaseTicks:   election.LeaderLease(election.DefaultLeaseTicks, election.DefaultMaxDrift),
+}
+
+// waitLimit bounds every wait of these tests on the bubble's fake clock.
+const waitLimit = time.Minute
+
+// sim is a cluster of nodes on one in-memory network.
+type sim struct {
+	t         *testing.T
+	net       *nodetest.Network
+	cluster   string
+	algorithm protocol.Algorithm
+	members   []uint64
+	nodes     map[uint64]*member
+}
+
+// member is one node of a sim.
+type member struct {
+	*node.Node
+	conn   *nodetest.Conn
+	dir    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newSim(t *testing.T, algorithm protocol.Algorithm, members ...uint64) *sim {
+	return &sim{t: t, net: nodetest.NewNetwork(), cluster: "seam", algorithm: algorithm, members: members, nodes: make(map[uint64]*member)}
+}
+
+func seamLogger(id uint64) *slog.Logger {
+	if os.Getenv("NODE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", id)
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// add builds node id on its own connection; edit, if set, changes its
+// configuration. The node does not run yet.
+func (s *sim) add(id uint64, edit func(*node.Config)) *member {
+	s.t.Helper()
+	conn := s.net.Connect(protocol.ConnectionName(s.cluster, id))
+	cfg := node.Config{
+		Cluster:          s.cluster,
+		Algorithm:        s.algorithm,
+		Election:         election.Config{ID: id, Members: s.members, Timing: seamTiming},
+		DataDir:          s.t.TempDir(),
+		Logger:           seamLogger(id),
+		ConnectionEvents: node.ConnectionEventsOff,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	n, err := node.NewWithTransport(conn, cfg)
+	if err != nil {
+		s.t.Fatalf("NewWithTransport: %v", err)
+	}
+	m := &member{Node: n, conn: conn, dir: cfg.DataDir, done: make(chan error, 1)}
+	s.nodes[id] = m
+	s.t.Cleanup(func() { m.stop() })
+	return m
+}
+
+// run starts the node's Run.
+func (m *member) run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() { m.done <- m.Run(ctx) }()
+}
+
+// stop cancels Run, as SIGTERM does, and returns its result.
+func (m *member) stop() error {
+	if m.cancel == nil {
+		m.conn.Close()
+		return nil
+	}
+	m.conn.Release()
+	m.cancel()
+	err, ok := <-m.done
+	if ok {
+		close(m.done)
+	}
+	return err
+}
+
+// observer connects a client that records the cluster's announcements.
+func (s *sim) observer() (*nodetest.Conn, <-chan protocol.Announcement) {
+	s.t.Helper()
+	conn := s.net.Connect("observer")
+	s.t.Cleanup(conn.Close)
+	ch := make(chan protocol.Announcement, 256)
+	_, err := conn.Subscribe(protocol.LeaderSubject(s.cluster), 256, 1<<20, func(m *nats.Msg) {
+		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, "")
+		if err != nil {
+			s.t.Errorf("announcement %q: %v", m.Data, err)
+			return
+		}
+		select {
+		case ch <- a:
+		default:
+			s.t.Error("announcements not read")
+		}
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return conn, ch
+}
+
+// heartbeats subscribes a client to the cluster's heartbeats and
+// returns the sender of each.
+func (s *sim) heartbeats() <-chan uint64 {
+	s.t.Helper()
+	conn := s.net.Connect("heartbeats")
+	s.t.Cleanup(conn.Close)
+	ch := make(chan uint64, 1024)
+	_, err := conn.Subscribe(protocol.BroadcastSubject(s.cluster, protocol.TypeHeartbeat), 1024, 1<<20, func(m *nats.Msg) {
+		pm, err := protocol.Decode(m.Data)
+		if err != nil {
+			s.t.Errorf("heartbeat %q: %v", m.Data, err)
+			return
+		}
+		select {
+		case ch <- pm.From:
+		default:
+			s.t.Error("heartbeats not read")
+		}
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ch
+}
+
+// awaitHeartbeat waits for a heartbeat of leader.
+func awaitHeartbeat(t *testing.T, ch <-chan uint64, leader uint64) {
+	t.Helper()
+	limit := time.After(waitLimit)
+	for {
+		select {
+		case from := <-ch:
+			if from == leader {
+				return
+			}
+		case <-limit:
+			t.Fatalf("no heartbeat of %d", leader)
+		}
+	}
+}
+
+// awaitLeader waits for an announcement of leader and returns it.
+func awaitLeader(t *testing.T, ch <-chan protocol.Announcement, leader uint64) protocol.Announcement {
+	t.Helper()
+	limit := time.After(waitLimit)
+	for {
+		select {
+		case a := <-ch:
+			if a.Leader == leader {
+				return a
+			}
+		case <-limit:
+			t.Fatalf("no announcement of leader %d", leader)
+		}
+	}
+}
+
+// follows checks that every running node follows leader at term.
+func (s *sim) follows(leader, term uint64) error {
+	for id, m := range s.nodes {
+		if m.cancel == nil {
+			continue
+		}
+		st := m.Status()
+		if st.Leader == nil || *st.Leader != leader || st.Term != term {
+			return fmt.Errorf("node %d: leader %v term %d, want %d at %d", id, st.Leader, st.Term, leader, term)
+		}
+	}
+	return nil
+}
+
+// metric reads a counter or gauge of reg; labels select one series.
+func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		var sum float64
+	next:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
+				}
+				if !found {
+					continue next
+				}
+			}
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+		return sum
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// onDisk reads the term and max term of a node's state.json.
+func onDisk(dir string) (term, maxTerm uint64, err error) {
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return 0, 0, err
+	}
+	var st election.HardState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return 0, 0, err
+	}
+	return st.Term, st.MaxTerm, nil
+}
+
+// statusPage is what GET /status of m serves.
+func statusPage(m *member) (node.Status, error) {
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	var st node.Status
+	err := json.Unmarshal(rec.Body.Bytes(), &st)
+	return st, err
+}
+
+// A leader's term is on disk before any of its claims (Coordinator,
+// heartbeat) leaves, and its announcement leaves only once its /status
+// shows the leadership: checked at the moment each is published.
+func TestSeamAnnounceOrdering(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Bully, 1, 2, 3)
+		byConn := make(map[*nodetest.Conn]*member)
+		for _, id := range s.members {
+			m := s.add(id, nil)
+			byConn[m.conn] = m
+		}
+		var mu sync.Mutex
+		var claims, announced int
+		var violations []string
+		s.net.Tap(func(from *nodetest.Conn, msg *nats.Msg) {
+			m := byConn[from]
+			if m == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if msg.Subject == protocol.LeaderSubject(s.cluster) {
+				a, err := protocol.DecodeAnnouncement(msg.Data)
+				if err != nil {
+					violations = append(violations, err.Error())
+					return
+				}
+				st, err := statusPage(m)
+				if err != nil || st.State != "leader" || st.Term != a.Term || st.Leader == nil || *st.Leader != a.Leader {
+					violations = append(violations, fmt.Sprintf("announcement of %d at term %d while /status shows %+v (%v)", a.Leader, a.Term, st, err))
+				}
+				announced++
+				return
+			}
+			pm, err := protocol.Decode(msg.Data)
+			if err != nil || (pm.Type != protocol.TypeCoordinator && pm.Type != protocol.TypeHeartbeat) {
+				return
+			}
+			term, maxTerm, err := onDisk(m.dir)
+			if err != nil || term < pm.Term || maxTerm < pm.Term {
+				violations = append(violations, fmt.Sprintf("%s of %d at term %d with term %d, max term %d on disk (%v)", pm.Type, pm.From, pm.Term, term, maxTerm, err))
+			}
+			claims++
+		})
+		_, ch := s.observer()
+		beats := s.heartbeats()
+		for _, id := range s.members {
+			s.nodes[id].run()
+		}
+		a := awaitLeader(t, ch, 3)
+		synctest.Wait()
+		// Let a few heartbeats leave too.
+		for range 3 {
+			awaitHeartbeat(t, beats, 3)
+		}
+		if err := s.stopAll(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range violations {
+			t.Error(v)
+		}
+		if claims == 0 || announced == 0 {
+			t.Fatalf("checked %d claims and %d announcements, want some of each", claims, announced)
+		}
+		t.Logf("leader 3 at term %d; %d claims and %d announcements checked", a.Term, claims, announced)
+	})
+}
+
+// stopAll stops every running node.
+func (s *sim) stopAll() error {
+	var errs []error
+	for _, m := range s.nodes {
+		if m.cancel != nil {
+			errs = append(errs, m.stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// query asks the cluster for its leader and returns every answer.
+func (s *sim) query(conn *nodetest.Conn) []protocol.Announcement {
+	s.t.Helper()
+	var mu sync.Mutex
+	var got []protocol.Announcement
+	inbox := conn.NewInbox()
+	sub, err := conn.Subscribe(inbox, 16, 1<<20, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Header.Get("Status") == "503" {
+			return
+		}
+		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, "")
+		if err != nil {
+			s.t.Errorf("answer %q: %v", m.Data, err)
+			return
+		}
+		got = append(got, a)
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := conn.Publish(&nats.Msg{Subject: protocol.QuerySubject(s.cluster), Reply: inbox}); err != nil {
+		s.t.Fatal(err)
+	}
+	synctest.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]protocol.Announcement(nil), got...)
+}
+
+// The query responder answers only while its node leads: nobody answers
+// before a leader is elected, the leader answers, and once a higher node
+// has taken over, only the new leader answers.
+func TestSeamQueryResponderOnlyWhileLeading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Bully, 1, 2, 3)
+		client, ch := s.observer()
+		if _, err := client.Request(context.Background(), protocol.QuerySubject(s.cluster), nil); !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("query without nodes: %v, want no responders", err)
+		}
+		s.add(1, nil).run()
+		s.add(2, nil).run()
+		first := awaitLeader(t, ch, 2)
+		synctest.Wait()
+		if got := s.query(client); len(got) != 1 || got[0].Leader != 2 || got[0].Term != first.Term {
+			t.Fatalf("query while 2 leads at term %d: answers %+v, want one from 2", first.Term, got)
+		}
+		s.add(3, nil).run()
+		second := awaitLeader(t, ch, 3)
+		synctest.Wait()
+		if err := s.follows(3, second.Term); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.query(client); len(got) != 1 || got[0].Leader != 3 || got[0].Term != second.Term {
+			t.Fatalf("query after 3 took over at term %d: answers %+v, want one from 3 alone", second.Term, got)
+		}
+		if err := s.stopAll(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Request(context.Background(), protocol.QuerySubject(s.cluster), nil); !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatalf("query after every node stopped: %v, want no responders", err)
+		}
+	})
+}
+
+// Cancelling a leader's Run publishes its Resign while its connection is
+// still open (before draining it), and the next node takes over on the
+// Resign, without a leader time-out anywhere.
+func TestSeamShutdownHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Bully, 1, 2, 3)
+		for _, id := range s.members {
+			s.add(id, nil)
+		}
+		leader := s.nodes[3]
+		var mu sync.Mutex
+		var resigns []string
+		s.net.Tap(func(from *nodetest.Conn, msg *nats.Msg) {
+			if from != leader.conn {
+				return
+			}
+			if pm, err := protocol.Decode(msg.Data); err == nil && pm.Type == protocol.TypeResign {
+				mu.Lock()
+				defer mu.Unlock()
+				resigns = append(resigns, fmt.Sprintf("draining %v, closed %v", from.Draining(), from.IsClosed()))
+			}
+		})
+		_, ch := s.observer()
+		for _, id := range s.members {
+			s.nodes[id].run()
+		}
+		first := awaitLeader(t, ch, 3)
+		synctest.Wait()
+		if err := s.follows(3, first.Term); err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.stop(); err != nil {
+			t.Fatalf("Run of the leader: %v", err)
+		}
+		if !leader.conn.IsClosed() {
+			t.Error("the leader's connection is open after Run returned")
+		}
+		mu.Lock()
+		if len(resigns) != 1 || resigns[0] != "draining false, closed false" {
+			t.Errorf("the leader's Resigns: %v, want one before draining", resigns)
+		}
+		mu.Unlock()
+		next := awaitLeader(t, ch, 2)
+		synctest.Wait()
+		if next.Term <= first.Term {
+			t.Errorf("new term %d, want above %d", next.Term, first.Term)
+		}
+		delete(s.nodes, 3)
+		if err := s.follows(2, next.Term); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []uint64{1, 2} {
+			if v := metric(t, s.nodes[id].Registry(), "election_leader_timeouts_total"); v != 0 {
+				t.Errorf("node %d: %v leader time-outs, want none", id, v)
+			}
+		}
+	})
+}
+
+// A flood of valid messages to a stalled node fills its bounded inbox;
+// what does not fit is dropped and counted as inbox_full, while the
+// leader's heartbeats still reach it through the claims queue, and once
+// it resumes it follows the leader without having timed it out.
+func TestSeamFloodFillsInboxClaimsGetThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const inboxSize, flood = 8, 100
+		// Member 1 never runs: the flood comes in its name.
+		s := newSim(t, protocol.Bully, 1, 2, 3)
+		victim := s.add(2, func(c *node.Config) { c.InboxSize = inboxSize })
+		s.add(3, nil)
+		_, ch := s.observer()
+		beats := s.heartbeats()
+		victim.run()
+		s.nodes[3].run()
+		a := awaitLeader(t, ch, 3)
+		synctest.Wait()
+		if err := s.follows(3, a.Term); err != nil {
+			t.Fatal(err)
+		}
+		reg := victim.Registry()
+		heartbeats := metric(t, reg, "election_messages_received_total", "type", "heartbeat") +
+			metric(t, reg, "election_messages_received_total", "type", "coordinator")
+		elections := metric(t, reg, "election_messages_received_total", "type", "election")
+
+		// The victim's writes stall: the first Election it handles makes
+		// it answer, and its loop waits there while the flood arrives.
+		victim.conn.Hold()
+		attacker := s.net.Connect("attacker")
+		defer attacker.Close()
+		stamp := protocol.NewStamp(1)
+		for range flood {
+			m := protocol.Message{V: protocol.Version, Type: protocol.TypeElection, From: 1, Term: a.Term}
+			stamp.Apply(&m, time.Now())
+			data, err := protocol.Encode(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := attacker.Publish(&nats.Msg{Subject: protocol.SubjectFor(s.cluster, m), Data: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if got, want := metric(t, reg, "election_messages_dropped_total", "reason", "inbox_full"), float64(flood-1-inboxSize); got != want {
+			t.Errorf("inbox_full drops: %v, want %v (one handled, %d queued)", got, want, inboxSize)
+		}
+		if got := metric(t, reg, "election_messages_received_total", "type", "election") - elections; got != 1+inboxSize {
+			t.Errorf("elections of the flood queued: %v, want %d", got, 1+inboxSize)
+		}
+		if got := metric(t, reg, "election_subscription_dropped_total"); got != 0 {
+			t.Errorf("subscription drops: %v, want none (the inbox is the bound that holds)", got)
+		}
+		// The leader's next heartbeat reaches the stalled victim, its inbox
+		// still full.
+		awaitHeartbeat(t, beats, 3)
+		synctest.Wait()
+		if got := metric(t, reg, "election_messages_received_total", "type", "heartbeat") +
+			metric(t, reg, "election_messages_received_total", "type", "coordinator"); got <= heartbeats {
+			t.Fatalf("claims received by the flooded node: %v, no more than the %v before the flood", got, heartbeats)
+		}
+		victim.conn.Release()
+		synctest.Wait()
+		// Let the cluster settle after the victim has handled its queue.
+		awaitHeartbeat(t, beats, 3)
+		synctest.Wait()
+		st := s.nodes[3].Status()
+		if err := s.follows(3, st.Term); err != nil {
+			t.Fatal(err)
+		}
+		if v := metric(t, reg, "election_leader_timeouts_total"); v != 0 {
+			t.Errorf("flooded node: %v leader time-outs, want none", v)
+		}
+	})
+}

@@ -91,47 +91,7 @@ func tick(log *slog.Logger) func(ctx context.Context, term uint64) {
 	}
 }
 
-// run follows the leader of cluster and runs work, in a goroutine it owns,
-// while node id leads: it starts work when id becomes leader and cancels
-// it, waiting for it to return, when another node does or ctx ends.
+// run runs work while node id leads (leader.Lead).
 func run(ctx context.Context, nc *nats.Conn, cluster string, id uint64, work func(ctx context.Context, term uint64), opts ...leader.Option) error {
-	var w *worker
-	defer func() { w.stop() }()
-	for a, err := range leader.Watch(ctx, nc, cluster, opts...) {
-		if err != nil {
-			return err
-		}
-		// Another leader, or a new term of ours: the old work stops
-		// (a new term restarts it with the new fencing token).
-		w.stop()
-		w = nil
-		if a.Leader == id {
-			w = startWorker(ctx, a.Term, work)
-		}
-	}
-	return nil
-}
-
-// worker is one run of the leader-only work.
-type worker struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func startWorker(ctx context.Context, term uint64, work func(ctx context.Context, term uint64)) *worker {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &worker{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		work(ctx, term)
-	}()
-	return w
-}
-
-// stop cancels the work and waits for it; a nil worker does nothing.
-func (w *worker) stop() {
-	if w != nil {
-		w.cancel()
-		<-w.done
-	}
+	return leader.Lead(ctx, nc, cluster, id, work, opts...)
 }

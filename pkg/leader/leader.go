@@ -49,6 +49,10 @@ import (
 // ErrNoLeader is returned by Current when no leader is known.
 var ErrNoLeader = errors.New("leader: no leader known")
 
+// ErrConnectionClosed is the error Watch yields when its NATS connection
+// has closed for good.
+var ErrConnectionClosed = errors.New("leader: NATS connection closed")
+
 // Defaults of the options.
 const (
 	DefaultQueryTimeout = time.Second
@@ -60,6 +64,7 @@ type options struct {
 	resync       time.Duration
 	stream       bool
 	secret       []byte
+	rejected     func(error)
 }
 
 // Option changes how Current and Watch find the leader.
@@ -81,10 +86,21 @@ func WithoutStream() Option { return func(o *options) { o.stream = false } }
 // the cluster's shared secret (the nodes' ELECTION_SECRET).
 func WithSecret(secret []byte) Option { return func(o *options) { o.secret = secret } }
 
+// WithRejected makes Current and Watch call f with the error of every
+// announcement they drop (a missing or wrong signature, a malformed or
+// out-of-bounds announcement, one of another cluster), so that a wrong
+// secret or a forger shows as something other than "no leader". f runs on
+// a NATS delivery goroutine and must not block.
+func WithRejected(f func(error)) Option { return func(o *options) { o.rejected = f } }
+
 // read decodes an announcement of cluster and, with a secret, checks its
-// signature.
+// signature; a rejection is reported to WithRejected's function.
 func (o options) read(cluster string, m *nats.Msg) (protocol.Announcement, error) {
-	return protocol.ReadAnnouncement(o.secret, cluster, m.Data, m.Header.Get(protocol.SignatureHeader))
+	a, err := protocol.ReadAnnouncement(o.secret, cluster, m.Data, m.Header.Get(protocol.SignatureHeader))
+	if err != nil && o.rejected != nil {
+		o.rejected(err)
+	}
+	return a, err
 }
 
 func newOptions(opts []Option) options {
@@ -155,13 +171,19 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 	if err != nil {
 		return protocol.Announcement{}, err
 	}
-	return protocol.ReadAnnouncement(o.secret, cluster, msg.Data, msg.Header.Get(protocol.SignatureHeader))
+	a, err := protocol.ReadAnnouncement(o.secret, cluster, msg.Data, msg.Header.Get(protocol.SignatureHeader))
+	if err != nil && o.rejected != nil {
+		o.rejected(err)
+	}
+	return a, err
 }
 
 // Watch yields the leader of cluster as soon as it is known (at once if
 // there is one), then every newer leader, in increasing term, until ctx
-// ends or the loop stops. It yields an error only if it cannot subscribe;
-// iteration ends after it.
+// ends or the loop stops. It yields an error, and iteration ends after it,
+// if it cannot subscribe or when the NATS connection closes for good
+// (ErrConnectionClosed): a closed connection can no longer tell of a new
+// leader, so silence from it would read as "no change".
 //
 //	for a, err := range leader.Watch(ctx, nc, "default") {
 //		if err != nil { ... }
@@ -190,6 +212,12 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 				}
 			}
 		}
+		closed := nc.StatusChanged(nats.CLOSED)
+		defer nc.RemoveStatusListener(closed)
+		if nc.IsClosed() {
+			yield(protocol.Announcement{}, ErrConnectionClosed)
+			return
+		}
 		sub, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
 			if a, err := o.read(cluster, m); err == nil {
 				offer(a)
@@ -214,6 +242,9 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 		for {
 			select {
 			case <-ctx.Done():
+				return
+			case <-closed:
+				yield(protocol.Announcement{}, ErrConnectionClosed)
 				return
 			case <-signal:
 				mu.Lock()

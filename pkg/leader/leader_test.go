@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,7 +183,13 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 		t.Fatalf("Current with the secret = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
 	}
 
-	w := watch(t, nc, "default", leader.WithSecret(secret))
+	var mu sync.Mutex
+	var rejected []error
+	w := watch(t, nc, "default", leader.WithSecret(secret), leader.WithRejected(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rejected = append(rejected, err)
+	}))
 	if got := w.next(t); got != ann(5, 2) {
 		t.Fatalf("Watch first = %+v, want %+v", got, ann(5, 2))
 	}
@@ -198,6 +205,18 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 	}
 	if got := w.next(t); got != ann(6, 7) {
 		t.Errorf("Watch after the forgeries = %+v, want the signed %+v", got, ann(6, 7))
+	}
+	// The forged query answer and both forged announcements were reported.
+	mu.Lock()
+	defer mu.Unlock()
+	signatures := 0
+	for _, err := range rejected {
+		if protocol.ReasonOf(err) == protocol.ReasonSignature {
+			signatures++
+		}
+	}
+	if signatures < 3 {
+		t.Errorf("rejections reported to WithRejected: %v, want the 3 forgeries (bad signature)", rejected)
 	}
 }
 
@@ -226,4 +245,112 @@ func mustEncode(a protocol.Announcement) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// Watch ends with ErrConnectionClosed when its connection closes, rather
+// than going quiet as if the leader never changed; on a connection already
+// closed it fails at once.
+func TestWatchEndsWhenTheConnectionCloses(t *testing.T) {
+	url := batontest.StartNATS(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for _, err := range leader.Watch(context.Background(), nc, "default", leader.WithoutStream()) {
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	// Close once Watch has subscribed: the server then counts its
+	// subscription.
+	batontest.CheckFor(t, 5*time.Second, func() error {
+		if nc.NumSubscriptions() == 0 {
+			return errors.New("not subscribed yet")
+		}
+		return nil
+	})
+	nc.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, leader.ErrConnectionClosed) {
+			t.Fatalf("Watch after the connection closed: %v, want ErrConnectionClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not end after its connection closed")
+	}
+	var errs []error
+	for _, err := range leader.Watch(context.Background(), nc, "default") {
+		errs = append(errs, err)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], leader.ErrConnectionClosed) {
+		t.Fatalf("Watch on a closed connection yielded %v, want ErrConnectionClosed once", errs)
+	}
+}
+
+// Lead runs the work while the given node is the announced leader, stops
+// it for a successor, starts it again with the new term when the node
+// leads again, and stops it and returns ErrConnectionClosed when the
+// connection closes.
+func TestLeadBesideANode(t *testing.T) {
+	url := batontest.StartNATS(t)
+	node := batontest.Connect(t, url)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan uint64, 8)
+	ended := make(chan uint64, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- leader.Lead(context.Background(), nc, "default", 3, func(ctx context.Context, term uint64) {
+			started <- term
+			<-ctx.Done()
+			ended <- term
+		}, leader.WithoutStream())
+	}()
+	await := func(ch <-chan uint64, what string) uint64 {
+		t.Helper()
+		select {
+		case term := <-ch:
+			return term
+		case <-time.After(waitTimeout):
+			t.Fatalf("%s: nothing", what)
+			return 0
+		}
+	}
+	batontest.CheckFor(t, waitTimeout, func() error {
+		if nc.NumSubscriptions() == 0 {
+			return errors.New("Lead not subscribed yet")
+		}
+		return nil
+	})
+	publish(t, node, ann(3, 5))
+	if term := await(started, "work for term 5"); term != 5 {
+		t.Fatalf("work started with term %d, want 5", term)
+	}
+	publish(t, node, ann(4, 6))
+	if term := await(ended, "work ended by leader 4"); term != 5 {
+		t.Fatalf("work of term %d ended, want 5", term)
+	}
+	publish(t, node, ann(3, 7))
+	if term := await(started, "work for term 7"); term != 7 {
+		t.Fatalf("work started with term %d, want 7", term)
+	}
+	nc.Close()
+	if term := await(ended, "work ended by the closed connection"); term != 7 {
+		t.Fatalf("work of term %d ended, want 7", term)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, leader.ErrConnectionClosed) {
+			t.Fatalf("Lead: %v, want ErrConnectionClosed", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Lead did not return")
+	}
 }

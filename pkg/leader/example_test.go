@@ -1,0 +1,132 @@
+package leader_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// exampleCluster is an embedded NATS server with a stand-in for the
+// cluster's leading node, which answers queries and announces leaders as
+// a real node does. It keeps the examples short and their output fixed.
+type exampleCluster struct {
+	srv  *server.Server
+	node *nats.Conn
+	sub  *nats.Subscription
+}
+
+func startExampleCluster() *exampleCluster {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		panic(err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(5 * time.Second) {
+		panic("nats server not ready")
+	}
+	node, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		panic(err)
+	}
+	return &exampleCluster{srv: srv, node: node}
+}
+
+// lead makes the stand-in announce leader with term and answer queries
+// with it.
+func (c *exampleCluster) lead(leader, term uint64) {
+	a := protocol.Announcement{Cluster: "default", Leader: leader, Term: term, Algorithm: protocol.Bully, At: protocol.Timestamp{Time: time.Now()}}
+	data, err := protocol.EncodeAnnouncement(a)
+	if err != nil {
+		panic(err)
+	}
+	if c.sub != nil {
+		c.sub.Unsubscribe()
+	}
+	if c.sub, err = c.node.Subscribe(protocol.QuerySubject("default"), func(m *nats.Msg) { m.Respond(data) }); err != nil {
+		panic(err)
+	}
+	if err := c.node.Publish(protocol.LeaderSubject("default"), data); err != nil {
+		panic(err)
+	}
+	if err := c.node.Flush(); err != nil {
+		panic(err)
+	}
+}
+
+func (c *exampleCluster) stop() {
+	c.node.Close()
+	c.srv.Shutdown()
+	c.srv.WaitForShutdown()
+}
+
+func ExampleCurrent() {
+	cluster := startExampleCluster()
+	defer cluster.stop()
+	cluster.lead(5, 9)
+
+	nc, err := nats.Connect(cluster.srv.ClientURL())
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// The leading node answers at once; with no leader, Current fails
+	// at once with ErrNoLeader (or falls back to the stream, if any).
+	a, err := leader.Current(ctx, nc, "default", leader.WithoutStream())
+	fmt.Println(a.Leader, a.Term, err)
+	// Output: 5 9 <nil>
+}
+
+func ExampleWatch() {
+	cluster := startExampleCluster()
+	defer cluster.stop()
+	cluster.lead(5, 9)
+
+	nc, err := nats.Connect(cluster.srv.ClientURL())
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// Watch yields the current leader first, then every newer one.
+	seen := 0
+	for a, err := range leader.Watch(ctx, nc, "default", leader.WithoutStream()) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("leader", a.Leader, "term", a.Term)
+		if seen++; seen == 1 {
+			cluster.lead(4, 13) // the leader failed; node 4 took over
+		} else {
+			break
+		}
+	}
+	// Output:
+	// leader 5 term 9
+	// leader 4 term 13
+}
+
+func ExampleFence() {
+	// A resource written by whoever leads admits each write's term only if
+	// it is at least the newest seen: a deposed leader's late writes are
+	// refused once its successor has written.
+	var fence leader.Fence
+	fmt.Println(fence.Admit(9))  // leader 5, term 9
+	fmt.Println(fence.Admit(13)) // leader 4, term 13
+	fmt.Println(fence.Admit(9))  // leader 5 again, unaware it was replaced
+	// Output:
+	// <nil>
+	// <nil>
+	// leader: stale term: 9 is older than 13
+}

@@ -1,6 +1,7 @@
 package observer
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -19,6 +20,18 @@ import (
 // maxLimit is the largest page of history one request returns.
 const maxLimit = 10000
 
+// maxClusterName bounds the cluster names the API accepts, and clip what an
+// error message echoes of a request.
+const maxClusterName = 64
+
+// clip shortens s to maxClusterName bytes for an error message.
+func clip(s string) string {
+	if len(s) > maxClusterName {
+		return s[:maxClusterName] + "…"
+	}
+	return s
+}
+
 // routes is the observer's HTTP handler.
 func (o *Observer) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -27,8 +40,17 @@ func (o *Observer) routes() http.Handler {
 	mux.HandleFunc("GET /api/clusters/{cluster}/leader", o.apiLeader)
 	mux.HandleFunc("GET /api/clusters/{cluster}/gaps", o.apiGaps)
 	mux.HandleFunc("GET /api/clusters/{cluster}/split-brain", o.apiSplitBrain)
+	// Every other request under /api/: 405 with Allow on a path that GET
+	// serves, 404 otherwise, both as JSON errors.
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+		get := r.Clone(r.Context())
+		get.Method = http.MethodGet
+		if _, pattern := mux.Handler(get); pattern != "/api/" {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s: use GET", clip(r.Method), clip(r.URL.Path))
+			return
+		}
+		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", clip(r.Method), clip(r.URL.Path))
 	})
 	mux.HandleFunc("GET /healthz", o.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.metrics.reg, promhttp.HandlerOpts{}))
@@ -121,8 +143,8 @@ func checkParams(w http.ResponseWriter, q url.Values, allowed ...string) bool {
 // for an invalid name and a 404 for an unknown one.
 func (o *Observer) cluster(w http.ResponseWriter, r *http.Request) (string, *history.Cluster, bool) {
 	name := r.PathValue("cluster")
-	if err := protocol.ValidateCluster(name); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid cluster name %q: must match [A-Za-z0-9_-]+", name)
+	if err := protocol.ValidateCluster(name); err != nil || len(name) > maxClusterName {
+		writeError(w, http.StatusBadRequest, "invalid cluster name %q: must match [A-Za-z0-9_-]+, at most %d bytes", clip(name), maxClusterName)
 		return "", nil, false
 	}
 	c, ok := o.store.Cluster(name)
@@ -231,52 +253,85 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 // leaderships that overlap the range), limit (a page of at most that many,
 // from the start, or the end when only before_term is given), last (the
 // most recent ones). A truncated page has a Link header to the next one.
-func (o *Observer) apiHistory(w http.ResponseWriter, r *http.Request) {
+// pageParams are the query parameters of every list: a range of terms, a
+// time range, and a page from the start (limit) or the end (last).
+var pageParams = []string{"after_term", "before_term", "since", "until", "limit", "last"}
+
+// page filters items (in increasing term) by the query's terms and time
+// range and cuts one page, with a Link header to the next (or, with last,
+// the previous) page. term is an item's term, span when it started and
+// ended (zero end: it lasts).
+func page[T any](w http.ResponseWriter, r *http.Request, hq historyQuery, now time.Time, items []T, term func(T) uint64, span func(T) (time.Time, time.Time)) []T {
+	var out []T
+	for _, it := range items {
+		t := term(it)
+		start, end := span(it)
+		if end.IsZero() {
+			end = now
+		}
+		if t <= hq.afterTerm || t >= hq.beforeTerm ||
+			(!hq.since.IsZero() && end.Before(hq.since)) ||
+			(!hq.until.IsZero() && start.After(hq.until)) {
+			continue
+		}
+		out = append(out, it)
+	}
+	if len(out) <= hq.limit {
+		return out
+	}
+	next := url.Values{}
+	for k, v := range r.URL.Query() {
+		next[k] = v
+	}
+	if hq.fromEnd {
+		out = out[len(out)-hq.limit:]
+		next.Del("last")
+		next.Del("after_term")
+		next.Set("limit", strconv.Itoa(hq.limit))
+		next.Set("before_term", strconv.FormatUint(term(out[0]), 10))
+		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"prev\"", r.URL.Path, next.Encode()))
+	} else {
+		out = out[:hq.limit]
+		next.Set("after_term", strconv.FormatUint(term(out[len(out)-1]), 10))
+		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, next.Encode()))
+	}
+	return out
+}
+
+// listQuery checks and parses a list's query parameters and finds its
+// cluster, or writes the error.
+func (o *Observer) listQuery(w http.ResponseWriter, r *http.Request) (historyQuery, *history.Cluster, bool) {
 	q := r.URL.Query()
-	if !checkParams(w, q, "after_term", "before_term", "since", "until", "limit", "last") {
-		return
+	if !checkParams(w, q, pageParams...) {
+		return historyQuery{}, nil, false
 	}
 	hq, err := parseHistoryQuery(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
-		return
+		return historyQuery{}, nil, false
 	}
 	_, c, ok := o.cluster(w, r)
+	return hq, c, ok
+}
+
+func (o *Observer) apiHistory(w http.ResponseWriter, r *http.Request) {
+	hq, c, ok := o.listQuery(w, r)
 	if !ok {
 		return
 	}
-	now := o.now()
-	var idx []int
-	for i, l := range c.Leaderships {
-		end := l.EndedAt
-		if !l.Ended() {
-			end = now
-		}
-		if l.Term <= hq.afterTerm || l.Term >= hq.beforeTerm ||
-			(!hq.since.IsZero() && end.Before(hq.since)) ||
-			(!hq.until.IsZero() && l.StartedAt.After(hq.until)) {
-			continue
-		}
-		idx = append(idx, i)
+	idx := make([]int, len(c.Leaderships))
+	for i := range idx {
+		idx[i] = i
 	}
-	if len(idx) > hq.limit {
-		next := url.Values{}
-		for k, v := range q {
-			next[k] = v
-		}
-		if hq.fromEnd {
-			idx = idx[len(idx)-hq.limit:]
-			next.Del("last")
-			next.Del("after_term")
-			next.Set("limit", strconv.Itoa(hq.limit))
-			next.Set("before_term", strconv.FormatUint(c.Leaderships[idx[0]].Term, 10))
-			w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"prev\"", r.URL.Path, next.Encode()))
-		} else {
-			idx = idx[:hq.limit]
-			next.Set("after_term", strconv.FormatUint(c.Leaderships[idx[len(idx)-1]].Term, 10))
-			w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, next.Encode()))
-		}
-	}
+	idx = page(w, r, hq, o.now(), idx,
+		func(i int) uint64 { return c.Leaderships[i].Term },
+		func(i int) (time.Time, time.Time) {
+			l := c.Leaderships[i]
+			if !l.Ended() {
+				return l.StartedAt, time.Time{}
+			}
+			return l.StartedAt, l.EndedAt
+		})
 	out := make([]leadershipJSON, 0, len(idx))
 	for _, i := range idx {
 		out = append(out, leadershipView(c, i))
@@ -306,28 +361,52 @@ func gaps(c *history.Cluster, now time.Time) []gapJSON {
 	return out
 }
 
+// apiGaps lists the gaps with the same paging and filters as the history:
+// a gap's term is the leadership it follows (after_term), its time range
+// from the end of one leadership to the start of the next.
 func (o *Observer) apiGaps(w http.ResponseWriter, r *http.Request) {
-	if !checkParams(w, r.URL.Query()) {
-		return
-	}
-	if _, c, ok := o.cluster(w, r); ok {
-		writeJSON(w, http.StatusOK, gaps(c, o.now()))
-	}
-}
-
-func (o *Observer) apiSplitBrain(w http.ResponseWriter, r *http.Request) {
-	if !checkParams(w, r.URL.Query()) {
-		return
-	}
-	_, c, ok := o.cluster(w, r)
+	hq, c, ok := o.listQuery(w, r)
 	if !ok {
 		return
 	}
-	out := make([]splitBrainJSON, 0, len(c.SplitBrains))
-	for _, s := range c.SplitBrains {
-		out = append(out, splitBrainJSON{At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
+	now := o.now()
+	out := page(w, r, hq, now, gaps(c, now),
+		func(g gapJSON) uint64 { return g.AfterTerm },
+		func(g gapJSON) (time.Time, time.Time) {
+			if g.To == nil {
+				return g.From.Time, time.Time{}
+			}
+			return g.From.Time, g.To.Time
+		})
+	if out == nil {
+		out = []gapJSON{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// apiSplitBrain lists the split brains with the same paging and filters as
+// the history: an event's term is the newer of its two leaderships'.
+func (o *Observer) apiSplitBrain(w http.ResponseWriter, r *http.Request) {
+	hq, c, ok := o.listQuery(w, r)
+	if !ok {
+		return
+	}
+	all := make([]splitBrainJSON, 0, len(c.SplitBrains))
+	for _, s := range c.SplitBrains {
+		all = append(all, splitBrainJSON{At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
+	}
+	slices.SortStableFunc(all, func(a, b splitBrainJSON) int { return cmp.Compare(splitTerm(a), splitTerm(b)) })
+	out := page(w, r, hq, o.now(), all, splitTerm,
+		func(s splitBrainJSON) (time.Time, time.Time) { return s.At.Time, s.At.Time })
+	if out == nil {
+		out = []splitBrainJSON{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// splitTerm is the newer term of a split brain's two leaderships.
+func splitTerm(s splitBrainJSON) uint64 {
+	return max(s.Leaders[0].Term, s.Leaders[len(s.Leaders)-1].Term)
 }
 
 // healthz is 200 while connected to NATS and consuming the stream.

@@ -1,9 +1,12 @@
 package observer
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
@@ -73,14 +76,37 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every series that does not depend on a cluster exists from the
+	// start, at zero, so that rates and increase() alerts see zero rather
+	// than nothing.
 	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature} {
 		m.announcements.WithLabelValues(r)
+	}
+	for _, kind := range append(slices.Clone(liveKinds), protocol.KindQuery) {
+		for _, r := range []string{"ok", "invalid", resultBadSignature, "dropped"} {
+			m.live.WithLabelValues(kind, r)
+		}
 	}
 	return m
 }
 
+// known creates, at zero, every series of cluster: called whenever the
+// cluster's state is set, it makes them exist from the moment the cluster
+// is first known.
+func (m *metrics) known(cluster string) {
+	m.changes.WithLabelValues(cluster)
+	m.gaps.WithLabelValues(cluster)
+	m.gapSeconds.WithLabelValues(cluster)
+	m.leaderless.WithLabelValues(cluster)
+	m.compacted.WithLabelValues(cluster)
+	for _, r := range []string{history.SplitSameTerm, history.SplitStaleLeader} {
+		m.splits.WithLabelValues(cluster, r)
+	}
+}
+
 // state sets the gauges of cluster from the store.
 func (m *metrics) state(cluster string, s *history.Store) {
+	m.known(cluster)
 	l, ok := s.Latest(cluster)
 	if !ok {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/internal/batontest/clustertest"
 	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
@@ -21,10 +22,20 @@ import (
 func TestWithRealNodes(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	cfg := testConfig(url, t.TempDir())
-	cfg.LeaderTimeout = time.Second // above the nodes' 200 ms, for a loaded machine
+	cfg.LeaderTimeout = 2 * time.Second // above the nodes' 1 s, for a loaded machine
 	o := startObserver(t, cfg, nil)
 
-	stops := clustertest.Start(t, url, "default", protocol.Ring, []uint64{1, 2, 3})
+	// Slow elections: on a machine busy with other tests (CI runs the
+	// end-to-end containers beside this), a lower node's deferral of 2·T
+	// with the default T of 50 ms can run out before the successor's claim
+	// reaches it, and then two nodes claim; that is the algorithm on an
+	// overloaded host, not what this test checks.
+	slow := func(c *node.Config) {
+		c.Election.Timing.AnswerTicks *= 5
+		c.Election.Timing.CoordinatorTicks *= 5
+		c.Election.Timing.LeaderTimeoutTicks *= 5
+	}
+	stops := clustertest.Start(t, url, "default", protocol.Ring, []uint64{1, 2, 3}, slow)
 	current := func(leader uint64) func() bool {
 		return func() bool {
 			c, ok := o.store.Cluster("default")

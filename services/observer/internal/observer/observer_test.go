@@ -2,6 +2,7 @@ package observer
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -21,7 +22,11 @@ import (
 func TestHistoryMatchesAnnouncementsInOrder(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	nc := batontest.Connect(t, url)
-	o := startObserver(t, testConfig(url, t.TempDir()), nil)
+	// No heartbeats here: a silence window longer than a busy machine can
+	// take to record the four announcements, so that none ends silent.
+	cfg := testConfig(url, t.TempDir())
+	cfg.LeaderTimeout = 10 * time.Second
+	o := startObserver(t, cfg, nil)
 
 	want := []protocol.Announcement{
 		announcement("default", 3, 1, t0),
@@ -108,11 +113,45 @@ func TestErrors(t *testing.T) {
 		{"/api/clusters/default/history?after_term=-1", 400, "after_term"},
 		{"/api/clusters/default/history?page=2", 400, `unknown query parameter "page"`},
 		{"/api/nothing", 404, "no such endpoint"},
+		{"/api/clusters/" + strings.Repeat("x", 1<<16) + "/history", 400, "at most 64 bytes"},
 	} {
 		var e errorJSON
 		code := o.get(t, tc.path, &e)
 		if code != tc.code || !strings.Contains(e.Error, tc.want) {
-			t.Errorf("GET %s = %d %q, want %d containing %q", tc.path, code, e.Error, tc.code, tc.want)
+			t.Errorf("GET %.80s = %d %.200q, want %d containing %q", tc.path, code, e.Error, tc.code, tc.want)
+		}
+		if len(e.Error) > 300 {
+			t.Errorf("GET %.80s: the error echoes %d bytes", tc.path, len(e.Error))
+		}
+	}
+
+	// Other methods: 405 with Allow where GET serves the path, 404 where
+	// nothing does, both as JSON.
+	for _, tc := range []struct {
+		method, path string
+		code         int
+	}{
+		{http.MethodPost, "/api/clusters", 405},
+		{http.MethodDelete, "/api/clusters/default/history", 405},
+		{http.MethodPut, "/api/clusters/default/split-brain", 405},
+		{http.MethodPost, "/api/nothing", 404},
+	} {
+		req, err := http.NewRequest(tc.method, "http://"+o.Addr()+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e errorJSON
+		decodeErr := json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || decodeErr != nil || e.Error == "" {
+			t.Errorf("%s %s = %d (JSON error %q, %v), want %d", tc.method, tc.path, resp.StatusCode, e.Error, decodeErr, tc.code)
+		}
+		if allow := resp.Header.Get("Allow"); tc.code == 405 && allow != "GET, HEAD" {
+			t.Errorf("%s %s: Allow %q, want GET, HEAD", tc.method, tc.path, allow)
 		}
 	}
 }
@@ -254,10 +293,27 @@ func TestGapsAndSplitBrain(t *testing.T) {
 	if len(splits) != 2 || splits[0].Reason != history.SplitStaleLeader || splits[1].Reason != history.SplitSameTerm {
 		t.Errorf("split brains = %+v, want stale_leader then same_term", splits)
 	}
+	// The lists take the history's paging and filters.
+	o.get(t, "/api/clusters/"+c+"/split-brain?limit=1", &splits)
+	if len(splits) != 1 || splits[0].Reason != history.SplitStaleLeader {
+		t.Errorf("first split brain = %+v, want the stale_leader one", splits)
+	}
+	o.get(t, "/api/clusters/"+c+"/split-brain?last=1", &splits)
+	if len(splits) != 1 || splits[0].Reason != history.SplitSameTerm {
+		t.Errorf("last split brain = %+v, want the same_term one", splits)
+	}
 	var gaps []gapJSON
 	o.get(t, "/api/clusters/"+c+"/gaps", &gaps)
 	if len(gaps) != 1 || gaps[0].AfterTerm != 1 || gaps[0].Seconds != 0.5 {
 		t.Errorf("gaps = %+v, want one of 0.5 s after term 1", gaps)
+	}
+	o.get(t, "/api/clusters/"+c+"/gaps?after_term=1", &gaps)
+	if len(gaps) != 0 {
+		t.Errorf("gaps after term 1 = %+v, want none", gaps)
+	}
+	var gapErr errorJSON
+	if code := o.get(t, "/api/clusters/"+c+"/gaps?limit=0", &gapErr); code != http.StatusBadRequest {
+		t.Errorf("gaps?limit=0: status %d, want 400", code)
 	}
 
 	metrics := scrape(t, o)
@@ -343,5 +399,41 @@ func TestSilentLeaderBeforeItsSuccessor(t *testing.T) {
 	}
 	if g := hist[2].GapBeforeSeconds; g == nil || *g != 0 {
 		t.Errorf("gap before term 10 = %v, want 0", g)
+	}
+}
+
+// Every documented series exists from the start at zero (the live
+// counters), and every per-cluster series from the first announcement of
+// the cluster, so that increase() alerts see zero rather than nothing.
+func TestMetricSeriesExistAtZero(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	o := startObserver(t, testConfig(url, t.TempDir()), nil)
+	before := scrape(t, o)
+	for _, want := range []string{
+		`observer_live_messages_total{kind="heartbeat",result="bad_signature"} 0`,
+		`observer_live_messages_total{kind="query",result="dropped"} 0`,
+		`observer_announcements_total{result="invalid"} 0`,
+	} {
+		if !strings.Contains(before, want) {
+			t.Errorf("metrics at start lack %s", want)
+		}
+	}
+	announce(t, nc, announcement("fresh", 3, 1, t0))
+	// The metrics follow the record: wait for the change to be counted.
+	o.waitFor(t, "the leadership counted", func() bool {
+		return strings.Contains(scrape(t, o), `observer_leader_changes_total{cluster="fresh"} 1`)
+	})
+	after := scrape(t, o)
+	for _, want := range []string{
+		`observer_split_brain_events_total{cluster="fresh",reason="same_term"} 0`,
+		`observer_split_brain_events_total{cluster="fresh",reason="stale_leader"} 0`,
+		`observer_history_compacted_total{cluster="fresh"} 0`,
+		`observer_leaderless_seconds_total{cluster="fresh"} 0`,
+		`observer_leaderless_gap_seconds_count{cluster="fresh"} 0`,
+	} {
+		if !strings.Contains(after, want) {
+			t.Errorf("metrics after the cluster's first announcement lack %s", want)
+		}
 	}
 }

@@ -23,8 +23,9 @@
 //     messages per second of the cluster, over a quiet window;
 //   - the observer's lag from a leader's announcement to its record.
 //
-// With -steady, it then keeps the cluster quiet while CPU burners keep
-// every core busy, and counts elections: there must be none.
+// With -steady, it then runs one cluster per algorithm at the smallest size
+// at once, keeps them quiet while CPU burners keep every core busy, and
+// counts elections: there must be none.
 //
 // "Agreed" means every live node's GET /status names the same leader, the
 // highest live ID; /status is polled, so times are upper bounds with the
@@ -55,9 +56,14 @@ const burnerEnv = "BATON_BENCH_BURNER"
 type config struct {
 	binary     string
 	observer   string // observer binary; "" skips the observer's lag
+	raftcheck  string // raftcheck binary (bench module); "" skips raft
+	raftpeer   string // raftpeer binary for raftcheck
+	raftSizes  []int
+	plot       string // failoverplot binary (bench module); "" draws no plot
 	sizes      []int
 	rounds     map[int]int // rounds per size
 	steady     time.Duration
+	order      string
 	idle       time.Duration
 	algorithms []protocol.Algorithm
 	timeout    time.Duration
@@ -102,11 +108,15 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&c.binary, "binary", "bin/node", "path of the node binary")
 	fs.StringVar(&c.observer, "observer", "bin/observer", `path of the observer binary ("" skips the observer's lag)`)
+	fs.StringVar(&c.raftcheck, "raftcheck", "", `path of raftcheck, built from the bench module ("" skips the comparison with hashicorp/raft)`)
+	fs.StringVar(&c.raftpeer, "raftpeer", "bin/raftpeer", "path of raftpeer, built from the bench module")
+	fs.StringVar(&c.plot, "plot", "", `path of failoverplot, built from the bench module ("" draws no plot)`)
 	fs.StringVar(&sizes, "sizes", "5,25,101", "comma-separated cluster sizes; IDs are 1..n")
 	fs.IntVar(&rounds, "rounds", 0, "rounds of each failover (0: 5, 3 and 2 at 5, 25 and 101 nodes; with -full 20, 10 and 5)")
 	fs.BoolVar(&full, "full", false, "more rounds, and 10 minutes of steady state with every core busy")
-	fs.DurationVar(&c.steady, "steady", 0, "steady state with busy CPUs, per algorithm at the smallest size (0 skips it; -full: 10m)")
+	fs.DurationVar(&c.steady, "steady", 0, "steady state with busy CPUs, every algorithm's cluster at once at the smallest size (0 skips it; -full: 10m)")
 	fs.DurationVar(&c.idle, "idle", 5*time.Second, "quiet window over which idle CPU, memory and steady traffic are measured")
+	fs.StringVar(&c.order, "order", orderIDs, `order in which a cluster's processes are started: "ids" (lowest first, one at a time) or "shuffle" (random, several at a time)`)
 	fs.StringVar(&algorithms, "algorithms", "bully,ring,paxos", "comma-separated algorithms to measure")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline for a cluster to agree on a leader")
 	fs.DurationVar(&c.poll, "poll", 2*time.Millisecond, "interval between rounds of /status polls")
@@ -171,6 +181,13 @@ func parseFlags(args []string) (config, error) {
 	if len(c.algorithms) == 0 {
 		return c, errors.New("-algorithms names no algorithm")
 	}
+	c.raftSizes = []int{5}
+	if full {
+		c.raftSizes = []int{5, 25}
+	}
+	if c.order != orderIDs && c.order != orderShuffle {
+		return c, fmt.Errorf("-order: %q is not %q or %q", c.order, orderIDs, orderShuffle)
+	}
 	return c, nil
 }
 
@@ -186,6 +203,19 @@ func slicesContains[T comparable](s []T, v T) bool {
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	if _, err := os.Stat(cfg.binary); err != nil {
 		return fmt.Errorf("node binary: %w (build it with: go tool task build)", err)
+	}
+	for _, tool := range []string{cfg.raftcheck, cfg.plot} {
+		if tool == "" {
+			continue
+		}
+		if _, err := os.Stat(tool); err != nil {
+			return fmt.Errorf("%w (build it with: go tool task bench:build)", err)
+		}
+	}
+	if cfg.raftcheck != "" {
+		if _, err := os.Stat(cfg.raftpeer); err != nil {
+			return fmt.Errorf("raftpeer: %w (build it with: go tool task bench:build)", err)
+		}
 	}
 	if cfg.observer != "" {
 		if _, err := os.Stat(cfg.observer); err != nil {
@@ -216,7 +246,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				break
 			}
 			fmt.Fprintf(out, "bench: %s, %d nodes\n", algorithm, n)
-			res, err := env.measure(ctx, algorithm, n, cfg.steady > 0 && n == cfg.sizes[0])
+			res, err := env.measure(ctx, algorithm, n)
 			if err != nil {
 				fmt.Fprintf(out, "bench: %s, %d nodes: %v\n", algorithm, n, err)
 				failed = append(failed, fmt.Sprintf("%s/%d", algorithm, n))
@@ -224,15 +254,53 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			results = append(results, res)
 		}
 	}
+	var raft []raftSeries
+	if cfg.raftcheck != "" {
+		for _, n := range cfg.raftSizes {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(out, "bench: hashicorp/raft, %d peers\n", n)
+			rounds := cfg.rounds[n]
+			if rounds == 0 {
+				rounds = quickRounds[5]
+			}
+			series, err := measureRaft(ctx, cfg, n, rounds, out)
+			if err != nil {
+				fmt.Fprintf(out, "bench: %v\n", err)
+				failed = append(failed, fmt.Sprintf("raft/%d", n))
+				continue
+			}
+			raft = append(raft, series...)
+		}
+	}
+	if cfg.steady > 0 && ctx.Err() == nil {
+		if err := env.steadyState(ctx, cfg.sizes[0], results); err != nil {
+			fmt.Fprintf(out, "bench: steady state: %v\n", err)
+			failed = append(failed, "steady state")
+		}
+	}
 	fmt.Fprintln(out)
 	printTable(out, results)
+	fmt.Fprint(out, raftTable(results, raft, false))
 	fmt.Fprintf(out, "took %s\n", time.Since(started).Round(time.Second))
 	if cfg.out != "" {
-		path, err := writeMarkdown(cfg, results, time.Since(started))
+		plotPath := ""
+		if cfg.plot != "" {
+			p, err := writePlot(ctx, cfg, results, raft)
+			if err != nil {
+				return err
+			}
+			plotPath = p
+		}
+		path, err := writeMarkdown(cfg, results, raft, plotPath, time.Since(started))
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "wrote %s\n", path)
+		if plotPath != "" {
+			fmt.Fprintf(out, "wrote %s\n", plotPath)
+		}
 	}
 	if ctx.Err() != nil {
 		return errors.New("interrupted")

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,11 +50,12 @@ func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environmen
 	if err != nil {
 		return nil, err
 	}
-	ns, err := localcluster.StartNATSWith(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: store})
+	// Configured as a deployment: the nodes receive connection events.
+	ns, err := localcluster.StartAccountsNATS(store, "127.0.0.1", -1, store)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(ns.ClientURL(), nats.Name("bench"))
+	nc, err := nats.Connect(ns.ClientURL(), nats.Name("bench"), localcluster.AsObserver())
 	if err != nil {
 		localcluster.StopNATS(ns)
 		return nil, fmt.Errorf("connect to nats: %w", err)
@@ -80,7 +83,7 @@ func (e *environment) startObserver(ctx context.Context) error {
 		return err
 	}
 	cmd := exec.Command(e.cfg.observer)
-	cmd.Env = append(os.Environ(), "NATS_URL="+e.natsURL, "HTTP_ADDR="+addr[0], "OBSERVER_DATA="+data)
+	cmd.Env = append(append(os.Environ(), localcluster.ObserverEnv()...), "NATS_URL="+e.natsURL, "HTTP_ADDR="+addr[0], "OBSERVER_DATA="+data)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = localcluster.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -127,15 +130,18 @@ type result struct {
 	err       error
 
 	coldStart         time.Duration
+	spawn             time.Duration // from the first process started to the last
 	coldAnnouncements int
+	eventNodes        int             // nodes that receive connection events
 	crash, rejoin     []time.Duration // SIGKILL until the survivors agree; restart until all agree on it
+	crashNoEvents     []time.Duration // the same with connection events off: heartbeats alone
 	hang, unhang      []time.Duration // SIGSTOP until the others agree; SIGCONT until all agree on it
 	handoff, termExit []time.Duration // SIGTERM until the survivors agree; until it exited
 	badExits          int             // SIGTERMs that did not end in exit status 0
 
-	crashMsgs, hangMsgs, handoffMsgs, rejoinMsgs []int // publications, steady traffic excepted
-	crashBytes                                   []int
-	crashServerIn, crashServerOut                []int // at the server, all the nodes' traffic of the time
+	crashMsgs, hangMsgs, handoffMsgs, rejoinMsgs []int   // publications, steady traffic excepted
+	crashServerIn, crashServerOut, crashBytes    []int   // at the server, all the nodes' traffic of the time
+	idleSent                                     float64 // publications per second at idle, heartbeats excepted (Paxos renewals)
 
 	idleCPU      []float64 // % of one core, per node
 	rss          []int64   // bytes, per node
@@ -158,7 +164,8 @@ type wire struct {
 	steady        int
 	announcements int
 	lastTerm      uint64
-	regressions   int // announcements whose term did not exceed the last one
+	regressions   int  // announcements whose term did not exceed the last one
+	restarting    bool // the whole cluster restarts: concurrent claims are not counted
 	lastActive    time.Time
 	announced     chan announced // to the observer's lag, if any
 }
@@ -179,7 +186,7 @@ func (w *wire) handle(m *nats.Msg) {
 		w.announcements++
 		w.lastActive = now
 		if a, err := protocol.DecodeAnnouncement(m.Data); err == nil {
-			if a.Term <= w.lastTerm {
+			if a.Term <= w.lastTerm && !w.restarting {
 				w.regressions++
 			}
 			w.lastTerm = max(w.lastTerm, a.Term)
@@ -201,10 +208,16 @@ func (w *wire) handle(m *nats.Msg) {
 	w.lastActive = now
 }
 
+func (w *wire) setRestarting(on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.restarting = on
+}
+
 // snapshot is what the wire and the server counted so far.
 type snapshot struct {
 	all, messages, bytes, steady, announcements int
-	serverIn, serverOut                         int64
+	serverIn, serverOut, serverInBytes          int64
 	at                                          time.Time
 }
 
@@ -214,7 +227,7 @@ func (e *environment) snapshot(w *wire) snapshot {
 	defer w.mu.Unlock()
 	s := snapshot{all: w.all, messages: w.messages, bytes: w.bytes, steady: w.steady, announcements: w.announcements, at: time.Now()}
 	if v != nil {
-		s.serverIn, s.serverOut = v.InMsgs, v.OutMsgs
+		s.serverIn, s.serverOut, s.serverInBytes = v.InMsgs, v.OutMsgs, v.InBytes
 	}
 	return s
 }
@@ -247,7 +260,7 @@ func freeAddrs(n int) ([]string, error) {
 
 // measure runs every measurement for one algorithm and size on a fresh
 // cluster. On error the result holds what was measured so far.
-func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm, size int, steady bool) (res *result, err error) {
+func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm, size int) (res *result, err error) {
 	res = &result{algorithm: algorithm, n: size}
 	defer func() { res.err = err }()
 	cluster := fmt.Sprintf("bench-%s-%d", algorithm, size)
@@ -261,9 +274,13 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 			res.observerLag = <-lags
 		}()
 	}
-	// Every subject of the cluster but the query subject: a subscriber
-	// there that never answers would make every query wait its time-out.
-	subjects := append(protocol.BroadcastSubjects(cluster), protocol.LeaderSubject(cluster), protocol.Root+"."+cluster+"."+protocol.KindNode+".*")
+	// The broadcast subjects and the leader subject only: a subscriber on
+	// the query subject that never answers would make every query wait
+	// its time-out, and one on the nodes' inboxes would hide from a node
+	// that a peer is gone (NATS answers "no responders" only to a message
+	// nobody receives). Point-to-point messages are counted by the nodes'
+	// metrics instead.
+	subjects := append(protocol.BroadcastSubjects(cluster), protocol.LeaderSubject(cluster))
 	for _, subject := range subjects {
 		sub, err := e.nc.Subscribe(subject, w.handle)
 		if err != nil {
@@ -296,6 +313,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		IDs:       ids,
 		HTTPAddrs: addrs,
 		LogDir:    filepath.Join(e.cfg.logDir, cluster),
+		Env:       localcluster.NodeEnv(),
 	})
 	if err != nil {
 		return res, err
@@ -307,10 +325,9 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	// Cold start.
 	before := e.snapshot(w)
 	start := time.Now()
-	for _, n := range nodes {
-		if err := n.Start(); err != nil {
-			return res, err
-		}
+	res.spawn, err = startAll(nodes, e.cfg.order)
+	if err != nil {
+		return res, err
 	}
 	at, err := e.waitAgreed(ctx, nodes, top.ID)
 	if err != nil {
@@ -321,7 +338,10 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		return res, err
 	}
 	res.coldAnnouncements = e.snapshot(w).announcements - before.announcements
-	fmt.Fprintf(e.out, "  cold start: %s, %d announcements\n", ms(res.coldStart), res.coldAnnouncements)
+	events, _ := e.sumMetric(ctx, nodes, "election_connection_events")
+	res.eventNodes = int(events)
+	fmt.Fprintf(e.out, "  cold start: %s (processes started within %s), %d announcements; %d of %d nodes receive connection events\n",
+		ms(res.coldStart), ms(res.spawn), res.coldAnnouncements, res.eventNodes, size)
 
 	// Idle: what a quiet cluster costs.
 	if err := e.idle(ctx, res, w, nodes); err != nil {
@@ -338,6 +358,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	}
 	leave := func(sig syscall.Signal) (l leaving, err error) {
 		s0 := e.snapshot(w)
+		sent0 := e.sentBy(ctx, nodes, nil)
 		t0 := time.Now()
 		if err := top.Signal(sig); err != nil {
 			return l, err
@@ -359,7 +380,8 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 			return l, err
 		}
 		s1 := e.snapshot(w)
-		l.msgs, l.bytes = s1.messages-s0.messages, s1.bytes-s0.bytes
+		l.msgs = sentDelta(sent0, e.sentBy(ctx, nodes, top), res.idleSent*s1.at.Sub(s0.at).Seconds())
+		l.bytes = int(s1.serverInBytes - s0.serverInBytes)
 		// At the server: the messages the nodes published, and those it
 		// delivered to them (all but those to this benchmark's
 		// subscriber), steady traffic included.
@@ -368,6 +390,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 
 		// Back.
 		s0 = e.snapshot(w)
+		sent0 = e.sentBy(ctx, nodes, top)
 		t0 = time.Now()
 		if sig == syscall.SIGSTOP {
 			err = top.Signal(syscall.SIGCONT)
@@ -387,7 +410,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		}
 		if sig != syscall.SIGSTOP {
 			res.rejoin = append(res.rejoin, l.back)
-			res.rejoinMsgs = append(res.rejoinMsgs, e.snapshot(w).messages-s0.messages)
+			res.rejoinMsgs = append(res.rejoinMsgs, sentDelta(sent0, e.sentBy(ctx, nodes, nil), res.idleSent*time.Since(s0.at).Seconds()))
 		}
 		return l, nil
 	}
@@ -426,10 +449,39 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	}
 	fmt.Fprintf(e.out, "  SIGTERM hand-over: %d rounds, p50 %s\n", len(res.handoff), ms(quantile(res.handoff, 0.5)))
 
-	if steady {
-		if err := e.steadyState(ctx, res, w, nodes, top.ID); err != nil {
-			return res, fmt.Errorf("steady state: %w", err)
+	// The crashes again, with connection events off: heartbeats alone,
+	// as on a NATS server that does not deliver the events.
+	if res.eventNodes > 0 {
+		// Every node restarts at once: its nodes may claim concurrently,
+		// and their announcements cross (each above every term announced
+		// before); terms not increasing are counted again once it agrees.
+		w.setRestarting(true)
+		for _, r := range localcluster.StopAll(nodes, stopGrace) {
+			if r.Killed || r.Err != nil {
+				return res, fmt.Errorf("node %d did not stop cleanly: killed=%t, %v", r.Node.ID, r.Killed, r.Err)
+			}
 		}
+		for _, n := range nodes {
+			n.Setenv("ELECTION_CONNECTION_EVENTS=off")
+		}
+		if _, err := startAll(nodes, e.cfg.order); err != nil {
+			return res, err
+		}
+		if _, err := e.waitAgreed(ctx, nodes, top.ID); err != nil {
+			return res, fmt.Errorf("restart with connection events off: %w", err)
+		}
+		if err := e.waitQuiet(ctx, w); err != nil {
+			return res, err
+		}
+		w.setRestarting(false)
+		for round := range rounds {
+			l, err := leave(syscall.SIGKILL)
+			if err != nil {
+				return res, fmt.Errorf("crash round %d without connection events: %w", round+1, err)
+			}
+			res.crashNoEvents = append(res.crashNoEvents, l.took)
+		}
+		fmt.Fprintf(e.out, "  crash failover without connection events: %d rounds, p50 %s\n", len(res.crashNoEvents), ms(quantile(res.crashNoEvents, 0.5)))
 	}
 
 	for _, r := range localcluster.StopAll(nodes, stopGrace) {
@@ -453,6 +505,7 @@ func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*l
 		before = append(before, c)
 	}
 	s0 := e.snapshot(w)
+	sent0 := e.sentBy(ctx, nodes, nil)
 	timer := time.NewTimer(e.cfg.idle)
 	select {
 	case <-ctx.Done():
@@ -474,6 +527,7 @@ func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*l
 		res.rss = append(res.rss, rss)
 	}
 	res.steadyPerSec = float64(s1.steady-s0.steady) / s1.at.Sub(s0.at).Seconds()
+	res.idleSent = float64(sentDelta(sent0, e.sentBy(ctx, nodes, nil), 0)) / s1.at.Sub(s0.at).Seconds()
 	fmt.Fprintf(e.out, "  idle: %.2f%% of a core and %.1f MiB per node (mean), %.0f steady messages/s\n",
 		meanFloat(res.idleCPU), float64(meanInt(res.rss))/(1<<20), res.steadyPerSec)
 	return nil
@@ -502,21 +556,77 @@ func (e *environment) observerLags(ctx context.Context, cluster string, ch <-cha
 	return lags
 }
 
-// steadyState keeps the converged cluster running for the steady duration
-// while burners keep every core busy, and counts what changed.
-func (e *environment) steadyState(ctx context.Context, res *result, w *wire, nodes []*localcluster.Node, leader uint64) error {
-	if err := e.waitQuiet(ctx, w); err != nil {
-		return err
+// steadyState runs one cluster of size nodes per algorithm at once, lets
+// each converge, then keeps every core busy with CPU burners for the
+// steady duration and counts, per cluster, the elections, leader changes
+// and announcements meanwhile: none is expected. It records them in the
+// results of that algorithm and size.
+func (e *environment) steadyState(ctx context.Context, size int, results []*result) error {
+	type cluster struct {
+		res                  *result
+		w                    *wire
+		nodes                []*localcluster.Node
+		top                  uint64
+		elections0, changes0 float64
+		s0                   snapshot
 	}
-	elections0, _ := e.sumMetric(ctx, nodes, "election_elections_started_total")
-	changes0, _ := e.sumMetric(ctx, nodes, "election_leader_changes_total")
-	s0 := e.snapshot(w)
+	var clusters []*cluster
+	defer func() {
+		for _, c := range clusters {
+			localcluster.StopAll(c.nodes, stopGrace)
+		}
+	}()
+	for _, res := range results {
+		if res.n != size || res.err != nil {
+			continue
+		}
+		name := fmt.Sprintf("bench-steady-%s-%d", res.algorithm, size)
+		w := &wire{}
+		sub, err := e.nc.Subscribe(protocol.LeaderSubject(name), w.handle)
+		if err != nil {
+			return err
+		}
+		defer sub.Unsubscribe()
+		addrs, err := freeAddrs(size)
+		if err != nil {
+			return err
+		}
+		ids := make([]uint64, size)
+		for i := range ids {
+			ids[i] = uint64(i + 1)
+		}
+		nodes, err := localcluster.NewNodes(localcluster.Spec{
+			Binary: e.cfg.binary, NATSURL: e.natsURL, Cluster: name, Algorithm: string(res.algorithm),
+			IDs: ids, HTTPAddrs: addrs, LogDir: filepath.Join(e.cfg.logDir, name), Env: localcluster.NodeEnv(),
+		})
+		if err != nil {
+			return err
+		}
+		c := &cluster{res: res, w: w, nodes: nodes, top: ids[size-1]}
+		clusters = append(clusters, c)
+		if _, err := startAll(nodes, e.cfg.order); err != nil {
+			return err
+		}
+	}
+	for _, c := range clusters {
+		if _, err := e.waitAgreed(ctx, c.nodes, c.top); err != nil {
+			return fmt.Errorf("%s: %w", c.res.algorithm, err)
+		}
+	}
+	for _, c := range clusters {
+		if err := e.waitQuiet(ctx, c.w); err != nil {
+			return err
+		}
+		c.elections0, _ = e.sumMetric(ctx, c.nodes, "election_elections_started_total")
+		c.changes0, _ = e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
+		c.s0 = e.snapshot(c.w)
+	}
 
 	bs, err := startBurners(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "  steady state: %s with %d CPU burners\n", e.cfg.steady, len(bs))
+	fmt.Fprintf(e.out, "bench: steady state: %d clusters of %d nodes for %s with %d CPU burners\n", len(clusters), size, e.cfg.steady, len(bs))
 	timer := time.NewTimer(e.cfg.steady)
 	select {
 	case <-ctx.Done():
@@ -527,15 +637,18 @@ func (e *environment) steadyState(ctx context.Context, res *result, w *wire, nod
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	elections1, _ := e.sumMetric(ctx, nodes, "election_elections_started_total")
-	changes1, _ := e.sumMetric(ctx, nodes, "election_leader_changes_total")
-	s1 := e.snapshot(w)
-	res.steadyRan = true
-	res.steadyElections = int(elections1 - elections0)
-	res.steadyChanges = int(changes1 - changes0)
-	res.steadyAnnounced = s1.announcements - s0.announcements
-	_, err = e.waitAgreed(ctx, nodes, leader)
-	return err
+	for _, c := range clusters {
+		elections1, _ := e.sumMetric(ctx, c.nodes, "election_elections_started_total")
+		changes1, _ := e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
+		s1 := e.snapshot(c.w)
+		c.res.steadyRan = true
+		c.res.steadyElections = int(elections1 - c.elections0)
+		c.res.steadyChanges = int(changes1 - c.changes0)
+		c.res.steadyAnnounced = s1.announcements - c.s0.announcements
+		fmt.Fprintf(e.out, "  %s: %d elections, %d leader changes, %d announcements\n",
+			c.res.algorithm, c.res.steadyElections, c.res.steadyChanges, c.res.steadyAnnounced)
+	}
+	return nil
 }
 
 // waitAgreed polls /status of the live nodes until every one names want as
@@ -640,6 +753,90 @@ func (e *environment) waitQuiet(ctx context.Context, w *wire) error {
 		case <-timer.C:
 		}
 	}
+}
+
+// Orders in which startAll starts a cluster's processes.
+const (
+	orderIDs     = "ids"     // lowest ID first, one at a time
+	orderShuffle = "shuffle" // a random order, several at a time
+)
+
+// spawners bounds the processes being started at once in the shuffled
+// order.
+const spawners = 4
+
+// startAll starts the nodes' processes in the given order and returns how
+// long that took, from the first start to the last. In ID order every node
+// that comes up is the highest so far: the worst case for Bully's
+// announcements, and the order in which a StatefulSet starts its pods.
+func startAll(nodes []*localcluster.Node, order string) (time.Duration, error) {
+	begin := time.Now()
+	if order == orderIDs {
+		for _, n := range nodes {
+			if err := n.Start(); err != nil {
+				return time.Since(begin), err
+			}
+		}
+		return time.Since(begin), nil
+	}
+	shuffled := slices.Clone(nodes)
+	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	next := make(chan *localcluster.Node)
+	for range spawners {
+		wg.Go(func() {
+			for n := range next {
+				if err := n.Start(); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, n := range shuffled {
+		next <- n
+	}
+	close(next)
+	wg.Wait()
+	return time.Since(begin), errors.Join(errs...)
+}
+
+// sentBy reads from the /metrics of each running node but skip the
+// election messages it has published, heartbeats excepted.
+func (e *environment) sentBy(ctx context.Context, nodes []*localcluster.Node, skip *localcluster.Node) map[uint64]float64 {
+	const name = "election_messages_sent_total"
+	sent := make(map[uint64]float64, len(nodes))
+	for _, n := range nodes {
+		if n == skip || !n.Running() {
+			continue
+		}
+		m, err := localcluster.FetchMetrics(ctx, e.http, n.HTTPAddr)
+		if err != nil {
+			continue
+		}
+		sent[n.ID] = m.Sum(name) - m[name+`{type="`+string(protocol.TypeHeartbeat)+`"}`]
+	}
+	return sent
+}
+
+// sentDelta is how many messages the nodes published between two sentBy
+// readings, less steady traffic: a node missing from after is not
+// counted (it crashed or hangs and sends nothing), one whose count went
+// down restarted and counts from zero.
+func sentDelta(before, after map[uint64]float64, steady float64) int {
+	var total float64
+	for id, v := range after {
+		if b, ok := before[id]; ok && b <= v {
+			v -= b
+		}
+		total += v
+	}
+	return max(0, int(total-steady+0.5))
 }
 
 // sumMetric adds the metric over the nodes' /metrics; found tells whether

@@ -129,17 +129,33 @@ func rows() []row {
 	handoff := func(r *result) []time.Duration { return r.handoff }
 	termExit := func(r *result) []time.Duration { return r.termExit }
 	lag := func(r *result) []time.Duration { return r.observerLag }
+	crashNoEvents := func(r *result) []time.Duration { return r.crashNoEvents }
+	// Targets: with connection events, crash failover p90 <= 25 ms at 5
+	// nodes and 100 ms at 101 (Bully and ring); with heartbeats alone,
+	// 500 ms at 101; hang p90 <= 250 ms (Bully and ring), 400 ms at 5
+	// (Paxos, whose leases add to the silence).
 	crashTarget := func(r *result) time.Duration {
 		switch {
+		case r.algorithm == protocol.Paxos:
+			return 0
 		case r.n == 5:
-			return 300 * time.Millisecond
-		case r.n == 101 && r.algorithm != protocol.Paxos:
+			return 25 * time.Millisecond
+		case r.n == 101:
+			return 100 * time.Millisecond
+		}
+		return 0
+	}
+	noEventsTarget := func(r *result) time.Duration {
+		if r.n == 101 && r.algorithm != protocol.Paxos {
 			return 500 * time.Millisecond
 		}
 		return 0
 	}
 	hangTarget := func(r *result) time.Duration {
-		if r.n == 5 && r.algorithm == protocol.Paxos {
+		switch {
+		case r.algorithm != protocol.Paxos:
+			return 250 * time.Millisecond
+		case r.n == 5:
 			return 400 * time.Millisecond
 		}
 		return 0
@@ -157,13 +173,22 @@ func rows() []row {
 			}
 			return fmt.Sprint(r.coldAnnouncements), nil
 		}},
+		{"nodes receiving connection events", "all", func(r *result) (string, *bool) {
+			if r.coldStart == 0 {
+				return "-", nil
+			}
+			return fmt.Sprintf("%d of %d", r.eventNodes, r.n), yes(r.eventNodes == r.n)
+		}},
 		durations("crash failover p50", crash, 0.5, "", nil),
-		durations("crash failover p90", crash, 0.9, "<= 300 ms at 5, 500 ms at 101", crashTarget),
+		durations("crash failover p90", crash, 0.9, "bully, ring: <= 25 ms at 5, 100 ms at 101", crashTarget),
 		durations("crash failover p99", crash, 0.99, "", nil),
 		durations("crash failover max", crash, 1, "", nil),
+		durations("crash failover p50, heartbeats alone", crashNoEvents, 0.5, "", nil),
+		durations("crash failover p90, heartbeats alone", crashNoEvents, 0.9, "bully, ring: <= 500 ms at 101", noEventsTarget),
+		durations("crash failover max, heartbeats alone", crashNoEvents, 1, "", nil),
 		durations("rejoin of the highest ID p50", rejoin, 0.5, "", nil),
 		durations("hang failover p50", hang, 0.5, "", nil),
-		durations("hang failover p90", hang, 0.9, "paxos <= 400 ms at 5", hangTarget),
+		durations("hang failover p90", hang, 0.9, "bully, ring <= 250 ms; paxos <= 400 ms at 5", hangTarget),
 		durations("hang failover max", hang, 1, "", nil),
 		durations("resumed leader takes over p50", unhang, 0.5, "", nil),
 		durations("SIGTERM hand-over p50", handoff, 0.5, "", nil),
@@ -171,12 +196,11 @@ func rows() []row {
 		durations("SIGTERM hand-over max", handoff, 1, "", nil),
 		durations("SIGTERM to exit max", termExit, 1, "<= 2 s", func(*result) time.Duration { return 2 * time.Second }),
 		messages("messages per crash failover / bound", func(r *result) []int { return r.crashMsgs }, sim.MessageBound),
-		{"bytes per crash failover", "", func(r *result) (string, *bool) { return mean(r.crashBytes), nil }},
-		{"NATS server in / out per crash failover", "", func(r *result) (string, *bool) {
+		{"NATS server in / out / bytes in per crash failover", "", func(r *result) (string, *bool) {
 			if len(r.crashServerIn) == 0 {
 				return "-", nil
 			}
-			return fmt.Sprintf("%d / %d", meanInt(r.crashServerIn), meanInt(r.crashServerOut)), nil
+			return fmt.Sprintf("%d / %d / %d", meanInt(r.crashServerIn), meanInt(r.crashServerOut), meanInt(r.crashBytes)), nil
 		}},
 		messages("messages per hang failover / bound", func(r *result) []int { return r.hangMsgs }, sim.MessageBound),
 		messages("messages per hand-over / bound", func(r *result) []int { return r.handoffMsgs }, sim.MessageBound),
@@ -260,14 +284,18 @@ func printTable(out io.Writer, results []*result) {
 	fmt.Fprintln(out, legend)
 }
 
-const legend = `Times run until every live node's /status names the new leader. Messages are publications on the cluster's
-subjects, heartbeats and lease renewals excepted, beside the worst case the simulator checks (sim.MessageBound,
-sim.StartBound). NATS server in / out: the messages the nodes published and were delivered during the failover
-and until the cluster was quiet, heartbeats and renewals included. Idle: over a quiet window.`
+const legend = `Times run until every live node's /status names the new leader. Crash failover: the leader is SIGKILLed; the
+others learn it from the NATS server's connection event, or, with ELECTION_CONNECTION_EVENTS=off ("heartbeats
+alone"), from its silence. Hang: SIGSTOP (the connection stays open). Messages are the nodes' publications
+(election_messages_sent_total), heartbeats excepted and Paxos lease renewals subtracted at their idle rate, beside
+the worst case the simulator checks (sim.MessageBound, sim.StartBound). NATS server in / out / bytes: what the
+server received and delivered from the failover until the cluster was quiet, heartbeats and renewals included.
+Idle: over a quiet window. Announced terms not increasing: announcements on the leader subject whose term did not
+exceed every earlier one, outside the restart of the whole cluster that precedes the "heartbeats alone" rounds.`
 
 // writeMarkdown writes benchmarks.md into cfg.out: the machine, the date,
 // the command and the table.
-func writeMarkdown(cfg config, results []*result, took time.Duration) (string, error) {
+func writeMarkdown(cfg config, results []*result, raft []raftSeries, plot string, took time.Duration) (string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return "", err
 	}
@@ -298,8 +326,29 @@ func writeMarkdown(cfg config, results []*result, took time.Duration) (string, e
 		b.WriteString("\n")
 	}
 	b.WriteString("\n" + strings.ReplaceAll(legend, "\n", " ") + "\n")
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(&b, "\n**%s incomplete:** %s\n", header(r), oneLine(r.err.Error(), 300))
+		}
+	}
+	if t := raftTable(results, raft, true); t != "" {
+		b.WriteString("\n## Beside hashicorp/raft\n\nThe same crash failover (SIGKILL of the leader until every survivor names the new one) for hashicorp/raft v1.8.0 peers on loopback (`bench/raftpeer`, in-memory stores), with its default configuration and with heartbeat, election and lease time-outs of 150 ms:\n\n")
+		b.WriteString(t)
+	}
+	if plot != "" {
+		fmt.Fprintf(&b, "\n![crash failover, p50, p90 and max per cluster](%s)\n", filepath.Base(plot))
+	}
 	path := filepath.Join(cfg.out, "benchmarks.md")
 	return path, os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// oneLine shortens s to at most n bytes on one line.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
 }
 
 func cpuModel() string {

@@ -1,11 +1,13 @@
 // Command devcluster runs an election cluster on this machine with one
-// command: an embedded NATS server and N node processes of the built node
-// binary, each with its own HTTP port. It prints one line per leader change
-// as the announcements arrive on election.*.leader; the nodes' output goes
-// to one log file per node.
+// command: an embedded NATS server configured as a deployment (accounts,
+// users, connection events, JetStream), N node processes of the built node
+// binary, each with its own HTTP port, and the observer with its page. With
+// -algorithm all it runs one cluster per algorithm side by side. It prints
+// one line per leader change as the announcements arrive on
+// election.*.leader; the processes' output goes to one log file each.
 //
 // Ctrl-C (SIGINT) or SIGTERM stops it: SIGTERM to every node, which hands
-// leadership over and exits; then the NATS server shuts down.
+// leadership over and exits; then the observer and the NATS server.
 //
 // The nodes inherit the environment, so timing variables such as
 // ELECTION_HEARTBEAT_INTERVAL can be set when starting it.
@@ -19,6 +21,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -27,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/deploy/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -35,13 +40,17 @@ import (
 const stopGrace = 5 * time.Second
 
 type config struct {
-	nodes     int
-	binary    string
-	natsPort  int
-	httpPort  int
-	algorithm string
-	cluster   string
-	logDir    string
+	nodes        int
+	binary       string
+	observer     string
+	observerPort int
+	natsPort     int
+	httpPort     int
+	algorithm    string
+	cluster      string
+	logDir       string
+
+	algorithms []string // one cluster each
 }
 
 func main() {
@@ -62,10 +71,12 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("devcluster", flag.ContinueOnError)
 	fs.IntVar(&c.nodes, "nodes", 5, "number of nodes, with IDs 1..n")
 	fs.StringVar(&c.binary, "binary", "bin/node", "path of the node binary")
+	fs.StringVar(&c.observer, "observer", "bin/observer", `path of the observer binary ("" runs none)`)
+	fs.IntVar(&c.observerPort, "observer-port", 8080, "HTTP port of the observer's page on 127.0.0.1")
 	fs.IntVar(&c.natsPort, "nats-port", 4222, "port of the embedded NATS server on 127.0.0.1")
 	fs.IntVar(&c.httpPort, "http-port", 8081, "HTTP port of node 1; node i listens on http-port+i-1")
-	fs.StringVar(&c.algorithm, "algorithm", string(protocol.Bully), "election algorithm (ELECTION_ALGORITHM)")
-	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER)")
+	fs.StringVar(&c.algorithm, "algorithm", string(protocol.Bully), `election algorithm (ELECTION_ALGORITHM), or "all": one cluster per algorithm, named after it`)
+	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER); ignored with -algorithm all")
 	fs.StringVar(&c.logDir, "logs", "", "directory for the node logs (default: a new temporary directory)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -76,8 +87,21 @@ func parseFlags(args []string) (config, error) {
 	if c.nodes < 1 {
 		return c, fmt.Errorf("-nodes must be at least 1, got %d", c.nodes)
 	}
-	if c.httpPort < 1 || c.httpPort+c.nodes-1 > 65535 {
-		return c, fmt.Errorf("-http-port %d leaves no room for %d nodes", c.httpPort, c.nodes)
+	switch {
+	case c.algorithm == "all":
+		for _, a := range protocol.Algorithms {
+			c.algorithms = append(c.algorithms, string(a))
+		}
+	case slices.Contains(protocol.Algorithms, protocol.Algorithm(c.algorithm)):
+		c.algorithms = []string{c.algorithm}
+	default:
+		return c, fmt.Errorf("-algorithm: %q is not one of %v or all", c.algorithm, protocol.Algorithms)
+	}
+	if c.httpPort < 1 || c.httpPort+len(c.algorithms)*c.nodes-1 > 65535 {
+		return c, fmt.Errorf("-http-port %d leaves no room for %d nodes", c.httpPort, len(c.algorithms)*c.nodes)
+	}
+	if c.observer != "" && (c.observerPort < 1 || c.observerPort > 65535) {
+		return c, fmt.Errorf("-observer-port %d is not a port", c.observerPort)
 	}
 	if err := protocol.ValidateCluster(c.cluster); err != nil {
 		return c, fmt.Errorf("-cluster: %w", err)
@@ -96,35 +120,60 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 
+	if cfg.observer != "" {
+		if _, err := os.Stat(cfg.observer); err != nil {
+			return fmt.Errorf("observer binary: %w (build it with go tool task build, or pass -observer \"\")", err)
+		}
+	}
 	ids := make([]uint64, cfg.nodes)
-	addrs := make([]string, cfg.nodes)
 	for i := range ids {
 		ids[i] = uint64(i + 1)
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(cfg.httpPort+i)
 	}
-	exits := make(chan *localcluster.Node, cfg.nodes)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
-	nodes, err := localcluster.NewNodes(localcluster.Spec{
-		Binary:    cfg.binary,
-		NATSURL:   natsURL,
-		Cluster:   cfg.cluster,
-		Algorithm: cfg.algorithm,
-		IDs:       ids,
-		HTTPAddrs: addrs,
-		LogDir:    cfg.logDir,
-		Exits:     exits,
-	})
-	if err != nil {
-		return err
+	exits := make(chan *localcluster.Node, len(cfg.algorithms)*cfg.nodes)
+	var nodes []*localcluster.Node
+	type clusterInfo struct{ name, algorithm, first, last string }
+	var clusters []clusterInfo
+	port := cfg.httpPort
+	for _, algorithm := range cfg.algorithms {
+		name := cfg.cluster
+		if len(cfg.algorithms) > 1 {
+			name = algorithm
+		}
+		addrs := make([]string, cfg.nodes)
+		for i := range addrs {
+			addrs[i] = "127.0.0.1:" + strconv.Itoa(port)
+			port++
+		}
+		ns, err := localcluster.NewNodes(localcluster.Spec{
+			Binary:    cfg.binary,
+			NATSURL:   natsURL,
+			Cluster:   name,
+			Algorithm: algorithm,
+			IDs:       ids,
+			HTTPAddrs: addrs,
+			LogDir:    filepath.Join(cfg.logDir, name),
+			Env:       localcluster.NodeEnv(),
+			Exits:     exits,
+		})
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, ns...)
+		clusters = append(clusters, clusterInfo{name, algorithm, addrs[0], addrs[len(addrs)-1]})
 	}
 
-	ns, err := localcluster.StartNATS("127.0.0.1", cfg.natsPort)
+	natsDir := filepath.Join(cfg.logDir, "nats")
+	if err := os.MkdirAll(natsDir, 0o755); err != nil {
+		return err
+	}
+	ns, err := localcluster.StartAccountsNATS(natsDir, "127.0.0.1", cfg.natsPort, filepath.Join(natsDir, "jetstream"))
 	if err != nil {
 		return err
 	}
 	defer localcluster.StopNATS(ns)
 
-	nc, err := nats.Connect(natsURL, nats.Name("devcluster"))
+	nc, err := nats.Connect(natsURL, nats.Name("devcluster"), localcluster.AsApp())
 	if err != nil {
 		return fmt.Errorf("connect to nats: %w", err)
 	}
@@ -137,16 +186,29 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 
+	var observer *localcluster.Process
+	if cfg.observer != "" {
+		addr := fmt.Sprintf("127.0.0.1:%d", cfg.observerPort)
+		observer, err = localcluster.StartProcess(cfg.observer, filepath.Join(cfg.logDir, "observer.log"),
+			append(localcluster.ObserverEnv(), "NATS_URL="+natsURL, "HTTP_ADDR="+addr, "OBSERVER_DATA="+filepath.Join(cfg.logDir, "observer-data")))
+		if err != nil {
+			return err
+		}
+		defer observer.Stop(stopGrace)
+		fmt.Fprintf(out, "devcluster: observer page at http://%s/ (log %s)\n", addr, observer.LogPath)
+	}
+
 	for _, n := range nodes {
 		if err := n.Start(); err != nil {
 			localcluster.StopAll(nodes, stopGrace)
 			return err
 		}
 	}
-	fmt.Fprintf(out, "devcluster: NATS %s, %d %s nodes in cluster %q; Ctrl-C stops\n",
-		natsURL, cfg.nodes, cfg.algorithm, cfg.cluster)
-	fmt.Fprintf(out, "devcluster: logs in %s/node-<id>.log; status at http://%s/status .. http://%s/status\n",
-		cfg.logDir, addrs[0], addrs[len(addrs)-1])
+	fmt.Fprintf(out, "devcluster: NATS %s (user %s for applications, see deploy/natsconf), Ctrl-C stops\n", natsURL, natsconf.AppUser)
+	for _, c := range clusters {
+		fmt.Fprintf(out, "devcluster: cluster %q: %d %s nodes, status at http://%s/status .. http://%s/status, logs in %s\n",
+			c.name, cfg.nodes, c.algorithm, c.first, c.last, filepath.Join(cfg.logDir, c.name))
+	}
 
 	// Watch until a signal arrives or every node has died on its own.
 	exited := 0

@@ -45,18 +45,23 @@ func (g *ReplayGuard) Incarnation(sender uint64) uint64 {
 }
 
 // CheckAddressee drops a point-to-point message captured before its
-// receiver restarted and replayed to the new incarnation: one addressed to
-// an earlier incarnation of the receiver and dated before the receiver's
-// incarnation own began (incarnations are start times in nanoseconds since
-// the Unix epoch). A message addressed to the earlier incarnation but sent
-// since is accepted: its sender has not heard from the new one yet. The
-// reason is ReasonReplayed.
-func CheckAddressee(m Message, own uint64) error {
-	if m.To == 0 || m.ToInc == 0 || m.ToInc == own {
+// receiver started and replayed to it: one not addressed to the receiver's
+// incarnation own (addressed to an earlier incarnation, or to none because
+// its sender had not heard from the receiver) and dated before the
+// receiver started, at started on its clock. Such a message was sent to
+// an earlier process. One sent since is accepted: its sender has not heard
+// from the new incarnation yet. (A message sent to the receiver's inbox
+// just before it started, and delivered after it subscribed, is dropped
+// too, as if the network had lost it.) Broadcasts are not checked here:
+// the ReplayGuard's floor and MaxAge bound their replays. The reason is
+// ReasonReplayed.
+func CheckAddressee(m Message, own uint64, started time.Time) error {
+	if m.To == 0 || m.ToInc == own {
 		return nil
 	}
-	if m.TS < int64(own/uint64(time.Millisecond)) {
-		return reject(ReasonReplayed, "%s from %d for incarnation %d of %d, sent before incarnation %d began", m.Type, m.From, m.ToInc, m.To, own)
+	if m.TS < started.UnixMilli() {
+		return reject(ReasonReplayed, "%s from %d for incarnation %d of %d, sent %dms before incarnation %d began",
+			m.Type, m.From, m.ToInc, m.To, started.UnixMilli()-m.TS, own)
 	}
 	return nil
 }

@@ -89,7 +89,8 @@ func TestStamp(t *testing.T) {
 }
 
 // A point-to-point message names the receiver's incarnation: a copy
-// captured before the receiver restarted is refused by its new one.
+// captured before the receiver restarted is refused by its new one, as is
+// one that names no incarnation and was sent before the receiver started.
 func TestCheckAddressee(t *testing.T) {
 	started := time.UnixMilli(1_700_000_000_000)
 	own, before := uint64(started.UnixNano()), uint64(started.Add(-time.Hour).UnixNano())
@@ -100,12 +101,13 @@ func TestCheckAddressee(t *testing.T) {
 		want bool
 	}{
 		{"for this incarnation", Message{Type: TypeAck, From: 1, To: 2, ToInc: own, TS: sentBefore}, true},
-		{"the sender knew no incarnation yet", Message{Type: TypeAck, From: 1, To: 2, TS: sentBefore}, true},
+		{"the sender knew no incarnation yet, sent since", Message{Type: TypeAck, From: 1, To: 2, TS: sentSince}, true},
+		{"the sender knew no incarnation, sent before the start", Message{Type: TypeAck, From: 1, To: 2, TS: sentBefore}, false},
 		{"captured before the restart", Message{Type: TypeAck, From: 1, To: 2, ToInc: before, TS: sentBefore}, false},
 		{"sent since, before the sender heard of the restart", Message{Type: TypeAck, From: 1, To: 2, ToInc: before, TS: sentSince}, true},
-		{"broadcasts name nobody", Message{Type: TypeHeartbeat, From: 1, ToInc: before, TS: sentBefore}, true},
+		{"broadcasts name nobody", Message{Type: TypeHeartbeat, From: 1, TS: sentBefore}, true},
 	} {
-		err := CheckAddressee(tc.m, own)
+		err := CheckAddressee(tc.m, own, started)
 		if (err == nil) != tc.want || (err != nil && ReasonOf(err) != ReasonReplayed) {
 			t.Errorf("%s: CheckAddressee = %v, want accepted: %v", tc.name, err, tc.want)
 		}

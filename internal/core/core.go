@@ -29,6 +29,7 @@ type Core struct {
 	seq     uint64
 	left    bool // resigned: ignore every later event
 	waiting bool // a candidate that has deferred its election (Defer)
+	found   election.Leadership
 
 	saved   election.HardState // the hard state last handed to the driver
 	out     []protocol.Message
@@ -55,7 +56,22 @@ func NewCore(cfg election.Config) (*Core, error) {
 		accept:  cfg.State.Acceptor,
 		saved:   cfg.State,
 		gone:    make(map[uint64]absence),
+		found:   cfg.Found,
 	}, nil
+}
+
+// FollowFound makes a node that starts follow the leadership it found
+// (election.Config.Found), if that leader has a higher ID, owns its term
+// and its term is not older than this node's, and reports whether it does.
+// The algorithm then holds no election: it would end with that leader.
+func (c *Core) FollowFound() bool {
+	f := c.found
+	if c.left || f.Leader <= c.id || f.Term > protocol.MaxTerm || f.Term < c.term || c.Owner(f.Term) != f.Leader {
+		return false
+	}
+	c.follow(f.Leader, f.Term)
+	c.MarkAlive(f.Leader)
+	return true
 }
 
 // ID is this node's ID.
@@ -390,15 +406,16 @@ func (c *Core) Owner(term uint64) uint64 {
 }
 
 // Claimed applies the shared rule for a claim that leader leads with term
-// (a Coordinator, an elected round or a heartbeat), received from sender.
-func (c *Core) Claimed(sender, leader, term uint64) Verdict {
+// (a Coordinator, an elected round or a heartbeat), received from sender,
+// broadcast or not (see ReplyStale).
+func (c *Core) Claimed(sender, leader, term uint64, broadcast bool) Verdict {
 	switch {
 	case leader == c.id || c.Owner(term) != leader:
 		// Our own claim coming back (the end of the elected round), or a
 		// term its claimant does not own: it tells us nothing.
 		return Rejected
 	case term < c.term:
-		c.ReplyStale(sender)
+		c.ReplyStale(sender, broadcast)
 		return Rejected
 	case leader < c.id:
 		// Even under the term this node accepted before (it may have been
@@ -414,8 +431,15 @@ func (c *Core) Claimed(sender, leader, term uint64) Verdict {
 	return Accepted
 }
 
-// ReplyStale tells to that its term is older than this node's.
-func (c *Core) ReplyStale(to uint64) {
+// ReplyStale tells to that its term is older than this node's. For a
+// broadcast (a heartbeat, a Coordinator, an Election), a follower of a
+// leader other than to keeps quiet: its leader received the same
+// broadcast and replies for them all, so an old leader's heartbeat costs
+// one reply instead of one from every node.
+func (c *Core) ReplyStale(to uint64, broadcast bool) {
+	if broadcast && c.role != election.Leader && c.leader != 0 && c.leader != to {
+		return
+	}
 	c.Send(protocol.Message{Type: protocol.TypeStale, To: to, Term: c.term, Candidate: c.leader})
 }
 

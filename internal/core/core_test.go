@@ -75,6 +75,8 @@ func TestClaimed(t *testing.T) {
 		wantLeader     uint64
 		wantTerm       uint64
 		wantFollowRole bool
+		broadcast      bool
+		role           election.Role
 	}{
 		{name: "higher claimant, newer term", term: 2, leader: 4, claimLeader: 9, claimTerm: 3, want: Accepted, wantLeader: 9, wantTerm: 3, wantFollowRole: true},
 		{name: "same leadership again", term: 3, leader: 9, claimLeader: 9, claimTerm: 3, want: Refreshed, wantLeader: 9, wantTerm: 3, wantFollowRole: true},
@@ -82,12 +84,18 @@ func TestClaimed(t *testing.T) {
 		{name: "lower claimant, newer term", term: 3, leader: 9, claimLeader: 2, claimTerm: 4, want: Challenged, wantLeader: 9, wantTerm: 3},
 		{name: "claimant does not own the term", term: 0, claimLeader: 9, claimTerm: 4, want: Rejected},
 		{name: "own claim coming back", term: 2, leader: 4, claimLeader: 4, claimTerm: 2, want: Rejected, wantLeader: 4, wantTerm: 2},
+		// A broadcast claim with an older term reaches the leader too,
+		// which alone replies.
+		{name: "older term broadcast, follower of another live leader", term: 6, leader: 8, claimLeader: 9, claimTerm: 3, broadcast: true, want: Rejected, wantLeader: 8, wantTerm: 6},
+		{name: "older term broadcast by its own leader (restarted)", term: 6, leader: 9, claimLeader: 9, claimTerm: 3, broadcast: true, want: Rejected, wantStale: true, wantLeader: 9, wantTerm: 6},
+		{name: "older term broadcast, no leader", term: 6, claimLeader: 9, claimTerm: 3, broadcast: true, want: Rejected, wantStale: true, wantTerm: 6},
+		{name: "older term broadcast, to the leader", term: 6, leader: 4, role: election.Leader, claimLeader: 9, claimTerm: 3, broadcast: true, want: Rejected, wantStale: true, wantLeader: 4, wantTerm: 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestCore(t, 4)
-			c.term, c.maxTerm, c.leader = tt.term, tt.term, tt.leader
-			got := c.Claimed(tt.claimLeader, tt.claimLeader, tt.claimTerm)
+			c.term, c.maxTerm, c.leader, c.role = tt.term, tt.term, tt.leader, tt.role
+			got := c.Claimed(tt.claimLeader, tt.claimLeader, tt.claimTerm, tt.broadcast)
 			if got != tt.want {
 				t.Errorf("verdict: got %v, want %v", got, tt.want)
 			}
@@ -162,7 +170,7 @@ func TestResigned(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestCore(t, 4)
-			c.Claimed(9, 9, 3)
+			c.Claimed(9, 9, 3, false)
 			got := c.Resigned(protocol.Message{Type: protocol.TypeResign, From: tt.from, Term: tt.term})
 			if got != tt.want || c.Leader() != tt.wantLeader {
 				t.Errorf("got %v leader %d, want %v leader %d", got, c.Leader(), tt.want, tt.wantLeader)
@@ -226,7 +234,7 @@ func TestRestoredState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := c.Claimed(9, 9, 6); v != Rejected {
+	if v := c.Claimed(9, 9, 6, false); v != Rejected {
 		t.Errorf("claim of term 6 after restoring term 7: got %v, want Rejected", v)
 	}
 	if msgs := c.Ready().Messages; len(msgs) != 1 || msgs[0].Type != protocol.TypeStale {
@@ -268,7 +276,7 @@ func TestReadyCarriesChangedState(t *testing.T) {
 // a leader that timed out.
 func TestEvents(t *testing.T) {
 	c := newTestCore(t, 4)
-	c.Claimed(9, 9, 3)
+	c.Claimed(9, 9, 3, false)
 	want := []election.Event{{Kind: election.LeaderChanged, Leader: 9, Term: 3}}
 	if got := c.Ready().Events; !slices.Equal(got, want) {
 		t.Errorf("follow: got %v, want %v", got, want)
@@ -292,7 +300,7 @@ func TestEvents(t *testing.T) {
 // when its election starts, or when it claims at once.
 func TestDeferReportsNoElection(t *testing.T) {
 	c := newTestCore(t, 4)
-	c.Claimed(9, 9, 3)
+	c.Claimed(9, 9, 3, false)
 	c.Ready()
 	c.Defer()
 	if c.Role() != election.Candidate || c.Leader() != 0 {

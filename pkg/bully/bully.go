@@ -60,6 +60,14 @@
 //     coming up), it waits until the leader time-out has passed since it
 //     started, so that nodes that start together elect the highest of them
 //     once instead of each declaring itself in turn.
+//   - A node that declared itself for want of an Answer and then, within
+//     the leader time-out, hears from a higher node (its messages, or an
+//     Answer that came too late) knows
+//     that T was too short for the delays of the moment: a loaded machine
+//     (101 processes on two cores) delays messages by hundreds of
+//     milliseconds. It waits twice as long for Answers from then on, and
+//     defers by that much, up to the leader time-out; without this, every
+//     late Answer was one more claim, and every claim more load.
 //
 // # Messages per election
 //
@@ -88,6 +96,11 @@ type Machine struct {
 	age         int  // ticks since Start, counted up to the leader time-out
 	heardLeader bool // a Coordinator or heartbeat arrived since Start
 	sinceAssert int  // ticks since this leader last sent Coordinator
+	// answerWait is how long a candidate waits for Answers: T, doubled
+	// (up to the leader time-out) each time this node declared itself
+	// while a higher node was alive.
+	answerWait int
+	alone      int // ticks left in which a higher node heard from shows that answerWait was short
 }
 
 var _ election.Machine = (*Machine)(nil)
@@ -98,12 +111,19 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{c: c}, nil
+	return &Machine{c: c, answerWait: cfg.Timing.AnswerTicks}, nil
 }
 
-// Start holds an election at once, as a recovered node must.
+// Start holds an election at once, as a recovered node must, unless the
+// node found a live leader with a higher ID when it started
+// (election.Config.Found): it follows that leader, since its election
+// would end with it.
 func (m *Machine) Start() {
-	if !m.c.Left() {
+	switch {
+	case m.c.Left():
+	case m.c.FollowFound():
+		m.heardLeader = true
+	default:
 		m.elect(true, true)
 	}
 }
@@ -115,6 +135,9 @@ func (m *Machine) Tick() {
 	}
 	if m.age < m.c.Timing().LeaderTimeoutTicks {
 		m.age++
+	}
+	if m.alone > 0 {
+		m.alone--
 	}
 	switch m.c.Role() {
 	case election.Leader:
@@ -146,6 +169,7 @@ func (m *Machine) Tick() {
 		default:
 			// Nobody higher answered within T.
 			m.lead()
+			m.alone = m.c.Timing().LeaderTimeoutTicks
 		}
 	}
 }
@@ -175,6 +199,11 @@ func (m *Machine) Step(msg protocol.Message) {
 		return
 	}
 	id := m.c.ID()
+	if m.alone > 0 && msg.From > id && msg.Type != protocol.TypeResign {
+		// A higher node was alive when this one declared itself.
+		m.alone = 0
+		m.answerWait = min(2*m.answerWait, m.c.Timing().LeaderTimeoutTicks)
+	}
 	switch msg.Type {
 	case protocol.TypeElection:
 		if msg.From > id {
@@ -189,7 +218,7 @@ func (m *Machine) Step(msg protocol.Message) {
 		}
 	case protocol.TypeCoordinator, protocol.TypeHeartbeat:
 		m.heardLeader = true
-		if m.c.Claimed(msg.From, msg.From, msg.Term) != core.Challenged {
+		if m.c.Claimed(msg.From, msg.From, msg.Term, true) != core.Challenged {
 			return
 		}
 		switch {
@@ -215,7 +244,7 @@ func (m *Machine) Step(msg protocol.Message) {
 // and to a candidate it says what an Answer would.
 func (m *Machine) higherElection(msg protocol.Message) {
 	if msg.Term < m.c.Term() {
-		m.c.ReplyStale(msg.From)
+		m.c.ReplyStale(msg.From, true)
 	}
 	if m.c.Role() == election.Candidate {
 		m.answered = true
@@ -294,7 +323,7 @@ func (m *Machine) suspect() {
 	m.c.Defer()
 	m.deferred = true
 	m.answered = false
-	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
+	m.wait = (higher + 1) * m.answerWait
 }
 
 // elect holds an election: Election to every higher ID, then wait for an
@@ -304,7 +333,7 @@ func (m *Machine) elect(fresh, forget bool) {
 	m.c.BecomeCandidate(forget)
 	m.deferred = false
 	m.answered = false
-	m.wait = m.c.Timing().AnswerTicks
+	m.wait = m.answerWait
 	m.c.Send(protocol.Message{Type: protocol.TypeElection, Term: m.c.MaxTerm()})
 	if !fresh && !m.c.HigherAlive() {
 		m.lead()

@@ -360,3 +360,86 @@ func TestBullyRestartLearnsTerm(t *testing.T) {
 		t.Errorf("claim after the Stale reply: got term %d, want above 6", got.Claimed)
 	}
 }
+
+// A node that starts and finds a live leader with a higher ID follows it
+// without an election; one that finds a lower leader, or none, holds one.
+func TestBullyStartFollowsFoundLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		id         uint64
+		found      election.Leadership
+		wantMsgs   []string
+		wantLeader uint64
+	}{
+		{"a higher leader", 4, election.Leadership{Leader: 9, Term: 6}, nil, 9},
+		{"a lower leader", 9, election.Leadership{Leader: 4, Term: 5}, []string{"election"}, 0},
+		{"none", 4, election.Leadership{}, []string{"election"}, 0},
+		{"a leader that does not own its term", 4, election.Leadership{Leader: 9, Term: 5}, []string{"election"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(election.Config{ID: tc.id, Members: members, Timing: election.DefaultTiming(len(members)), Found: tc.found})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Start()
+			r := m.Ready()
+			if got := types(r.Messages); !slices.Equal(got, tc.wantMsgs) {
+				t.Errorf("messages: got %v, want %v", got, tc.wantMsgs)
+			}
+			if st := m.Status(); st.Leader != tc.wantLeader || (tc.wantLeader != 0 && (st.Role != election.Follower || st.Term != tc.found.Term)) {
+				t.Errorf("status: got %+v, want leader %d", st, tc.wantLeader)
+			}
+		})
+	}
+}
+
+// A node that declared itself for want of an Answer, and hears from a
+// higher node within the leader time-out, waits twice as long for Answers
+// (and defers by that much) from then on; one that hears from a higher
+// node later does not.
+func TestBullyAnswerWaitLearnsDelays(t *testing.T) {
+	T := election.DefaultAnswerTicks
+	timeout := election.DefaultLeaderTimeoutTicks
+	// claimAlone starts node 2 and lets it declare itself: 4 and 9 are
+	// silent.
+	claimAlone := func() *Machine {
+		m := newNode(t, 2)
+		m.Start()
+		m.Ready()
+		if r := ticks(m, timeout); r.Claimed == 0 {
+			t.Fatalf("node 2 alone did not declare itself within the leader time-out")
+		}
+		return m
+	}
+	// failoverWait follows 9 at a newer term, then counts the ticks from
+	// 9's Resign to node 2's claim: it defers for itself and for 4 (alive
+	// as far as it knows), then waits for Answers: three waits.
+	failoverWait := func(m *Machine) int {
+		m.Step(msg(protocol.TypeCoordinator, 9, 0, m.Status().Term+2))
+		m.Ready()
+		m.Step(msg(protocol.TypeResign, 9, 0, m.Status().Term))
+		m.Ready()
+		for i := 1; i <= 20*timeout; i++ {
+			if r := ticks(m, 1); r.Claimed != 0 {
+				return i
+			}
+		}
+		t.Fatal("no claim")
+		return 0
+	}
+
+	m := claimAlone()
+	m.Step(msg(protocol.TypeElection, 9, 0, 0)) // 9 was alive: its Answer came late
+	m.Ready()
+	if got := failoverWait(m); got != 3*2*T {
+		t.Errorf("after hearing from a higher node at once: claimed %d ticks after the resign, want %d (three waits of 2T)", got, 3*2*T)
+	}
+
+	m = claimAlone()
+	ticks(m, timeout) // long after the claim: 9 started since
+	m.Step(msg(protocol.TypeElection, 9, 0, 0))
+	m.Ready()
+	if got := failoverWait(m); got != 3*T {
+		t.Errorf("after a higher node that started later: claimed %d ticks after the resign, want %d (three waits of T)", got, 3*T)
+	}
+}

@@ -292,6 +292,19 @@ type Config struct {
 	// it (protocol.Message.Inc): Paxos tells a leader from another process
 	// with its ID by it. Zero when unknown.
 	Incarnation uint64
+	// Found is the leadership the node found when it started: the answer
+	// of the cluster's leader to a query (the runtime asks before it
+	// starts the machine), so a leader that was alive a moment ago. Zero
+	// if none answered. A node whose ID is lower follows it at once: the
+	// election it would hold would end with that leader (the highest live
+	// ID wins), at the cost of a broadcast and of an answer from every
+	// higher node.
+	Found Leadership
+}
+
+// Leadership is a leader and the term it leads under.
+type Leadership struct {
+	Leader, Term uint64
 }
 
 // Errors of Config.Validate and HardState.Validate.

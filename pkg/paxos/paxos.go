@@ -170,7 +170,9 @@ func New(cfg election.Config) (*Machine, error) {
 	return &Machine{c: c, inc: cfg.Incarnation, restored: cfg.Restored}, nil
 }
 
-// Start begins the node's life: a node that comes back holds an election
+// Start begins the node's life: a node that found a live leader with a
+// higher ID when it started (election.Config.Found) follows it; otherwise
+// a node that comes back holds an election
 // at once if it is the highest live ID, and takes over; a lower one defers
 // by (r+1)·T, as after a leader's failure, and backs off when it hears a
 // higher node campaign or lead (at a cold start, the highest starts and
@@ -186,6 +188,9 @@ func (m *Machine) Start() {
 		m.restartWait = m.now + m.c.Timing().LeaseTicks + 1
 	}
 	m.heard = m.now
+	if m.c.FollowFound() {
+		return // a live higher leader: its renewals will tell if it fails
+	}
 	m.suspect()
 }
 

@@ -416,3 +416,33 @@ func TestLeaderDownCampaignsAtOnce(t *testing.T) {
 		t.Errorf("promises: got %v, want none while the grant to 9 holds", m.promises)
 	}
 }
+
+// A node that starts and finds a live leader with a higher ID follows it
+// without campaigning; it suspects it only if its renewals stop.
+func TestStartFollowsFoundLeader(t *testing.T) {
+	m, err := New(election.Config{ID: 4, Members: members, Timing: timing, Restored: true, Incarnation: 104,
+		Found: election.Leadership{Leader: 9, Term: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	if got := show(m.Ready().Messages); len(got) != 0 {
+		t.Errorf("messages: got %v, want none", got)
+	}
+	if st := m.Status(); st.Leader != 9 || st.Term != 5 || st.Role != election.Follower {
+		t.Errorf("status: got %+v, want a follower of 9 at term 5", st)
+	}
+	// Renewals of 9 keep it followed; without them, it is suspected.
+	for range 3 {
+		ticks(m, timing.HeartbeatTicks)
+		m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypePropose, From: 9, Term: 5, Candidate: 9, Inc: 109})
+		m.Ready()
+	}
+	if st := m.Status(); st.Leader != 9 {
+		t.Errorf("after renewals: leader %d, want 9", st.Leader)
+	}
+	ticks(m, timing.LeaderTimeoutTicks)
+	if st := m.Status(); st.Leader != 0 {
+		t.Errorf("after the renewals stopped: leader %d, want none", st.Leader)
+	}
+}

@@ -19,10 +19,18 @@
 // What the notes leave to the implementation:
 //
 //   - Failure detection. Every ring message is acknowledged (Ack); a
-//     successor that does not acknowledge within AnswerTicks, or that the
-//     transport reports unreachable, is skipped and the message goes to the
-//     next one. Followers suspect a leader whose heartbeats stop and
-//     initiate an election.
+//     successor that does not acknowledge in time, or that the transport
+//     reports unreachable (nobody listens on its inbox) or down (its
+//     connection closed), is skipped and the message goes to the next one.
+//     In time is T (AnswerTicks) at first; a successor that turns out to
+//     have been alive when it was skipped (a message from it arrives) gets
+//     twice as long the next time, up to the leader time-out, and T again
+//     once it is skipped again. On a loaded
+//     machine (101 processes on two cores delay messages by hundreds of
+//     milliseconds) every hop outlasts T: each skip sends the round on
+//     twice, and skips of live successors multiplied the rounds without
+//     end; the wait learns the delays instead. Followers suspect a leader
+//     whose heartbeats stop and initiate an election.
 //   - Recovery. A node that starts initiates at once; so does every node
 //     whose leader resigned, and a node that hears a lower node claim the
 //     lead. A participant that sees no Elected within CoordinatorTicks (its
@@ -82,6 +90,12 @@ type Machine struct {
 	wait          int        // ticks left to see Elected while participating
 	pending       []pending  // ring messages sent but not yet acknowledged
 	sinceAssert   int        // ticks since this leader last re-asserted itself
+	// ackWait is, per successor that was skipped while alive, how long to
+	// wait for its Ack; AnswerTicks for the others.
+	ackWait map[uint64]int
+	// timedOut are the successors skipped for want of an Ack, until a
+	// message from them shows whether they were alive.
+	timedOut map[uint64]bool
 }
 
 // round identifies an election round by its candidate and by the Seq its
@@ -107,12 +121,15 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{c: c}, nil
+	return &Machine{c: c, ackWait: make(map[uint64]int), timedOut: make(map[uint64]bool)}, nil
 }
 
-// Start initiates an election at once, as a recovered node must.
+// Start initiates an election at once, as a recovered node must, unless
+// the node found a live leader with a higher ID when it started
+// (election.Config.Found): it follows that leader, since the round would
+// end with it.
 func (m *Machine) Start() {
-	if !m.c.Left() {
+	if !m.c.Left() && !m.c.FollowFound() {
 		m.initiate()
 	}
 }
@@ -188,6 +205,12 @@ func (m *Machine) Step(msg protocol.Message) {
 	if !m.c.Receive(msg) {
 		return
 	}
+	if m.timedOut[msg.From] {
+		// It was alive when it was skipped for want of an Ack: wait
+		// longer for it from now on.
+		delete(m.timedOut, msg.From)
+		m.ackWait[msg.From] = min(2*m.waitFor(msg.From), m.c.Timing().LeaderTimeoutTicks)
+	}
 	switch msg.Type {
 	case protocol.TypeAck:
 		m.pending = slices.DeleteFunc(m.pending, func(p pending) bool {
@@ -202,7 +225,7 @@ func (m *Machine) Step(msg protocol.Message) {
 		m.ack(msg)
 		m.onElected(msg)
 	case protocol.TypeHeartbeat:
-		m.onClaim(m.c.Claimed(msg.From, msg.From, msg.Term))
+		m.onClaim(m.c.Claimed(msg.From, msg.From, msg.Term, true))
 	case protocol.TypeResign:
 		m.reroute(msg.From)
 		if m.c.Resigned(msg) {
@@ -324,7 +347,7 @@ func (m *Machine) onElected(msg protocol.Message) {
 		return // the round is complete, or its leader is gone
 	}
 	was := m.participating
-	verdict := m.c.Claimed(msg.From, msg.Candidate, msg.Term)
+	verdict := m.c.Claimed(msg.From, msg.Candidate, msg.Term, false)
 	passed := m.passed == (leadership{msg.Candidate, msg.Term})
 	if verdict == core.Rejected || (verdict == core.Refreshed && (!was || passed)) {
 		// A node forwards each leadership once: a copy of a round it has
@@ -414,11 +437,19 @@ func (m *Machine) forward(msg protocol.Message) {
 		m.forwarded = append(m.forwarded, round{msg.Candidate, msg.Seq})
 	}
 	m.c.Send(msg)
-	m.pending = append(m.pending, pending{msg: msg, left: m.c.Timing().AnswerTicks})
+	m.pending = append(m.pending, pending{msg: msg, left: m.waitFor(to)})
 }
 
 func (m *Machine) ack(msg protocol.Message) {
 	m.c.Send(protocol.Message{Type: protocol.TypeAck, To: msg.From, Seq: msg.Seq, Candidate: msg.Candidate, Term: m.c.MaxTerm()})
+}
+
+// waitFor is how long to wait for successor id's Ack.
+func (m *Machine) waitFor(id uint64) int {
+	if w, ok := m.ackWait[id]; ok {
+		return w
+	}
+	return m.c.Timing().AnswerTicks
 }
 
 // tickPending skips successors that did not acknowledge in time.
@@ -428,6 +459,11 @@ func (m *Machine) tickPending() {
 	}
 	for _, p := range m.pending {
 		if p.left <= 0 {
+			// Skipped; the next wait for it is T again, whatever it was,
+			// so that a successor that was slow once and died since costs
+			// one long wait, not one per round.
+			m.timedOut[p.msg.To] = true
+			delete(m.ackWait, p.msg.To)
 			m.reroute(p.msg.To)
 			return // reroute resends every message pending to that node
 		}

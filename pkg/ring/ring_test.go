@@ -214,3 +214,66 @@ func TestRing(t *testing.T) {
 		})
 	}
 }
+
+// A node that starts and finds a live leader with a higher ID follows it
+// without a round.
+func TestRingStartFollowsFoundLeader(t *testing.T) {
+	m, err := New(election.Config{ID: 4, Members: members, Timing: election.DefaultTiming(len(members)),
+		Found: election.Leadership{Leader: 9, Term: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	if got := show(m.Ready().Messages); len(got) != 0 {
+		t.Errorf("messages: got %v, want none", got)
+	}
+	if st := m.Status(); st.Leader != 9 || st.Term != 6 || st.Role != election.Follower {
+		t.Errorf("status: got %+v, want a follower of 9 at term 6", st)
+	}
+}
+
+// A successor skipped for want of an Ack that turns out to have been alive
+// is waited for twice as long the next time, up to the leader time-out;
+// skipped again, it is waited for T again.
+func TestRingAckWaitLearnsDelays(t *testing.T) {
+	T := election.DefaultAnswerTicks
+	m := newNode(t, 2) // its successor is 4
+	m.Start()
+	m.Ready()
+	// skipAfter counts the ticks until node 2 gives up on 4 and sends the
+	// round to 9 instead.
+	skipAfter := func() int {
+		for i := 1; i <= 10*election.DefaultLeaderTimeoutTicks; i++ {
+			m.Tick()
+			for _, msg := range m.Ready().Messages {
+				if msg.Type == protocol.TypeElection && msg.To == 9 {
+					// 9 acknowledges at once.
+					m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeAck, From: 9, To: 2, Candidate: msg.Candidate, Seq: msg.Seq})
+					m.Ready()
+					return i
+				}
+			}
+		}
+		t.Fatal("4 never skipped")
+		return 0
+	}
+	restart := func() {
+		// A new round of its own: its participation times out, or here,
+		// its leader resigns.
+		m.initiate()
+		m.Ready()
+	}
+	if got := skipAfter(); got != T {
+		t.Fatalf("first skip after %d ticks, want T = %d", got, T)
+	}
+	m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeAck, From: 4, To: 2, Candidate: 2, Seq: 1}) // late
+	m.Ready()
+	restart()
+	if got := skipAfter(); got != 2*T {
+		t.Errorf("skip of a successor that was alive: after %d ticks, want 2T = %d", got, 2*T)
+	}
+	restart()
+	if got := skipAfter(); got != T {
+		t.Errorf("skip after it was skipped again: after %d ticks, want T = %d", got, T)
+	}
+}

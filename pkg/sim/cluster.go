@@ -205,6 +205,23 @@ func (c *Cluster) config(n *node) election.Config {
 	return cfg
 }
 
+// query is what node n finds when it asks for the leader as it starts (the
+// runtime's query): the leadership of a node on its side of the network
+// that reports itself leader, if a copy of the question and of the answer
+// are not lost; with several, the first to answer, at random.
+func (c *Cluster) query(n *node) election.Leadership {
+	var found []election.Leadership
+	for _, o := range c.nodes {
+		if o != n && o.reports() && !o.paused && c.groups[o.id] == c.groups[n.id] {
+			found = append(found, election.Leadership{Leader: o.id, Term: o.status.Term})
+		}
+	}
+	if len(found) == 0 || c.rng.Float64() < 1-(1-c.net.Loss)*(1-c.net.Loss) {
+		return election.Leadership{}
+	}
+	return found[c.rng.IntN(len(found))]
+}
+
 // SetNetwork changes how later copies are treated; copies in flight keep
 // their delay.
 func (c *Cluster) SetNetwork(n Network) error {
@@ -305,6 +322,7 @@ func (c *Cluster) Start(id uint64) {
 	}
 	n.incarnation++
 	cfg := c.config(n)
+	cfg.Found = c.query(n)
 	m, err := c.factory(cfg)
 	if err != nil {
 		panic(err) // the configuration was checked in New

@@ -13,37 +13,74 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// apply carries out what the machine wants after an event, in the order
-// Ready prescribes: store the hard state; show the new status (so that a
-// node that stops leading stops saying so before its messages leave, and
-// one that starts says so before it announces); send the messages;
-// announce a claim. It returns an error only if the state could not be
-// stored; then nothing of this Ready has left the process.
-func (n *Node) apply() error { return n.applyReady(false) }
-
-// applyReady is apply; with catchingUp, no message is sent (see advance).
-func (n *Node) applyReady(catchingUp bool) error {
+// collect takes what the machine wants done after an event into the batch
+// that commit carries out; with catchingUp its messages are dropped (see
+// advance).
+func (n *Node) collect(catchingUp bool) {
 	rd := n.machine.Ready()
+	b := &n.batch
 	if rd.State != nil {
-		if err := n.store.write(stored{HardState: *rd.State, Incarnation: n.stamp.Incarnation()}); err != nil {
-			return err
-		}
+		b.state = rd.State
 	}
-	for _, ev := range rd.Events {
-		n.record(ev)
-	}
-	st := n.machine.Status()
-	var claim *announcement
-	if rd.Claimed != 0 {
-		claim = n.announcement(rd.Claimed)
-		n.current = claim
-	}
-	n.show(st)
 	for _, m := range rd.Messages {
 		if catchingUp {
 			n.log.Debug("not sent, out of date after a stall", "msg", m)
 			continue
 		}
+		b.messages = append(b.messages, m)
+	}
+	if rd.Claimed != 0 {
+		b.claimed = rd.Claimed
+	}
+	b.events = append(b.events, rd.Events...)
+}
+
+// batch is what the machine wanted done after the events handled since
+// the last commit, merged: the newest hard state, every message in order,
+// the newest claim, every event. Under load the node handles whatever is
+// queued before it commits, so that one write of the state serves them
+// all.
+type batch struct {
+	state    *election.HardState
+	messages []protocol.Message
+	claimed  uint64
+	events   []election.Event
+}
+
+// apply collects the machine's Ready and commits it.
+func (n *Node) apply() error {
+	n.collect(false)
+	return n.commit()
+}
+
+// commit carries out the batch, in the order Ready prescribes: store the
+// hard state; show the new status (so that a node that stops leading stops
+// saying so before its messages leave, and one that starts says so before
+// it announces); send the messages; announce a claim. It returns an error
+// only if the state could not be stored; then nothing of the batch has
+// left the process.
+func (n *Node) commit() error {
+	b := &n.batch
+	defer func() {
+		clear(b.messages)
+		*b = batch{messages: b.messages[:0], events: b.events[:0]}
+	}()
+	if b.state != nil {
+		if err := n.store.write(stored{HardState: *b.state, Incarnation: n.stamp.Incarnation()}); err != nil {
+			return err
+		}
+	}
+	for _, ev := range b.events {
+		n.record(ev)
+	}
+	st := n.machine.Status()
+	var claim *announcement
+	if b.claimed != 0 && st.Role == election.Leader && st.Term == b.claimed {
+		claim = n.announcement(b.claimed)
+		n.current = claim
+	}
+	n.show(st)
+	for _, m := range b.messages {
 		n.log.Debug("send", "msg", m)
 		n.publish(m)
 	}
@@ -66,7 +103,6 @@ func (n *Node) show(st election.Status) {
 		until = &t
 	}
 	n.lease.Store(until)
-	n.setStatus(st)
 	// What queries are answered with: this node's announcement, while it
 	// leads under that announcement's term.
 	if n.current != nil && st.Role == election.Leader && st.Term == n.current.term {
@@ -74,6 +110,7 @@ func (n *Node) show(st election.Status) {
 	} else {
 		n.leading.Store(nil)
 	}
+	n.setStatus(st) // last: it wakes the watchers, which read the above
 	n.metrics.term.Set(float64(st.Term))
 	if st.Role == election.Leader {
 		n.metrics.isLeader.Set(1)
@@ -199,15 +236,15 @@ func (n *Node) announce(a *announcement) {
 	n.log.Info("announced leadership", "term", a.term)
 }
 
-// learnTerm asks the cluster for the newest term it knows of
-// (Transport.LearnTerm), within LearnTimeout. It returns 0 if none is
-// known; with a secret, only signed announcements count.
-func (n *Node) learnTerm(ctx context.Context) uint64 {
+// learn asks the cluster for its current leader and the newest term it
+// knows of (Transport.Learn), within LearnTimeout; with a secret, only
+// signed announcements count.
+func (n *Node) learn(ctx context.Context) Learned {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
 	defer cancel()
-	term, err := n.nc.LearnTerm(ctx, n.cfg.Cluster, n.cfg.Secret)
+	l, err := n.nc.Learn(ctx, n.cfg.Cluster, n.cfg.Secret)
 	if err != nil {
-		n.log.Debug("learning the cluster's term", "term", term, "err", err)
+		n.log.Debug("learning the cluster's leader and term", "learned", l, "err", err)
 	}
-	return term
+	return l
 }

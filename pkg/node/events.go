@@ -59,7 +59,7 @@ type connections struct {
 	mu     sync.Mutex
 	latest map[uint64]time.Time // start of the newest connection seen per member
 	probe  string               // connection name of the probe
-	probed chan struct{}        // closed when an event about the probe arrives
+	seen   chan struct{}        // closed when the first event arrives, whoever it is about
 	once   sync.Once
 }
 
@@ -71,7 +71,7 @@ func (n *Node) subscribeEvents() ([]Subscription, error) {
 	n.conns = &connections{
 		latest: make(map[uint64]time.Time, len(n.members)),
 		probe:  protocol.ProbeConnectionName(n.cfg.Cluster, n.id),
-		probed: make(chan struct{}),
+		seen:   make(chan struct{}),
 	}
 	var subs []Subscription
 	for _, subject := range []string{connectSubject, disconnectSubject} {
@@ -85,18 +85,38 @@ func (n *Node) subscribeEvents() ([]Subscription, error) {
 	return subs, nil
 }
 
-// probeEvents checks that the server delivers connection events: the probe
-// opens and closes a connection named after this node's probe, and an
-// event about it must arrive within the learning time-out. It logs the
-// mode in effect and sets the election_connection_events gauge. It runs
+// probeGrace is how long a node waits for a connection event of any
+// client before it opens the probe connection: when a cluster starts, the
+// members' own connections bring events at once, and 101 nodes each
+// opening and closing a probe would send 2·101·101 more.
+const probeGrace = 200 * time.Millisecond
+
+// probeEvents checks that the server delivers connection events: any event
+// within probeGrace shows it; failing that, the probe opens and closes a
+// connection named after this node's probe, and an event about it must
+// arrive within the learning time-out. It logs the mode in effect (the
+// election_connection_events gauge is set by the first event). It runs
 // while the node learns the cluster's term, before the machine starts.
 func (n *Node) probeEvents(ctx context.Context) {
 	if n.conns == nil {
 		n.log.Info("connection events off: failures are detected by heartbeats alone")
 		return
 	}
+	inEffect := func() {
+		n.log.Info("connection events in effect: a member's closed connection is noticed at once; heartbeats detect hangs")
+	}
+	grace := time.NewTimer(probeGrace)
+	defer grace.Stop()
+	select {
+	case <-n.conns.seen:
+		inEffect()
+		return
+	case <-ctx.Done():
+		return
+	case <-grace.C:
+	}
 	if n.cfg.Probe == nil {
-		n.log.Info("connection events subscribed, not checked (no probe): failures are detected by heartbeats until one arrives")
+		n.log.Info("connection events subscribed, none seen yet and no probe: failures are detected by heartbeats until one arrives")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
@@ -106,8 +126,8 @@ func (n *Node) probeEvents(ctx context.Context) {
 		return
 	}
 	select {
-	case <-n.conns.probed:
-		n.log.Info("connection events in effect: a member's closed connection is noticed at once; heartbeats detect hangs")
+	case <-n.conns.seen:
+		inEffect()
 	case <-ctx.Done():
 		n.log.Warn("connection events: the NATS server delivered none for a probe connection; failures are detected by heartbeats alone (see the NATS configuration in docs)",
 			"waited", n.cfg.LearnTimeout)
@@ -128,16 +148,14 @@ func (n *Node) onConnEvent(msg *nats.Msg, connect bool) {
 		return
 	}
 	c := n.conns
-	if e.Client.Name == c.probe {
-		c.once.Do(func() { close(c.probed) })
+	c.once.Do(func() {
+		close(c.seen)
 		n.metrics.connectionEvents.Set(1)
-		return
-	}
+	})
 	cluster, id, ok := protocol.ParseConnectionName(e.Client.Name)
 	if !ok || cluster != n.cfg.Cluster || id == n.id || !n.isMember(id) {
 		return
 	}
-	n.metrics.connectionEvents.Set(1)
 	if !c.down(id, e.Client.Start, connect) {
 		return
 	}

@@ -340,3 +340,73 @@ func TestForgedNoRespondersIgnored(t *testing.T) {
 		t.Fatalf("after the forged statuses: term %d, %v; want leader 3 with term %d", got, err, term)
 	}
 }
+
+// GET /status serves an ETag; with ?wait= and If-None-Match naming it, the
+// answer waits for the status to change (304 if the wait passes first).
+func TestStatusWait(t *testing.T) {
+	url := batontest.StartNATS(t)
+	nc := connect(t, url)
+	n, err := New(nc, Config{Cluster: "web", Algorithm: protocol.Bully, Election: electionConfig(7, []uint64{3, 7}),
+		DataDir: t.TempDir(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	get := func(path, etag string) (*http.Response, Status) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st Status
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp, st
+	}
+
+	resp, st := get("/status", "")
+	etag := resp.Header.Get("ETag")
+	if etag == "" || etag != st.ETag() {
+		t.Fatalf("ETag %q, want %q", etag, st.ETag())
+	}
+	if resp, _ := get("/status?wait=30ms", etag); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("wait with no change: got %d, want 304", resp.StatusCode)
+	}
+	if resp, _ := get("/status?wait=30ms", `"other"`); resp.StatusCode != http.StatusOK {
+		t.Errorf("wait with another ETag: got %d, want 200 at once", resp.StatusCode)
+	}
+	for _, bad := range []string{"x", "-1s", "6m"} {
+		if resp, _ := get("/status?wait="+bad, etag); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("wait=%s: got %d, want 400", bad, resp.StatusCode)
+		}
+	}
+
+	// A long wait returns when the node, started now, leads.
+	waited := make(chan Status, 1)
+	go func() {
+		_, st := get("/status?wait=30s", etag)
+		waited <- st
+	}()
+	r := &running{Node: n, nc: nc, done: make(chan error, 1)}
+	ctx, cancel := contextWithCancel()
+	r.cancel = cancel
+	go func() { r.done <- n.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	select {
+	case st := <-waited:
+		if st.ETag() == etag {
+			t.Errorf("the wait returned the same status %+v", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait did not return when the status changed")
+	}
+}

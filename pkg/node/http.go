@@ -2,7 +2,9 @@ package node
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +54,25 @@ func (n *Node) Status() Status {
 	return st
 }
 
+// ETag names the leadership view of a status (leader, term and state),
+// quoted as an HTTP entity tag: GET /status serves it, and a request that
+// names it in If-None-Match with ?wait= waits for it to change.
+func (s Status) ETag() string {
+	leader := "null"
+	if s.Leader != nil {
+		leader = strconv.FormatUint(*s.Leader, 10)
+	}
+	return fmt.Sprintf(`"%s-%d-%s"`, leader, s.Term, s.State)
+}
+
+// MaxStatusWait bounds the wait of GET /status?wait=.
+const MaxStatusWait = 5 * time.Minute
+
 func (n *Node) setStatus(st election.Status) {
+	if old := n.status.Load(); old != nil && old.Term == st.Term && old.State == st.Role.String() &&
+		(old.Leader == nil) == (st.Leader == 0) && (old.Leader == nil || *old.Leader == st.Leader) {
+		return // unchanged: nothing to store, nobody to wake
+	}
 	s := &Status{
 		ID:        n.id,
 		Cluster:   n.cfg.Cluster,
@@ -87,10 +107,52 @@ func (n *Node) Handler() http.Handler {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(n.Status())
-	})
+	mux.HandleFunc("GET /status", n.serveStatus)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// serveStatus answers GET /status with the node's status and its ETag.
+// With ?wait=<duration> (at most MaxStatusWait) and an If-None-Match
+// header naming the current ETag, it waits until the status changes, and
+// answers 304 Not Modified if the wait passes first: a client follows a
+// node's view without polling it.
+func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxStatusWait {
+			http.Error(w, fmt.Sprintf("wait: %q is not a duration from 0 to %v, such as 30s", v, MaxStatusWait), http.StatusBadRequest)
+			return
+		}
+		wait = d
+	}
+	st := n.Status()
+	if match := r.Header.Get("If-None-Match"); wait > 0 && match == st.ETag() {
+		changed := n.watch()
+		defer n.unwatch(changed)
+		deadline := time.NewTimer(wait)
+		defer deadline.Stop()
+		for st = n.Status(); match == st.ETag(); st = n.Status() {
+			var leaseEnd <-chan time.Time
+			if until := n.lease.Load(); st.LeaseRemainingMS != nil && until != nil {
+				t := time.NewTimer(time.Until(*until)) // a lease that ends changes the state
+				defer t.Stop()
+				leaseEnd = t.C
+			}
+			select {
+			case <-changed:
+			case <-leaseEnd:
+			case <-deadline.C:
+				w.Header().Set("ETag", match)
+				w.WriteHeader(http.StatusNotModified)
+				return
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", st.ETag())
+	json.NewEncoder(w).Encode(st)
 }

@@ -57,7 +57,7 @@ func (n *Node) check(msg *nats.Msg) (protocol.Message, error) {
 	if err := protocol.Validate(m, n.members); err != nil {
 		return m, err
 	}
-	if err := protocol.CheckAddressee(m, n.incarnation); err != nil {
+	if err := protocol.CheckAddressee(m, n.incarnation, n.startedAt); err != nil {
 		return m, err
 	}
 	return m, n.guard.Check(m, n.cfg.Now())

@@ -62,7 +62,7 @@ func newMetrics() *metrics {
 		}),
 		connectionEvents: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "election_connection_events",
-			Help: "1 once the NATS server has delivered a connection event (the start-up probe's, or a member's): closed connections are noticed at once; 0 while failures are detected by heartbeats alone.",
+			Help: "1 once the NATS server has delivered a connection event (of any client of the account, or of the start-up probe): closed connections are noticed at once; 0 while failures are detected by heartbeats alone.",
 		}),
 		leaderDisconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "election_leader_disconnects_total",

@@ -54,7 +54,9 @@
 // directory, which it locks for its lifetime. Before its machine starts it
 // also asks the cluster for the current leader (the query subject) and
 // reads the last announcement kept by a JetStream stream on the leader
-// subject, if there is one, and starts from the highest term of the three.
+// subject, if there is one, and starts from the highest term of the three;
+// the machine follows the leader that answered if its ID is higher
+// (election.Config.Found).
 // So a node restarted with its data, or a whole cluster restarted, never
 // announces a term at or below one announced before; a node without data
 // relies on the live members and the stream.
@@ -206,11 +208,13 @@ type Node struct {
 
 	lastExpiredWarning atomic.Int64 // Unix ms of the last warning about expired messages
 	incarnation        uint64       // this process's incarnation; set before the subscriptions
+	startedAt          time.Time    // on the wall clock, when the incarnation began; set with it
 
 	// Owned by the Run goroutine.
 	clock    *ticker
 	current  *announcement // the last leadership this node claimed
 	machine  election.Machine
+	batch    batch // what the machine wants done, until the next commit
 	store    *store
 	stamp    *protocol.Stamp
 	querySub Subscription
@@ -377,13 +381,12 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 		n.probeEvents(ctx)
 	}()
 	asked := time.Now()
-	learned := n.learnTerm(ctx)
+	learned := n.learn(ctx)
 	took := time.Since(asked)
 	state := saved.HardState
-	if learned > state.MaxTerm {
-		state.MaxTerm = learned
-	}
-	inc := max(uint64(n.cfg.Now().UnixNano()), saved.Incarnation+1)
+	state.MaxTerm = max(state.MaxTerm, learned.MaxTerm())
+	started := n.cfg.Now()
+	inc := max(uint64(started.UnixNano()), saved.Incarnation+1)
 	if err := n.store.write(stored{HardState: state, Incarnation: inc}); err != nil {
 		return err
 	}
@@ -391,16 +394,20 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	cfg.State = state
 	cfg.Restored = saved.Version != 0 // state.json existed
 	cfg.Incarnation = inc
+	if learned.Leader != n.id {
+		cfg.Found = election.Leadership{Leader: learned.Leader, Term: learned.Term}
+	}
 	machine, err := newMachine(n.cfg.Algorithm, cfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.machine = machine
 	n.stamp = protocol.NewStamp(inc)
-	n.incarnation = inc
+	n.incarnation, n.startedAt = inc, started
 	n.setStatus(machine.Status())
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
-		"learned_term", learned, "learn_took", took.Round(time.Millisecond), "incarnation", inc)
+		"leader_found", learned.Leader, "leader_term", learned.Term, "last_announced_term", learned.Last,
+		"learn_took", took.Round(time.Millisecond), "incarnation", inc)
 	if err := n.subscribe(); err != nil {
 		return err
 	}
@@ -437,7 +444,8 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 		if !ok {
 			// Nothing waits: catch up with the clock, then sleep until the
 			// machine's next deadline or the next event.
-			if err := n.advance(clock, time.Now()); err != nil {
+			n.advance(clock, time.Now())
+			if err := n.commit(); err != nil {
 				return n.fail(err)
 			}
 			timer.Reset(clock.until(n.machine.Due()))
@@ -456,11 +464,20 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 			case ev = <-n.inbox:
 			}
 		}
-		if err := n.advance(clock, ev.at); err != nil {
-			return n.fail(err)
+		// This event and whatever else is queued, up to maxBatch, then one
+		// commit: under load, one write of the state serves them all.
+		for handled := 1; ; handled++ {
+			n.advance(clock, ev.at)
+			n.handle(ev)
+			n.collect(false)
+			if handled == maxBatch {
+				break
+			}
+			if ev, ok = n.queued(); !ok {
+				break
+			}
 		}
-		n.handle(ev)
-		if err := n.apply(); err != nil {
+		if err := n.commit(); err != nil {
 			return n.fail(err)
 		}
 		if ctx.Err() != nil {
@@ -469,6 +486,9 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 		}
 	}
 }
+
+// maxBatch bounds the events handled between two commits.
+const maxBatch = 64
 
 // queued returns the next queued event without waiting: leadership claims
 // first, so that no other traffic can delay them.
@@ -497,15 +517,12 @@ func (n *Node) queued() (event, bool) {
 // interval of the stall, a campaign at every time-out that fell in it);
 // dropping them is the same to the cluster as losing them, which the
 // algorithms tolerate. A wake-up a tick or two late is no stall.
-func (n *Node) advance(clock *ticker, t time.Time) error {
+func (n *Node) advance(clock *ticker, t time.Time) {
 	k := clock.advance(t)
 	for i := range k {
 		n.machine.Tick()
-		if err := n.applyReady(i < k-election.StaleTicks); err != nil {
-			return err
-		}
+		n.collect(i < k-election.StaleTicks)
 	}
-	return nil
 }
 
 // ticker converts the monotonic clock into the machine's ticks.

@@ -51,14 +51,27 @@ type Transport interface {
 	// connection reaches it (nats.CONNECTED or nats.CLOSED), and the
 	// function that stops it.
 	StatusChanged(status nats.Status) (ch <-chan nats.Status, stop func())
-	// LearnTerm returns the highest term the cluster is known to have
-	// announced: the current leader's answer to a query on
-	// protocol.QuerySubject, and the last announcement kept by a
-	// JetStream stream on the leader subject where the transport has
-	// streams; with a secret, only announcements signed with it count.
-	// It returns 0 and the reasons when neither is known before ctx ends.
-	LearnTerm(ctx context.Context, cluster string, secret []byte) (uint64, error)
+	// Learn returns what the cluster can tell a node that starts: the
+	// current leader's answer to a query on protocol.QuerySubject, and
+	// the term of the last announcement kept by a JetStream stream on the
+	// leader subject where the transport has streams; with a secret, only
+	// announcements signed with it count. What is not known before ctx
+	// ends is zero, and the error says why.
+	Learn(ctx context.Context, cluster string, secret []byte) (Learned, error)
 }
+
+// Learned is what a node learns of its cluster as it starts.
+type Learned struct {
+	// Leader and Term are the live leader that answered the query and its
+	// term, zero if none answered.
+	Leader, Term uint64
+	// Last is the term of the last announcement kept by a stream, 0 if
+	// none.
+	Last uint64
+}
+
+// MaxTerm is the highest term learned.
+func (l Learned) MaxTerm() uint64 { return max(l.Term, l.Last) }
 
 // Subscription is one subscription of a Transport.
 type Subscription interface {
@@ -98,10 +111,10 @@ func (t natsTransport) StatusChanged(status nats.Status) (<-chan nats.Status, fu
 	return ch, func() { t.nc.RemoveStatusListener(ch) }
 }
 
-// LearnTerm asks the current leader (pkg/leader.Current, by query alone)
-// and reads the stream's last announcement (leader.LastAnnounced), both at
+// Learn asks the current leader (pkg/leader.Current, by query alone) and
+// reads the stream's last announcement (leader.LastAnnounced), both at
 // once.
-func (t natsTransport) LearnTerm(ctx context.Context, cluster string, secret []byte) (uint64, error) {
+func (t natsTransport) Learn(ctx context.Context, cluster string, secret []byte) (Learned, error) {
 	opts := []leader.Option{leader.WithSecret(secret)}
 	if d, ok := ctx.Deadline(); ok {
 		opts = append(opts, leader.WithQueryTimeout(time.Until(d)))
@@ -123,5 +136,5 @@ func (t natsTransport) LearnTerm(ctx context.Context, cluster string, secret []b
 		err = fmt.Errorf("no answer from a leader: %w", err)
 	}
 	s := <-fromStream
-	return max(a.Term, s.term), errors.Join(err, s.err)
+	return Learned{Leader: a.Leader, Term: a.Term, Last: s.term}, errors.Join(err, s.err)
 }

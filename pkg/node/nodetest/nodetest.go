@@ -339,18 +339,18 @@ func (c *Conn) Request(ctx context.Context, subject string, data []byte) (*nats.
 	}
 }
 
-// LearnTerm implements node.Transport: the network has no streams, so it
+// Learn implements node.Transport: the network has no streams, so it
 // asks the current leader only.
-func (c *Conn) LearnTerm(ctx context.Context, cluster string, secret []byte) (uint64, error) {
+func (c *Conn) Learn(ctx context.Context, cluster string, secret []byte) (node.Learned, error) {
 	reply, err := c.Request(ctx, protocol.QuerySubject(cluster), nil)
 	if err != nil {
-		return 0, fmt.Errorf("no answer from a leader: %w", err)
+		return node.Learned{}, fmt.Errorf("no answer from a leader: %w", err)
 	}
 	a, err := protocol.ReadAnnouncement(secret, cluster, reply.Data, reply.Header.Get(protocol.SignatureHeader))
 	if err != nil {
-		return 0, fmt.Errorf("leader's answer: %w", err)
+		return node.Learned{}, fmt.Errorf("leader's answer: %w", err)
 	}
-	return a.Term, nil
+	return node.Learned{Leader: a.Leader, Term: a.Term}, nil
 }
 
 // subscription is one subscription with its bounded queue and its

@@ -28,9 +28,6 @@ import (
 // killed; the contract promises 2 s.
 const stopGrace = 5 * time.Second
 
-// pollers bounds the /status requests in flight at once.
-const pollers = 32
-
 // environment is what every measurement shares: the NATS server, the
 // benchmark's own connection to it, an HTTP client for the nodes and the
 // observer.
@@ -319,6 +316,8 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		return res, err
 	}
 	defer localcluster.StopAll(nodes, stopGrace)
+	v := e.follow(ctx, nodes)
+	defer v.close()
 	top, survivors := nodes[len(nodes)-1], nodes[:len(nodes)-1]
 	next := survivors[len(survivors)-1]
 
@@ -329,7 +328,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	if err != nil {
 		return res, err
 	}
-	at, err := e.waitAgreed(ctx, nodes, top.ID)
+	at, err := e.waitAgreed(ctx, v, nodes, top.ID, start)
 	if err != nil {
 		return res, fmt.Errorf("cold start: %w", err)
 	}
@@ -363,7 +362,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		if err := top.Signal(sig); err != nil {
 			return l, err
 		}
-		at, err := e.waitAgreed(ctx, survivors, next.ID)
+		at, err := e.waitAgreed(ctx, v, survivors, next.ID, t0)
 		if err != nil {
 			return l, fmt.Errorf("after %s of leader %d: %w", sig, top.ID, err)
 		}
@@ -400,7 +399,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		if err != nil {
 			return l, err
 		}
-		at, err = e.waitAgreed(ctx, nodes, top.ID)
+		at, err = e.waitAgreed(ctx, v, nodes, top.ID, t0)
 		if err != nil {
 			return l, fmt.Errorf("after the return of node %d: %w", top.ID, err)
 		}
@@ -467,7 +466,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		if _, err := startAll(nodes, e.cfg.order); err != nil {
 			return res, err
 		}
-		if _, err := e.waitAgreed(ctx, nodes, top.ID); err != nil {
+		if _, err := e.waitAgreed(ctx, v, nodes, top.ID, time.Now()); err != nil {
 			return res, fmt.Errorf("restart with connection events off: %w", err)
 		}
 		if err := e.waitQuiet(ctx, w); err != nil {
@@ -609,7 +608,10 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 		}
 	}
 	for _, c := range clusters {
-		if _, err := e.waitAgreed(ctx, c.nodes, c.top); err != nil {
+		v := e.follow(ctx, c.nodes)
+		_, err := e.waitAgreed(ctx, v, c.nodes, c.top, time.Now())
+		v.close()
+		if err != nil {
 			return fmt.Errorf("%s: %w", c.res.algorithm, err)
 		}
 	}
@@ -649,87 +651,6 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 			c.res.algorithm, c.res.steadyElections, c.res.steadyChanges, c.res.steadyAnnounced)
 	}
 	return nil
-}
-
-// waitAgreed polls /status of the live nodes until every one names want as
-// its leader, and returns when that was seen.
-func (e *environment) waitAgreed(ctx context.Context, live []*localcluster.Node, want uint64) (time.Time, error) {
-	deadline := time.Now().Add(e.cfg.timeout)
-	ticker := time.NewTicker(e.cfg.poll)
-	defer ticker.Stop()
-	for {
-		ok, err := e.agreed(ctx, live, want)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if ok {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("no agreement on leader %d within %s: %s", want, e.cfg.timeout, e.describe(ctx, live))
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-ticker.C:
-		}
-	}
-}
-
-// errDisagree stops a round of polls at the first node that disagrees.
-var errDisagree = errors.New("disagrees")
-
-// agreed asks the nodes, up to pollers at once, whether they all name
-// want.
-func (e *environment) agreed(ctx context.Context, live []*localcluster.Node, want uint64) (bool, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, pollers)
-	var wg sync.WaitGroup
-	for _, n := range live {
-		if !n.Running() {
-			return false, fmt.Errorf("node %d exited: %v; see %s", n.ID, n.ExitErr(), n.LogPath)
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if ctx.Err() != nil {
-				return
-			}
-			s, err := localcluster.FetchStatus(ctx, e.http, n.HTTPAddr)
-			if err != nil || s.Leader == nil || *s.Leader != want {
-				cancel(errDisagree)
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		if errors.Is(err, errDisagree) {
-			return false, nil
-		}
-		return false, err
-	}
-	return true, nil
-}
-
-// describe renders what each node reports, for error messages.
-func (e *environment) describe(ctx context.Context, live []*localcluster.Node) string {
-	var b strings.Builder
-	for i, n := range live {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		s, err := localcluster.FetchStatus(ctx, e.http, n.HTTPAddr)
-		switch {
-		case err != nil:
-			fmt.Fprintf(&b, "node %d: %v", n.ID, err)
-		case s.Leader == nil:
-			fmt.Fprintf(&b, "node %d: leader null (%s, term %d)", n.ID, s.State, s.Term)
-		default:
-			fmt.Fprintf(&b, "node %d: leader %d (%s, term %d)", n.ID, *s.Leader, s.State, s.Term)
-		}
-	}
-	return b.String()
 }
 
 // waitQuiet waits until no election message or announcement has been seen

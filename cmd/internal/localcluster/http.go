@@ -145,3 +145,93 @@ func GetJSON(ctx context.Context, c *http.Client, url string, v any) error {
 	}
 	return json.Unmarshal(body, v)
 }
+
+// NewWatchClient returns a client for WatchStatus: no overall time-out,
+// since each request may wait for a change for a long time.
+func NewWatchClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 200 * time.Millisecond}).DialContext,
+			MaxIdleConnsPerHost: 2,
+			IdleConnTimeout:     time.Minute,
+		},
+	}
+}
+
+// watchWait is how long one request of WatchStatus waits for a change.
+const watchWait = 30 * time.Second
+
+// WatchStatus follows the /status of the node at addr until ctx ends, with
+// long polls (GET /status?wait= and If-None-Match): it calls each with
+// every status the node reports, the first one at once, and with ok false
+// each time the node cannot be reached (it is down or restarting); it then
+// tries again after 1 ms, then twice as long each time up to maxRetry. It
+// returns ctx's error.
+func WatchStatus(ctx context.Context, c *http.Client, addr string, maxRetry time.Duration, each func(s Status, ok bool)) error {
+	etag := ""
+	down := false
+	retry := time.Millisecond
+	for ctx.Err() == nil {
+		s, tag, err := waitStatus(ctx, c, addr, etag)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				break
+			}
+			if !down {
+				down, retry = true, time.Millisecond
+				each(Status{}, false)
+			}
+			etag = ""
+			timer := time.NewTimer(retry)
+			retry = min(2*retry, maxRetry)
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+			timer.Stop()
+		case tag != etag:
+			etag, down = tag, false
+			each(s, true)
+		}
+	}
+	return ctx.Err()
+}
+
+// waitStatus asks for the node's status, waiting for it to differ from
+// etag when etag is not empty; it returns the status and its ETag (etag
+// itself when the wait passed with no change).
+func waitStatus(ctx context.Context, c *http.Client, addr, etag string) (Status, string, error) {
+	var s Status
+	url := "http://" + addr + "/status"
+	if etag != "" {
+		url += "?wait=" + watchWait.String()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return s, "", err
+	}
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return s, "", err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		return s, etag, nil
+	case http.StatusOK:
+	default:
+		return s, "", fmt.Errorf("localcluster: GET %s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return s, "", err
+	}
+	if err := json.Unmarshal(body, &s); err != nil {
+		return s, "", fmt.Errorf("localcluster: status of %s: %w", addr, err)
+	}
+	return s, resp.Header.Get("ETag"), nil
+}

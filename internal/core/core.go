@@ -60,6 +60,13 @@ func NewCore(cfg election.Config) (*Core, error) {
 	}, nil
 }
 
+// FoundLeader is the leader the node found when it started, 0 if none.
+func (c *Core) FoundLeader() uint64 { return c.found.Leader }
+
+// ReportElection reports that the node entered an election (a deferred
+// one, at start).
+func (c *Core) ReportElection() { c.report(election.ElectionStarted, 0, 0) }
+
 // FollowFound makes a node that starts follow the leadership it found
 // (election.Config.Found), if that leader has a higher ID, owns its term
 // and its term is not older than this node's, and reports whether it does.

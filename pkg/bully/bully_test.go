@@ -20,6 +20,17 @@ func newNode(t *testing.T, id uint64) *Machine {
 	return m
 }
 
+// newFoundNode is newNode for a node that found a leadership as it
+// started (election.Config.Found).
+func newFoundNode(t *testing.T, id uint64, found election.Leadership) *Machine {
+	t.Helper()
+	m, err := New(election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members)), Found: found})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func msg(typ protocol.Type, from, to, term uint64) protocol.Message {
 	return protocol.Message{V: protocol.Version, Type: typ, From: from, To: to, Term: term}
 }
@@ -66,8 +77,8 @@ func TestBully(t *testing.T) {
 		wantClaim  bool
 	}{
 		{
-			name: "start sends Election to the higher IDs",
-			rule: "a node that starts holds an election: it sends Election to every higher ID",
+			name: "start while a lower coordinator works: Election to the higher IDs at once",
+			rule: "a node that recovers starts an election at once, even if the coordinator is working: it sends Election to every higher ID",
 			id:   4,
 			run:  func(m *Machine) election.Ready { return election.Ready{} },
 			// Start's output is checked by the driver below.
@@ -315,9 +326,25 @@ func TestBully(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newNode(t, tt.id)
+			// Every case starts from a candidate that has sent its
+			// Election: nodes 4 and 9 found node 2 leading as they started
+			// (a recovery: they hold their election at once); node 2, the
+			// lowest, found no coordinator and holds it after deferring
+			// by its rank (3T).
+			var start election.Ready
+			found := election.Leadership{Leader: 2, Term: 1}
+			if tt.id == 2 {
+				found = election.Leadership{}
+			}
+			m := newFoundNode(t, tt.id, found)
 			m.Start()
-			start := m.Ready()
+			start = m.Ready()
+			if tt.id == 2 {
+				if len(start.Messages) != 0 {
+					t.Fatalf("Start with no coordinator found: got %v, want no message before the deferral", types(start.Messages))
+				}
+				start = ticks(m, 3*T)
+			}
 			if got := types(start.Messages); !slices.Equal(got, []string{"election"}) {
 				t.Fatalf("Start (rule: a node that starts holds an election): got %v, want [election]", got)
 			}
@@ -362,7 +389,8 @@ func TestBullyRestartLearnsTerm(t *testing.T) {
 }
 
 // A node that starts and finds a live leader with a higher ID follows it
-// without an election; one that finds a lower leader, or none, holds one.
+// without an election; one that finds a lower leader holds one at once;
+// one that finds none defers it by its rank (TestBullyColdStart).
 func TestBullyStartFollowsFoundLeader(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -373,7 +401,7 @@ func TestBullyStartFollowsFoundLeader(t *testing.T) {
 	}{
 		{"a higher leader", 4, election.Leadership{Leader: 9, Term: 6}, nil, 9},
 		{"a lower leader", 9, election.Leadership{Leader: 4, Term: 5}, []string{"election"}, 0},
-		{"none", 4, election.Leadership{}, []string{"election"}, 0},
+		{"none: it defers by its rank", 4, election.Leadership{}, nil, 0},
 		{"a leader that does not own its term", 4, election.Leadership{Leader: 9, Term: 5}, []string{"election"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -441,5 +469,43 @@ func TestBullyAnswerWaitLearnsDelays(t *testing.T) {
 	m.Ready()
 	if got := failoverWait(m); got != 3*T {
 		t.Errorf("after a higher node that started later: claimed %d ticks after the resign, want %d (three waits of T)", got, 3*T)
+	}
+}
+
+// A node that starts and finds no coordinator (a cluster starting) acts as
+// after a failure: the highest member claims after T, a lower one defers
+// its Election by T for itself and for each higher member, and holds none
+// if it hears a leader meanwhile.
+func TestBullyColdStart(t *testing.T) {
+	T := election.DefaultAnswerTicks
+	top := newNode(t, 9)
+	top.Start()
+	if r := top.Ready(); len(r.Messages) != 0 {
+		t.Errorf("the highest member at start: got %v, want nothing before T", types(r.Messages))
+	}
+	if r := ticks(top, T); r.Claimed == 0 || !slices.Equal(types(r.Messages), []string{"election", "coordinator"}) {
+		t.Errorf("the highest member after T: got %v (claimed %d), want its Election and a claim", types(r.Messages), r.Claimed)
+	}
+
+	low := newNode(t, 2) // 4 and 9 above it
+	low.Start()
+	low.Ready()
+	if r := ticks(low, 3*T-1); len(r.Messages) != 0 {
+		t.Errorf("node 2 before 3T: got %v, want nothing", types(r.Messages))
+	}
+	if r := ticks(low, 1); !slices.Equal(types(r.Messages), []string{"election"}) {
+		t.Errorf("node 2 at 3T: got %v, want its Election", types(r.Messages))
+	}
+
+	quiet := newNode(t, 2)
+	quiet.Start()
+	quiet.Ready()
+	ticks(quiet, T)
+	quiet.Step(msg(protocol.TypeCoordinator, 9, 0, 6))
+	if r := ticks(quiet, 3*T); len(r.Messages) != 0 {
+		t.Errorf("node 2 that heard 9 lead while deferring: got %v, want no election", types(r.Messages))
+	}
+	if st := quiet.Status(); st.Leader != 9 || st.Role != election.Follower {
+		t.Errorf("node 2 that heard 9 lead: status %+v, want a follower of 9", st)
 	}
 }

@@ -10,7 +10,9 @@
 // machine gets, before it, only the ticks that fell due before that time:
 // a node descheduled for a while handles what arrived meanwhile before its
 // own time-outs fire, instead of timing out on messages waiting in its
-// queue.
+// queue. When a deadline comes with nothing queued, a node that does not
+// lead first flushes its connection and handles what that brings (settle):
+// a message still unread in its socket counts as arrived in time.
 //
 // NATS subscription callbacks never block. Each checks a message, cheapest
 // check first, and queues it without waiting: its size; its signature over
@@ -85,6 +87,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -459,6 +462,9 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 				n.log.Warn("NATS connection closed; stopping without resigning")
 				return ErrConnectionClosed
 			case <-timer.C:
+				if err := n.settle(); err != nil {
+					return n.fail(err)
+				}
 				continue
 			case ev = <-n.claims:
 			case ev = <-n.inbox:
@@ -489,6 +495,67 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 
 // maxBatch bounds the events handled between two commits.
 const maxBatch = 64
+
+// settleTimeout bounds how long settle waits for the NATS server's answer
+// to its flush.
+const settleTimeout = 100 * time.Millisecond
+
+// maxSettleYields bounds how many times settle lets the subscriptions'
+// handlers run to queue what the flush brought.
+const maxSettleYields = 64
+
+// settle runs when the machine's next deadline has come with nothing
+// queued, before the deadline's ticks are given. A follower or candidate
+// first makes sure it has read everything the NATS server has sent it (a
+// flush: the server answers it only after what it sent before), lets the
+// subscriptions' handlers queue it, and hands it to the machine as if it
+// had arrived by the last tick given. On a loaded machine a node is often
+// descheduled past its deadline while the leader's heartbeat, or a higher
+// node's Answer, waits unread in its socket: without this it would time
+// out a leader that is alive, or declare itself while a higher node is
+// alive. A leader's deadlines are its own heartbeats and lease; it does
+// not flush for them.
+func (n *Node) settle() error {
+	if n.machine.Status().Role == election.Leader {
+		return nil
+	}
+	if err := n.nc.Flush(settleTimeout); err != nil {
+		n.log.Debug("flush before a deadline", "err", err)
+	}
+	for range maxSettleYields {
+		if n.pending() == 0 {
+			break
+		}
+		runtime.Gosched() // the handlers run; they never block
+	}
+	runtime.Gosched() // and one that was taking a message finishes
+	handled := false
+	for ev, ok := n.queued(); ok; ev, ok = n.queued() {
+		n.handle(ev)
+		n.collect(false)
+		handled = true
+	}
+	if !handled {
+		return nil
+	}
+	return n.commit()
+}
+
+// pending is how many messages wait in the subscriptions for their
+// handlers.
+func (n *Node) pending() int {
+	subs := n.subs.Load()
+	if subs == nil {
+		return 0
+	}
+	total := 0
+	for _, s := range *subs {
+		if p, err := s.Pending(); err == nil {
+			total += p
+		}
+	}
+	return total
+}
 
 // queued returns the next queued event without waiting: leadership claims
 // first, so that no other traffic can delay them.

@@ -79,6 +79,8 @@ type Subscription interface {
 	// Dropped is how many messages were dropped because the pending
 	// limits were reached.
 	Dropped() (int, error)
+	// Pending is how many messages wait for the handler.
+	Pending() (int, error)
 }
 
 // natsTransport is the Transport of a *nats.Conn.
@@ -96,7 +98,15 @@ func (t natsTransport) Subscribe(subject string, pendingMsgs, pendingBytes int, 
 		sub.Unsubscribe()
 		return nil, err
 	}
-	return sub, nil
+	return natsSubscription{sub}, nil
+}
+
+// natsSubscription is the Subscription of a *nats.Subscription.
+type natsSubscription struct{ *nats.Subscription }
+
+func (s natsSubscription) Pending() (int, error) {
+	msgs, _, err := s.Subscription.Pending()
+	return msgs, err
 }
 
 func (t natsTransport) Publish(msg *nats.Msg) error       { return t.nc.PublishMsg(msg) }

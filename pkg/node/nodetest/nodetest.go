@@ -463,6 +463,13 @@ func (s *subscription) Dropped() (int, error) {
 	return s.dropped, nil
 }
 
+// Pending implements node.Subscription.
+func (s *subscription) Pending() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue), nil
+}
+
 // parseSubject splits a subject into its tokens; wildcards only where
 // subscribing.
 func parseSubject(subject string, wildcards bool) ([]string, error) {

@@ -162,6 +162,12 @@ func (c *Cluster) find(term uint64) (int, bool) {
 	return slices.BinarySearchFunc(c.Leaderships, term, func(l Leadership, t uint64) int { return cmp.Compare(l.Term, t) })
 }
 
+// Index returns the index in Leaderships of the leadership of term, and
+// whether there is one.
+func (c *Cluster) Index(term uint64) (int, bool) {
+	return c.find(term)
+}
+
 // accepts reports whether r would change the cluster: the dedup rule.
 func (c *Cluster) accepts(r Record) bool {
 	if r.Kind != KindSplit && r.Term < c.Floor {
@@ -187,6 +193,21 @@ func (c *Cluster) accepts(r Record) bool {
 		return r.Term > c.Floor
 	}
 	return false
+}
+
+// Apply folds recs into the cluster in order, drops those that would not
+// change it (a leadership already known, an end of one already ended, a
+// term below the floor) and returns the records it kept. It does no I/O:
+// Store.Apply writes the kept records to disk first.
+func (c *Cluster) Apply(recs ...Record) []Record {
+	var kept []Record
+	for _, r := range recs {
+		if c.accepts(r) {
+			c.apply(r)
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // apply changes the cluster by r, which must be accepted.

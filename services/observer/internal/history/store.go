@@ -114,14 +114,9 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	// Check the batch against a scratch copy, so records of one batch
 	// may depend on each other.
 	scratch := c.clone()
-	var kept []Record
+	kept := scratch.Apply(recs...)
 	var buf bytes.Buffer
-	for _, r := range recs {
-		if !scratch.accepts(r) {
-			continue
-		}
-		scratch.apply(r)
-		kept = append(kept, r)
+	for _, r := range kept {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return nil, fmt.Errorf("history: %w", err)
@@ -269,6 +264,19 @@ func (s *Store) Cluster(name string) (*Cluster, bool) {
 		return nil, false
 	}
 	return c.clone(), true
+}
+
+// Read calls f with the history of cluster under the store's read lock,
+// without copying it, and reports whether the cluster has a history. f
+// must neither keep nor change c, and must not call the store.
+func (s *Store) Read(name string, f func(c *Cluster)) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.clusters[name]
+	if ok {
+		f(c)
+	}
+	return ok
 }
 
 // Latest returns the highest-term leadership of a cluster without copying

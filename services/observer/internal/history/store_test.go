@@ -206,3 +206,35 @@ func TestCompact(t *testing.T) {
 		t.Errorf("the compaction's temporary file is left: %v", err)
 	}
 }
+
+// Cluster.Apply is the store's fold without the disk: it keeps what
+// changes the cluster and says so; Store.Read shows the cluster in place.
+func TestClusterApplyAndRead(t *testing.T) {
+	c := &Cluster{}
+	kept := c.Apply(leaderRec(1, 3, 0), leaderRec(1, 3, 0), endRec(1, time.Second, EndSilent), endRec(1, 2*time.Second, EndResign), leaderRec(2, 4, 3*time.Second))
+	if len(kept) != 3 || kept[1].Kind != KindEnd || kept[2].Term != 2 {
+		t.Errorf("kept %+v, want term 1, its first end, term 2", kept)
+	}
+	if i, ok := c.Index(2); !ok || i != 1 {
+		t.Errorf("Index(2) = %d, %v; want 1, true", i, ok)
+	}
+	if _, ok := c.Index(5); ok {
+		t.Error("Index of an unknown term found")
+	}
+
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Read("a", func(*Cluster) { t.Error("Read called f for an unknown cluster") }) {
+		t.Error("Read of an unknown cluster reported one")
+	}
+	if _, err := s.Apply("a", leaderRec(1, 3, 0)); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if !s.Read("a", func(c *Cluster) { n = len(c.Leaderships) }) || n != 1 {
+		t.Errorf("Read of a: %d leaderships, want 1", n)
+	}
+}

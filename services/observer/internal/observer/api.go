@@ -40,6 +40,7 @@ func (o *Observer) routes() http.Handler {
 	mux.HandleFunc("GET /api/clusters/{cluster}/leader", o.apiLeader)
 	mux.HandleFunc("GET /api/clusters/{cluster}/gaps", o.apiGaps)
 	mux.HandleFunc("GET /api/clusters/{cluster}/split-brain", o.apiSplitBrain)
+	mux.HandleFunc("GET /api/events", o.apiEvents)
 	// Every other request under /api/: 405 with Allow on a path that GET
 	// serves, 404 otherwise, both as JSON errors.
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -139,12 +140,21 @@ func checkParams(w http.ResponseWriter, q url.Values, allowed ...string) bool {
 	return true
 }
 
+// validClusterName reports whether name is a cluster name the API
+// accepts, or writes a 400.
+func validClusterName(w http.ResponseWriter, name string) bool {
+	if err := protocol.ValidateCluster(name); err != nil || len(name) > maxClusterName {
+		writeError(w, http.StatusBadRequest, "invalid cluster name %q: must match [A-Za-z0-9_-]+, at most %d bytes", clip(name), maxClusterName)
+		return false
+	}
+	return true
+}
+
 // cluster returns the history of the request's cluster, or writes a 400
 // for an invalid name and a 404 for an unknown one.
 func (o *Observer) cluster(w http.ResponseWriter, r *http.Request) (string, *history.Cluster, bool) {
 	name := r.PathValue("cluster")
-	if err := protocol.ValidateCluster(name); err != nil || len(name) > maxClusterName {
-		writeError(w, http.StatusBadRequest, "invalid cluster name %q: must match [A-Za-z0-9_-]+, at most %d bytes", clip(name), maxClusterName)
+	if !validClusterName(w, name) {
 		return "", nil, false
 	}
 	c, ok := o.store.Cluster(name)

@@ -64,12 +64,16 @@ type running struct {
 }
 
 // startObserver runs an observer until the test ends or stop is called.
-// clock may be nil for the real one.
-func startObserver(t *testing.T, cfg Config, clock *fakeClock) *running {
+// clock may be nil for the real one; opts change the observer before it
+// runs.
+func startObserver(t *testing.T, cfg Config, clock *fakeClock, opts ...func(*Observer)) *running {
 	t.Helper()
 	o := New(cfg, testLogger())
 	if clock != nil {
 		o.now = clock.Now
+	}
+	for _, opt := range opts {
+		opt(o)
 	}
 	r := &running{Observer: o, changes: o.hub.subscribe()}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -27,6 +27,9 @@ type metrics struct {
 	announcements *prometheus.CounterVec
 	live          *prometheus.CounterVec
 	compacted     *prometheus.CounterVec
+	streams       prometheus.Gauge
+	events        *prometheus.CounterVec
+	resyncs       *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -73,8 +76,21 @@ func newMetrics() *metrics {
 			Name: "observer_history_compacted_total",
 			Help: "Leaderships dropped from the history by compaction (OBSERVER_KEEP), per cluster.",
 		}, []string{"cluster"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "observer_event_streams",
+			Help: "Clients connected to the event stream GET /api/events.",
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_events_total",
+			Help: "Events published to the event stream GET /api/events, by event name.",
+		}, []string{"event"}),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_event_stream_resyncs_total",
+			Help: "resync events sent on GET /api/events, by reason: behind (the client fell behind the buffer), unknown_id (a Last-Event-ID this process did not issue).",
+		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
+		m.streams, m.events, m.resyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
 	// start, at zero, so that rates and increase() alerts see zero rather
@@ -87,27 +103,36 @@ func newMetrics() *metrics {
 			m.live.WithLabelValues(kind, r)
 		}
 	}
+	for _, name := range streamEventNames {
+		m.events.WithLabelValues(name)
+	}
+	for _, reason := range []string{resyncBehind, resyncUnknownID} {
+		m.resyncs.WithLabelValues(reason)
+	}
 	return m
 }
 
 // known creates, at zero, every series of cluster: called whenever the
 // cluster's state is set, it makes them exist from the moment the cluster
-// is first known.
+// is first known. The term and leader gauges stay at 0 while the cluster
+// has no leadership (only split brains seen).
 func (m *metrics) known(cluster string) {
 	m.changes.WithLabelValues(cluster)
 	m.gaps.WithLabelValues(cluster)
 	m.gapSeconds.WithLabelValues(cluster)
 	m.leaderless.WithLabelValues(cluster)
+	m.term.WithLabelValues(cluster)
+	m.leader.WithLabelValues(cluster)
 	m.compacted.WithLabelValues(cluster)
 	for _, r := range []string{history.SplitSameTerm, history.SplitStaleLeader} {
 		m.splits.WithLabelValues(cluster, r)
 	}
 }
 
-// state sets the gauges of cluster from the store.
-func (m *metrics) state(cluster string, s *history.Store) {
+// state sets the gauges of cluster from its history c.
+func (m *metrics) state(cluster string, c *history.Cluster) {
 	m.known(cluster)
-	l, ok := s.Latest(cluster)
+	l, ok := c.Latest()
 	if !ok {
 		return
 	}
@@ -120,21 +145,15 @@ func (m *metrics) state(cluster string, s *history.Store) {
 	m.leaderless.WithLabelValues(cluster).Set(leaderless)
 }
 
-// recorded counts what was just recorded for cluster.
-func (m *metrics) recorded(cluster string, kept []history.Record, s *history.Store) {
-	m.state(cluster, s)
+// recorded counts what was just recorded for cluster, whose history is
+// now c.
+func (m *metrics) recorded(cluster string, kept []history.Record, c *history.Cluster) {
+	m.state(cluster, c)
 	for _, r := range kept {
 		switch r.Kind {
 		case history.KindLeader:
 			m.changes.WithLabelValues(cluster).Inc()
-			c, ok := s.Cluster(cluster)
-			if !ok {
-				continue
-			}
-			for i, l := range c.Leaderships {
-				if l.Term != r.Term {
-					continue
-				}
+			if i, ok := c.Index(r.Term); ok {
 				if gap, known := c.GapBefore(i); known {
 					m.gaps.WithLabelValues(cluster).Observe(gap.Seconds())
 					m.gapSeconds.WithLabelValues(cluster).Add(gap.Seconds())

@@ -23,6 +23,17 @@
 // a leader was last heard from (the end of its leadership, hence the gap
 // before the next) and whether two nodes acted as leader at once.
 //
+// # Recorder and edges
+//
+// The rules (how a leadership ends, silence, gaps, split brain, which
+// missing term to ask for) are in package recorder, a pure state machine
+// fed with checked messages and the time. This package is its edges: the
+// NATS ingest (the stream consumer, the live subscriptions, the query for
+// missing terms), the owner goroutine that hands the recorder its inputs
+// and writes what it returns to the history, and HTTP: the JSON API, the
+// event stream GET /api/events, the page and the metrics. The API is
+// documented in docs/observer-api.md.
+//
 // # What is not guaranteed
 //
 // Ends and gaps are as the observer saw them: a leader that died while the
@@ -40,6 +51,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +62,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
+	"github.com/baton-election/baton/services/observer/internal/recorder"
 )
 
 // liveInbox bounds the live messages waiting for the owner goroutine; more
@@ -79,6 +92,11 @@ type Observer struct {
 	now     func() time.Time
 	metrics *metrics
 	hub     *hub
+	// feed holds the events of GET /api/events.
+	feed *feed
+	// streamKeepAlive and streamWriteTimeout time the event streams:
+	// the comment sent while idle, the longest a write may block.
+	streamKeepAlive, streamWriteTimeout time.Duration
 
 	// Set once by Run before anything reads them.
 	store *history.Store
@@ -94,16 +112,6 @@ type Observer struct {
 	// ask requests the current leader's announcement of a cluster; the
 	// answer arrives as a liveMsg with queried set. Set once by Run.
 	ask func(cluster string)
-	// missing holds, per cluster, a term heard in heartbeats that the
-	// history does not hold. Owned by the loop goroutine.
-	missing map[string]missingTerm
-}
-
-// missingTerm is a leadership heard of but not recorded.
-type missingTerm struct {
-	term  uint64
-	since time.Time // first heard
-	asked bool
 }
 
 // New returns an observer for cfg, which must be valid. It starts nothing.
@@ -115,8 +123,11 @@ func New(cfg Config, log *slog.Logger) *Observer {
 		now:     time.Now,
 		metrics: newMetrics(),
 		hub:     newHub(),
-		ready:   make(chan struct{}),
-		missing: make(map[string]missingTerm),
+		// Event IDs of this run: its start time, in base 36.
+		feed:               newFeed(feedSize, strconv.FormatInt(time.Now().UnixNano(), 36)),
+		streamKeepAlive:    streamKeepAlive,
+		streamWriteTimeout: streamWriteTimeout,
+		ready:              make(chan struct{}),
 	}
 }
 
@@ -148,9 +159,9 @@ func (o *Observer) Run(ctx context.Context) error {
 	}
 	defer store.Close()
 	o.store = store
-	for _, c := range store.Clusters() {
-		o.compact(c, 0)
-		o.metrics.state(c, store)
+	for _, name := range store.Clusters() {
+		o.compact(name, 0)
+		store.Read(name, func(c *history.Cluster) { o.metrics.state(name, c) })
 	}
 
 	ln, err := net.Listen("tcp", o.cfg.HTTPAddr)
@@ -341,10 +352,10 @@ func (o *Observer) setup(ctx context.Context, nc *nats.Conn) (jetstream.Messages
 	return cons.Messages()
 }
 
-// loop is the owner goroutine: every change to the history and to the
-// tracker happens here.
+// loop is the owner goroutine: it feeds the recorder, and every change to
+// the history happens here.
 func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan jetstream.Msg) {
-	t := newTracker(o.cfg.LeaderTimeout, o.cfg.SplitGrace)
+	rec := recorder.New(recorder.Config{Window: o.cfg.LeaderTimeout, Grace: o.cfg.SplitGrace, AskAfter: missingGrace}, o.store)
 	ticker := time.NewTicker(o.cfg.LeaderTimeout / 2)
 	defer ticker.Stop()
 	missingTicker := time.NewTicker(missingGrace / 4)
@@ -354,20 +365,24 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan je
 		case <-ctx.Done():
 			return
 		case m := <-anns:
-			o.record(t, m)
+			o.record(rec, m)
 		case m := <-live:
-			o.observe(t, m)
+			o.observe(rec, m)
 		case <-ticker.C:
-			o.checkSilence(t, o.now())
+			o.checkSilence(rec, o.now())
 		case <-missingTicker.C:
-			o.askMissing(o.now())
+			if o.ask != nil {
+				for _, cluster := range rec.Missing(o.now()) {
+					o.ask(cluster)
+				}
+			}
 		}
 	}
 }
 
 // record writes one announcement from the stream to the history, ending
 // the leadership before it, and acknowledges it once written.
-func (o *Observer) record(t *tracker, m jetstream.Msg) {
+func (o *Observer) record(rec *recorder.Recorder, m jetstream.Msg) {
 	cluster, err := protocol.ClusterOf(m.Subject())
 	var a protocol.Announcement
 	if err == nil {
@@ -379,7 +394,7 @@ func (o *Observer) record(t *tracker, m jetstream.Msg) {
 		m.Term() // never redeliver it
 		return
 	}
-	kept, err := o.recordAnnouncement(t, cluster, a)
+	kept, err := o.recordAnnouncement(cluster, a, rec.Announced(cluster, a, o.now()))
 	if err != nil {
 		o.log.Error("cannot record announcement; it will be redelivered", "cluster", cluster, "term", a.Term, "err", err)
 		m.NakWithDelay(setupRetry)
@@ -399,14 +414,9 @@ func invalid(err error) string {
 	return "invalid"
 }
 
-// recordAnnouncement writes one announcement to the history, ending the
-// leadership before it, and counts it as recorded or duplicate.
-func (o *Observer) recordAnnouncement(t *tracker, cluster string, a protocol.Announcement) ([]history.Record, error) {
-	var recs []history.Record
-	if prev, ok := o.store.Latest(cluster); ok && !prev.Ended() && prev.Term < a.Term {
-		recs = append(recs, o.endBefore(t, cluster, prev, a.At.Time))
-	}
-	recs = append(recs, history.Record{Kind: history.KindLeader, Term: a.Term, Leader: a.Leader, Algorithm: a.Algorithm, At: a.At})
+// recordAnnouncement writes the records of announcement a to the history
+// and counts it as recorded or duplicate.
+func (o *Observer) recordAnnouncement(cluster string, a protocol.Announcement, recs []history.Record) ([]history.Record, error) {
 	kept, err := o.store.Apply(cluster, recs...)
 	if err != nil {
 		return nil, err
@@ -437,35 +447,11 @@ func (o *Observer) compact(cluster string, slack int) {
 	o.log.Info("history compacted", "cluster", cluster, "dropped", n, "kept", keep)
 }
 
-// endBefore decides how prev ended, now that a leadership starting at
-// next is announced.
-func (o *Observer) endBefore(t *tracker, cluster string, prev history.Leadership, next time.Time) history.Record {
-	end := history.Record{Kind: history.KindEnd, Term: prev.Term}
-	now := o.now()
-	last, seen := t.lastSeen(cluster, prev.Leader, prev.Term)
-	switch {
-	// Heard within the grace (its heartbeats in flight): it was working
-	// when its successor took over. Silent for longer, though still
-	// within the window, it had stopped at its last message: the
-	// successor's election is what filled the gap.
-	case t.alive(cluster, prev.Leader, prev.Term, now) && now.Sub(last) <= o.cfg.SplitGrace:
-		end.At, end.Reason = protocol.Timestamp{Time: next}, string(history.EndSuperseded)
-	case seen:
-		end.At, end.Reason = protocol.Timestamp{Time: last}, string(history.EndSilent)
-	default:
-		end.At, end.Reason = protocol.Timestamp{Time: next}, string(history.EndUnobserved)
-	}
-	if end.At.Before(prev.StartedAt) {
-		end.At.Time = prev.StartedAt
-	}
-	return end
-}
-
-// observe handles one live message: it feeds the tracker and records what
-// it reveals (split brain, a resign, a leader heard again).
-func (o *Observer) observe(t *tracker, m liveMsg) {
+// observe checks one live message and hands it to the recorder, then
+// records what it reveals (split brain, a resign, a leader heard again).
+func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 	if m.queried {
-		o.answered(t, m)
+		o.answered(rec, m)
 		return
 	}
 	parts := strings.Split(m.subject, ".")
@@ -508,26 +494,19 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 	o.metrics.live.WithLabelValues(kind, "ok").Inc()
 
 	var recs []history.Record
-	if kind == protocol.KindResign {
-		t.resign(cluster, node)
-		if cur, ok := o.store.Latest(cluster); ok && !cur.Ended() && cur.Leader == node {
-			recs = append(recs, history.Record{Kind: history.KindEnd, Term: cur.Term, At: protocol.Timestamp{Time: m.at}, Reason: string(history.EndResign)})
-		}
-	} else {
-		for _, s := range t.act(cluster, node, term, m.at) {
-			o.log.Warn("split brain", "cluster", cluster, "reason", s.Reason, "leaders", s.Leaders)
-			recs = append(recs, history.Record{Kind: history.KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
-		}
-		l, ok := o.store.Latest(cluster)
-		if ok && l.Ended() && l.Leader == node && l.Term == term {
-			recs = append(recs, history.Record{Kind: history.KindResume, Term: term, At: protocol.Timestamp{Time: m.at}})
-		}
-		if kind == protocol.KindHeartbeat && (!ok || l.Term < term) && o.missing[cluster].term < term {
-			// A leadership the history does not hold (yet): askMissing
-			// asks its leader if the stream does not deliver it.
-			o.missing[cluster] = missingTerm{term: term, since: m.at}
-		}
+	switch kind {
+	case protocol.KindResign:
+		recs = rec.Resigned(cluster, node, m.at)
+	case protocol.KindLeader:
+		recs = rec.HeardAnnouncement(cluster, node, term, m.at)
+	case protocol.KindHeartbeat:
+		recs = rec.HeardHeartbeat(cluster, node, term, m.at)
 	}
+	o.write(cluster, recs)
+}
+
+// write records recs of cluster, if any, and publishes what was kept.
+func (o *Observer) write(cluster string, recs []history.Record) {
 	if len(recs) == 0 {
 		return
 	}
@@ -539,24 +518,8 @@ func (o *Observer) observe(t *tracker, m liveMsg) {
 	o.changed(cluster, kept)
 }
 
-// askMissing asks the leaders of terms heard in heartbeats but still not
-// recorded after missingGrace for their announcements.
-func (o *Observer) askMissing(now time.Time) {
-	for cluster, m := range o.missing {
-		if l, ok := o.store.Latest(cluster); ok && l.Term >= m.term {
-			delete(o.missing, cluster)
-			continue
-		}
-		if !m.asked && now.Sub(m.since) >= missingGrace && o.ask != nil {
-			m.asked = true
-			o.missing[cluster] = m
-			o.ask(cluster)
-		}
-	}
-}
-
 // answered records a leader's answer to the observer's query.
-func (o *Observer) answered(t *tracker, m liveMsg) {
+func (o *Observer) answered(rec *recorder.Recorder, m liveMsg) {
 	cluster := m.subject[strings.LastIndexByte(m.subject, '.')+1:]
 	a, err := protocol.ReadAnnouncement(o.secret, cluster, m.data, m.sig)
 	if err != nil {
@@ -565,10 +528,11 @@ func (o *Observer) answered(t *tracker, m liveMsg) {
 		return
 	}
 	o.metrics.live.WithLabelValues(protocol.KindQuery, "ok").Inc()
-	if l, ok := o.store.Latest(cluster); ok && l.Term >= a.Term {
+	recs := rec.Answered(cluster, a, o.now())
+	if recs == nil {
 		return // the stream delivered it, or a newer one, meanwhile
 	}
-	kept, err := o.recordAnnouncement(t, cluster, a)
+	kept, err := o.recordAnnouncement(cluster, a, recs)
 	if err != nil {
 		o.log.Error("cannot record the leader's answer", "cluster", cluster, "term", a.Term, "err", err)
 		return
@@ -578,47 +542,43 @@ func (o *Observer) answered(t *tracker, m liveMsg) {
 
 // checkSilence ends every current leadership whose leader has not been
 // heard from for a failure-detection window while the observer listened.
-func (o *Observer) checkSilence(t *tracker, now time.Time) {
-	since := o.connectedAt.Load()
-	if since == 0 {
-		return // cannot tell silence from our own disconnection
+func (o *Observer) checkSilence(rec *recorder.Recorder, now time.Time) {
+	var listening time.Time
+	if since := o.connectedAt.Load(); since != 0 {
+		listening = time.Unix(0, since)
 	}
-	listening := time.Unix(0, since)
-	for _, cluster := range o.store.Clusters() {
-		l, ok := o.store.Latest(cluster)
-		if !ok || l.Ended() {
-			continue
-		}
-		last, seen := t.lastSeen(cluster, l.Leader, l.Term)
-		heard := listening
-		if last.After(heard) {
-			heard = last
-		}
-		if now.Sub(heard) <= o.cfg.LeaderTimeout {
-			continue
-		}
-		end := history.Record{Kind: history.KindEnd, Term: l.Term, At: protocol.Timestamp{Time: last}, Reason: string(history.EndSilent)}
-		if !seen {
-			end.At, end.Reason = protocol.Timestamp{Time: listening}, string(history.EndUnobserved)
-		}
-		if end.At.Before(l.StartedAt) {
-			end.At.Time = l.StartedAt
-		}
-		kept, err := o.store.Apply(cluster, end)
+	for _, w := range rec.Silence(now, listening) {
+		kept, err := o.store.Apply(w.Cluster, w.Records...)
 		if err != nil {
-			o.log.Error("cannot record", "cluster", cluster, "err", err)
+			o.log.Error("cannot record", "cluster", w.Cluster, "err", err)
 			continue
 		}
-		o.log.Info("leader silent", "cluster", cluster, "leader", l.Leader, "term", l.Term, "reason", end.Reason)
-		o.changed(cluster, kept)
+		for _, r := range kept {
+			o.log.Info("leader silent", "cluster", w.Cluster, "term", r.Term, "reason", r.Reason, "last_heard", r.At.Time)
+		}
+		o.changed(w.Cluster, kept)
 	}
 }
 
-// changed updates the metrics and the live page after kept was recorded.
+// changed updates the metrics, the live page and the event streams after
+// kept was recorded.
 func (o *Observer) changed(cluster string, kept []history.Record) {
 	if len(kept) == 0 {
 		return
 	}
-	o.metrics.recorded(cluster, kept, o.store)
+	var events []streamEvent
+	o.store.Read(cluster, func(c *history.Cluster) {
+		o.metrics.recorded(cluster, kept, c)
+		events = streamEvents(cluster, kept, c)
+	})
+	for _, r := range kept {
+		if r.Kind == history.KindSplit {
+			o.log.Warn("split brain", "cluster", cluster, "reason", r.Reason, "leaders", r.Leaders)
+		}
+	}
+	for _, e := range events {
+		o.metrics.events.WithLabelValues(e.name).Inc()
+	}
+	o.feed.publish(events...)
 	o.hub.notify(cluster)
 }

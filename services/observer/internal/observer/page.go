@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/baton-election/baton/services/observer/internal/history"
@@ -161,19 +160,18 @@ func (o *Observer) page(w http.ResponseWriter, r *http.Request) {
 
 // events streams server-sent events for the page: on connect, and each
 // time a cluster changes, an event "cluster" whose data is the cluster's
-// section of the page, rendered here.
+// section of the page, rendered here. Updates coalesce: a slow browser
+// gets the latest state of each cluster, never a backlog.
 func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+	setStreamHeaders(w)
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	sub := o.hub.subscribe()
 	defer o.hub.unsubscribe(sub)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	send := func(names []string) bool {
-		var buf bytes.Buffer
+	s := newStreamWriter(w, o.streamWriteTimeout)
+	send := func(names []string) error {
 		now := o.now()
 		for _, name := range names {
 			c, ok := o.store.Cluster(name)
@@ -185,36 +183,30 @@ func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
 				o.log.Error("render cluster", "cluster", name, "err", err)
 				continue
 			}
-			buf.WriteString("event: cluster\n")
-			for line := range strings.Lines(section.String()) {
-				buf.WriteString("data: " + strings.TrimRight(line, "\n") + "\n")
-			}
-			buf.WriteString("\n")
+			s.event("", "cluster", section.Bytes())
 		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return false
-		}
-		flusher.Flush()
-		return true
+		return s.flush()
 	}
-	if !send(o.store.Clusters()) {
+	// The comment sends the headers even when no cluster is known yet.
+	s.comment("baton observer page")
+	if send(o.store.Clusters()) != nil {
 		return
 	}
-	keepalive := time.NewTicker(15 * time.Second)
+	keepalive := time.NewTicker(o.streamKeepAlive)
 	defer keepalive.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-sub.signal:
-			if !send(sub.take()) {
+			if send(sub.take()) != nil {
 				return
 			}
 		case <-keepalive.C:
-			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
+			s.comment("keepalive")
+			if s.flush() != nil {
 				return
 			}
-			flusher.Flush()
 		}
 	}
 }

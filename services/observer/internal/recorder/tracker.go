@@ -1,4 +1,4 @@
-package observer
+package recorder
 
 import (
 	"slices"

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -24,12 +25,17 @@ const maxLimit = 10000
 // error message echoes of a request.
 const maxClusterName = 64
 
-// clip shortens s to maxClusterName bytes for an error message.
+// clip shortens s to maxClusterName bytes for an error message, at a
+// character boundary.
 func clip(s string) string {
-	if len(s) > maxClusterName {
-		return s[:maxClusterName] + "…"
+	if len(s) <= maxClusterName {
+		return s
 	}
-	return s
+	cut := maxClusterName
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // routes is the observer's HTTP handler.
@@ -53,6 +59,8 @@ func (o *Observer) routes() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", clip(r.Method), clip(r.URL.Path))
 	})
+	// Elsewhere, the mux itself answers a method that no pattern of the
+	// path takes with 405 and Allow, and an unknown path with 404.
 	mux.HandleFunc("GET /healthz", o.healthz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /{$}", o.page)
@@ -133,7 +141,7 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 func checkParams(w http.ResponseWriter, q url.Values, allowed ...string) bool {
 	for name := range q {
 		if !slices.Contains(allowed, name) {
-			writeError(w, http.StatusBadRequest, "unknown query parameter %q", name)
+			writeError(w, http.StatusBadRequest, "unknown query parameter %q", clip(name))
 			return false
 		}
 	}
@@ -201,7 +209,7 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 		if s := q.Get(name); s != "" {
 			v, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
-				return fmt.Errorf("%s: %q is not a term (a non-negative integer)", name, s)
+				return fmt.Errorf("%s: %q is not a term (a non-negative integer)", name, clip(s))
 			}
 			*dst = v
 		}
@@ -211,7 +219,7 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 		if s := q.Get(name); s != "" {
 			v, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
-				return fmt.Errorf("%s: %q is not an RFC 3339 time", name, s)
+				return fmt.Errorf("%s: %q is not an RFC 3339 time", name, clip(s))
 			}
 			*dst = v
 		}
@@ -224,7 +232,7 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 		}
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 || v > maxLimit {
-			return 0, false, fmt.Errorf("%s: %q must be an integer from 1 to %d", name, s, maxLimit)
+			return 0, false, fmt.Errorf("%s: %q must be an integer from 1 to %d", name, clip(s), maxLimit)
 		}
 		return v, true, nil
 	}
@@ -234,7 +242,7 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 		}
 	}
 	if !h.until.IsZero() && h.until.Before(h.since) {
-		return h, fmt.Errorf("until: %s is before since", q.Get("until"))
+		return h, fmt.Errorf("until: %s is before since", clip(q.Get("until")))
 	}
 	limit, hasLimit, err := count("limit")
 	if err != nil {
@@ -258,19 +266,19 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 	return h, nil
 }
 
-// apiHistory returns the leaderships, oldest first. Parameters:
-// after_term, before_term (exclusive term bounds), since, until (RFC 3339:
-// leaderships that overlap the range), limit (a page of at most that many,
-// from the start, or the end when only before_term is given), last (the
-// most recent ones). A truncated page has a Link header to the next one.
 // pageParams are the query parameters of every list: a range of terms, a
 // time range, and a page from the start (limit) or the end (last).
 var pageParams = []string{"after_term", "before_term", "since", "until", "limit", "last"}
 
 // page filters items (in increasing term) by the query's terms and time
-// range and cuts one page, with a Link header to the next (or, with last,
-// the previous) page. term is an item's term, span when it started and
-// ended (zero end: it lasts).
+// range and cuts one page, with a Link header to the next (or, from the
+// end, the previous) page. term is an item's term, span when it started
+// and ended (zero end: it lasts).
+//
+// A page never splits the items of one term (several split brains can
+// share one), since the next page starts after (or before) a term: it
+// holds fewer than the limit, or, when the limit's worth are all of one
+// term, every item of that term.
 func page[T any](w http.ResponseWriter, r *http.Request, hq historyQuery, now time.Time, items []T, term func(T) uint64, span func(T) (time.Time, time.Time)) []T {
 	var out []T
 	for _, it := range items {
@@ -289,19 +297,52 @@ func page[T any](w http.ResponseWriter, r *http.Request, hq historyQuery, now ti
 	if len(out) <= hq.limit {
 		return out
 	}
+	// sameTerm reports whether a cut before out[i] splits a term.
+	sameTerm := func(i int) bool { return i > 0 && i < len(out) && term(out[i-1]) == term(out[i]) }
 	next := url.Values{}
 	for k, v := range r.URL.Query() {
 		next[k] = v
 	}
 	if hq.fromEnd {
-		out = out[len(out)-hq.limit:]
-		next.Del("last")
-		next.Del("after_term")
-		next.Set("limit", strconv.Itoa(hq.limit))
+		// out[cut:] is the page.
+		cut := len(out) - hq.limit
+		for sameTerm(cut) {
+			cut++
+		}
+		if cut == len(out) {
+			// The whole page is one term: take all of it.
+			cut = len(out) - hq.limit
+			for sameTerm(cut) {
+				cut--
+			}
+		}
+		if cut == 0 {
+			return out
+		}
+		out = out[cut:]
+		// The previous page: the last ones before this page, within
+		// the same bounds.
+		next.Del("limit")
+		next.Set("last", strconv.Itoa(hq.limit))
 		next.Set("before_term", strconv.FormatUint(term(out[0]), 10))
 		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"prev\"", r.URL.Path, next.Encode()))
 	} else {
-		out = out[:hq.limit]
+		// out[:cut] is the page.
+		cut := hq.limit
+		for sameTerm(cut) {
+			cut--
+		}
+		if cut == 0 {
+			// The whole page is one term: take all of it.
+			cut = hq.limit
+			for sameTerm(cut) {
+				cut++
+			}
+		}
+		if cut == len(out) {
+			return out
+		}
+		out = out[:cut]
 		next.Set("after_term", strconv.FormatUint(term(out[len(out)-1]), 10))
 		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, next.Encode()))
 	}
@@ -324,6 +365,11 @@ func (o *Observer) listQuery(w http.ResponseWriter, r *http.Request) (historyQue
 	return hq, c, ok
 }
 
+// apiHistory returns the leaderships, oldest first. Parameters:
+// after_term, before_term (exclusive term bounds), since, until (RFC 3339:
+// leaderships that overlap the range), limit (a page of at most that many,
+// from the start, or the end when only before_term is given), last (the
+// most recent ones). A truncated page has a Link header to the next one.
 func (o *Observer) apiHistory(w http.ResponseWriter, r *http.Request) {
 	hq, c, ok := o.listQuery(w, r)
 	if !ok {

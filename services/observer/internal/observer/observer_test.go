@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -436,4 +438,83 @@ func TestMetricSeriesExistAtZero(t *testing.T) {
 			t.Errorf("metrics after the cluster's first announcement lack %s", want)
 		}
 	}
+
+	// Every metric of docs/observer-api.md, with every label value it
+	// lists: the ones without a cluster from the start, the others from
+	// the cluster's first record.
+	documented := documentedMetrics(t)
+	if len(documented) < 10 {
+		t.Fatalf("found %d metrics in the documentation, want the whole table", len(documented))
+	}
+	for _, m := range documented {
+		text := before
+		if _, perCluster := m.labels["cluster"]; perCluster {
+			text = after
+		}
+		if !hasSeries(text, m.name, "", "") {
+			t.Errorf("metrics lack the documented %s", m.name)
+		}
+		for label, values := range m.labels {
+			for _, v := range values {
+				if !hasSeries(text, m.name, label, v) {
+					t.Errorf("metrics lack the documented %s{%s=%q}", m.name, label, v)
+				}
+			}
+		}
+	}
+}
+
+// documentedMetric is a row of the metrics table of docs/observer-api.md:
+// a name and its labels, each with the values the row lists.
+type documentedMetric struct {
+	name   string
+	labels map[string][]string
+}
+
+func documentedMetrics(t *testing.T) []documentedMetric {
+	t.Helper()
+	doc, err := os.ReadFile("../../../../docs/observer-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("^\\| `(observer_[a-z_]+)` \\| [a-z]+ \\| ([^|]*) \\|")
+	label := regexp.MustCompile("`([a-z_]+)`(?: \\(([^)]*)\\))?")
+	var out []documentedMetric
+	for line := range strings.Lines(string(doc)) {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		dm := documentedMetric{name: m[1], labels: map[string][]string{}}
+		for _, l := range label.FindAllStringSubmatch(m[2], -1) {
+			var values []string
+			for _, v := range strings.Split(l[2], ",") {
+				if v = strings.Trim(strings.TrimSpace(v), "`"); v != "" {
+					values = append(values, v)
+				}
+			}
+			dm.labels[l[1]] = values
+		}
+		out = append(out, dm)
+	}
+	return out
+}
+
+// hasSeries reports whether the scrape text has a series of metric name
+// (a histogram's _count for one), with label=value if label is set.
+func hasSeries(text, name, label, value string) bool {
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		series, _, _ := strings.Cut(line, " ")
+		metric, labels, _ := strings.Cut(series, "{")
+		if metric != name && metric != name+"_count" {
+			continue
+		}
+		if label == "" || strings.Contains(labels, label+"=\""+value+"\"") {
+			return true
+		}
+	}
+	return false
 }

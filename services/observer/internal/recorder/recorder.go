@@ -35,7 +35,10 @@
 //     caller asks the leader for its announcement and passes the answer
 //     to Answered.
 //
-// No end is ever earlier than the start of its leadership. The Recorder
+// An end for silence or for a successor is never earlier than the start
+// of its leadership. Starts come from the leaders' clocks and the other
+// times from the caller's, so a resign may be stamped before the start it
+// ends; the history clamps the gaps that follow at zero. The Recorder
 // trusts its inputs: they are the caller's checked messages, stamped by
 // the caller with their arrival time.
 package recorder

@@ -24,8 +24,9 @@
 //     connection closed), is skipped and the message goes to the next one.
 //     In time is T (AnswerTicks) at first; a successor that turns out to
 //     have been alive when it was skipped (a message from it arrives) gets
-//     twice as long the next time, up to the leader time-out, and T again
-//     once it is skipped again. On a loaded
+//     twice as long the next time, up to the leader time-out (and a third
+//     of CoordinatorTicks, so that a round that skips such a successor,
+//     dead since, completes before its participants give it up). On a loaded
 //     machine (101 processes on two cores delay messages by hundreds of
 //     milliseconds) every hop outlasts T: each skip sends the round on
 //     twice, and skips of live successors multiplied the rounds without
@@ -59,7 +60,13 @@
 //     round has reached it and no leader was heard meanwhile. The highest
 //     live node's round is the one that wins, and it needs only one pass
 //     round the ring; rounds started by every node would cost O(n log n)
-//     messages for the same outcome.
+//     messages for the same outcome. After a resignation, which is
+//     certain, the others wait longer: CoordinatorTicks, as long as a
+//     round may take to pass every member. (The round reaches the nodes
+//     just below the highest last; with T per higher member they started
+//     rounds of their own at 101 nodes, which slowed the one that wins. A
+//     time-out may be wrong on a loaded machine, and there the shorter
+//     wait recovers sooner.)
 //   - Re-assertion. A leader that receives Election for a lower candidate
 //     re-asserts itself with a heartbeat, at most once per heartbeat
 //     interval: its periodic heartbeats say the same.
@@ -162,10 +169,10 @@ func (m *Machine) Tick() {
 	}
 }
 
-// suspect reacts to the failure or resignation of the leader: the highest
-// live node initiates at once; every other node defers by T for itself and
-// for each live higher member, and a round that reaches it meanwhile makes
-// it a participant instead.
+// suspect reacts to the failure of the leader: the highest live node
+// initiates at once; every other node defers by T for itself and for each
+// live higher member, and a round that reaches it meanwhile makes it a
+// participant instead.
 func (m *Machine) suspect() {
 	higher := m.c.HigherAliveCount()
 	if higher == 0 {
@@ -175,6 +182,20 @@ func (m *Machine) suspect() {
 	m.c.Defer()
 	m.participating = false
 	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
+}
+
+// resigned reacts to the resignation of the leader, which every follower
+// hears at the same moment: the highest live node initiates at once, and
+// every other node waits as long as a round may take to pass every member
+// (CoordinatorTicks) before it initiates, unless a round reaches it first.
+func (m *Machine) resigned() {
+	if m.c.HigherAliveCount() == 0 {
+		m.initiate()
+		return
+	}
+	m.c.Defer()
+	m.participating = false
+	m.wait = m.c.Timing().CoordinatorTicks
 }
 
 // Due is how many ticks until the next Tick can have an effect.
@@ -189,8 +210,8 @@ func (m *Machine) Due() int {
 	case election.Follower:
 		due = m.c.FollowerDue()
 	}
-	if m.participating && (due == 0 || m.wait < due) {
-		due = m.wait
+	if (m.participating || m.c.Role() == election.Candidate) && (due == 0 || m.wait < due) {
+		due = m.wait // a participant's wait for Elected, or a deferred node's
 	}
 	for _, p := range m.pending {
 		if due == 0 || p.left < due {
@@ -209,7 +230,7 @@ func (m *Machine) Step(msg protocol.Message) {
 		// It was alive when it was skipped for want of an Ack: wait
 		// longer for it from now on.
 		delete(m.timedOut, msg.From)
-		m.ackWait[msg.From] = min(2*m.waitFor(msg.From), m.c.Timing().LeaderTimeoutTicks)
+		m.ackWait[msg.From] = min(2*m.waitFor(msg.From), m.maxAckWait())
 	}
 	switch msg.Type {
 	case protocol.TypeAck:
@@ -229,7 +250,7 @@ func (m *Machine) Step(msg protocol.Message) {
 	case protocol.TypeResign:
 		m.reroute(msg.From)
 		if m.c.Resigned(msg) {
-			m.suspect()
+			m.resigned()
 		}
 	case protocol.TypeStale:
 		if m.c.Staled(msg) {
@@ -444,6 +465,15 @@ func (m *Machine) ack(msg protocol.Message) {
 	m.c.Send(protocol.Message{Type: protocol.TypeAck, To: msg.From, Seq: msg.Seq, Candidate: msg.Candidate, Term: m.c.MaxTerm()})
 }
 
+// maxAckWait bounds the wait for a successor's Ack: the leader time-out,
+// and a third of CoordinatorTicks, so that a round that skips a successor
+// that was slow once and has died since still completes before its
+// participants give it up (in a small cluster, CoordinatorTicks is short).
+func (m *Machine) maxAckWait() int {
+	t := m.c.Timing()
+	return max(t.AnswerTicks, min(t.LeaderTimeoutTicks, t.CoordinatorTicks/3))
+}
+
 // waitFor is how long to wait for successor id's Ack.
 func (m *Machine) waitFor(id uint64) int {
 	if w, ok := m.ackWait[id]; ok {
@@ -459,11 +489,7 @@ func (m *Machine) tickPending() {
 	}
 	for _, p := range m.pending {
 		if p.left <= 0 {
-			// Skipped; the next wait for it is T again, whatever it was,
-			// so that a successor that was slow once and died since costs
-			// one long wait, not one per round.
 			m.timedOut[p.msg.To] = true
-			delete(m.ackWait, p.msg.To)
 			m.reroute(p.msg.To)
 			return // reroute resends every message pending to that node
 		}

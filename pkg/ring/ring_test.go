@@ -164,11 +164,18 @@ func TestRing(t *testing.T) {
 			wantMsgs: []string{"election→2:4"}, wantRole: election.Candidate,
 		},
 		{
-			name: "leader resigns: the others initiate after (r+1)·T", id: 2,
-			rule:     "every node whose leader resigned initiates (package doc, One round after a failure: deferred by (r+1)·T)",
+			name: "leader resigns: the others initiate after a round's time", id: 2,
+			rule:     "every node whose leader resigned initiates (package doc, One round after a failure: deferred by CoordinatorTicks)",
 			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}},
-			ticks:    2 * election.DefaultAnswerTicks,
+			ticks:    election.DefaultTiming(len(members)).CoordinatorTicks,
 			wantMsgs: []string{"election→4:2"}, wantRole: election.Candidate,
+		},
+		{
+			name: "leader resigns: nothing before a round's time", id: 2,
+			rule:     "package doc, One round after a failure: a node that is not the highest live one waits as long as a round may take",
+			steps:    []protocol.Message{elected(9, 2, 9, 3, 1), {V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3}},
+			ticks:    election.DefaultTiming(len(members)).CoordinatorTicks - 1,
+			wantMsgs: nil, wantRole: election.Candidate,
 		},
 		{
 			name: "leader resigns: a deferred node that a round reaches participates", id: 2,
@@ -233,21 +240,24 @@ func TestRingStartFollowsFoundLeader(t *testing.T) {
 }
 
 // A successor skipped for want of an Ack that turns out to have been alive
-// is waited for twice as long the next time, up to the leader time-out;
-// skipped again, it is waited for T again.
+// is waited for twice as long the next time, up to the leader time-out and
+// a third of CoordinatorTicks.
 func TestRingAckWaitLearnsDelays(t *testing.T) {
 	T := election.DefaultAnswerTicks
-	m := newNode(t, 2) // its successor is 4
-	m.Start()
+	big := []uint64{2, 4, 9, 11, 12, 13, 14, 15, 16} // CoordinatorTicks 50: the cap is 16
+	m, err := New(election.Config{ID: 2, Members: big, Timing: election.DefaultTiming(len(big))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start() // its successor is 4
 	m.Ready()
 	// skipAfter counts the ticks until node 2 gives up on 4 and sends the
-	// round to 9 instead.
+	// round to 9 instead, which acknowledges at once.
 	skipAfter := func() int {
 		for i := 1; i <= 10*election.DefaultLeaderTimeoutTicks; i++ {
 			m.Tick()
 			for _, msg := range m.Ready().Messages {
 				if msg.Type == protocol.TypeElection && msg.To == 9 {
-					// 9 acknowledges at once.
 					m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeAck, From: 9, To: 2, Candidate: msg.Candidate, Seq: msg.Seq})
 					m.Ready()
 					return i
@@ -257,23 +267,50 @@ func TestRingAckWaitLearnsDelays(t *testing.T) {
 		t.Fatal("4 never skipped")
 		return 0
 	}
-	restart := func() {
-		// A new round of its own: its participation times out, or here,
-		// its leader resigns.
-		m.initiate()
+	lateAck := func() {
+		m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeAck, From: 4, To: 2, Candidate: 2, Seq: 1})
+		m.Ready()
+		m.initiate() // a new round of its own
 		m.Ready()
 	}
-	if got := skipAfter(); got != T {
-		t.Fatalf("first skip after %d ticks, want T = %d", got, T)
+	for i, want := range []int{T, 2 * T, 3*T + 1, 3*T + 1} {
+		if got := skipAfter(); got != want {
+			t.Errorf("skip %d: after %d ticks, want %d", i+1, got, want)
+		}
+		lateAck()
 	}
-	m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeAck, From: 4, To: 2, Candidate: 2, Seq: 1}) // late
+}
+
+// Due tells when the next tick can have an effect: a node deferring its
+// round after its leader resigned sleeps until the deferral ends.
+func TestRingDue(t *testing.T) {
+	m, err := New(election.Config{ID: 2, Members: members, Timing: election.DefaultTiming(len(members)),
+		Found: election.Leadership{Leader: 9, Term: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
 	m.Ready()
-	restart()
-	if got := skipAfter(); got != 2*T {
-		t.Errorf("skip of a successor that was alive: after %d ticks, want 2T = %d", got, 2*T)
+	m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeResign, From: 9, Term: 3})
+	m.Ready()
+	due := m.Due()
+	if want := election.DefaultTiming(len(members)).CoordinatorTicks; due != want {
+		t.Errorf("Due of a node deferring after a resign: got %d, want %d", due, want)
 	}
-	restart()
-	if got := skipAfter(); got != T {
-		t.Errorf("skip after it was skipped again: after %d ticks, want T = %d", got, T)
+	if r := ticks(m, due-1); len(show(r.Messages)) != 0 {
+		t.Errorf("before Due: %v", show(r.Messages))
 	}
+	if r := ticks(m, 1); len(show(r.Messages)) == 0 {
+		t.Error("at Due: nothing sent, want the deferred round")
+	}
+}
+
+func ticks(m *Machine, n int) election.Ready {
+	var all election.Ready
+	for range n {
+		m.Tick()
+		r := m.Ready()
+		all.Messages = append(all.Messages, r.Messages...)
+	}
+	return all
 }

@@ -554,7 +554,7 @@ func (o *Observer) checkSilence(rec *recorder.Recorder, now time.Time) {
 			continue
 		}
 		for _, r := range kept {
-			o.log.Info("leader silent", "cluster", w.Cluster, "term", r.Term, "reason", r.Reason, "last_heard", r.At.Time)
+			o.log.Info("leader silent", "cluster", w.Cluster, "term", r.Term, "reason", r.Reason, "ended_at", r.At.Time)
 		}
 		o.changed(w.Cluster, kept)
 	}

@@ -116,8 +116,13 @@ func streamEvents(cluster string, kept []history.Record, c *history.Cluster) []s
 			if !ok {
 				continue // compacted away at once: an old term
 			}
-			name := map[history.Kind]string{history.KindLeader: eventLeadershipStart, history.KindEnd: eventLeadershipEnd, history.KindResume: eventLeadershipResume}[r.Kind]
-			if r.Kind == history.KindLeader {
+			name := eventLeadershipStart
+			switch r.Kind {
+			case history.KindEnd:
+				name = eventLeadershipEnd
+			case history.KindResume:
+				name = eventLeadershipResume
+			case history.KindLeader:
 				if gap, known := c.GapBefore(i); known && gap > 0 {
 					prev, l := c.Leaderships[i-1], c.Leaderships[i]
 					add(eventGap, gapEventJSON{Cluster: cluster, gapJSON: gapJSON{

@@ -74,11 +74,17 @@ type stream struct {
 // header, on client (nil: the default one), for at most waitTimeout.
 func openStream(t *testing.T, o *running, client *http.Client, query string, header http.Header) *stream {
 	t.Helper()
+	return openEvents(t, o, client, "/api/events"+query, header)
+}
+
+// openEvents opens the event stream at path.
+func openEvents(t *testing.T, o *running, client *http.Client, path string, header http.Header) *stream {
+	t.Helper()
 	if client == nil {
 		client = http.DefaultClient
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.Addr()+"/api/events"+query, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.Addr()+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,14 +94,14 @@ func openStream(t *testing.T, o *running, client *http.Client, query string, hea
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
-		t.Fatalf("GET /api/events%s: %v", query, err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
 	t.Cleanup(func() {
 		cancel()
 		resp.Body.Close()
 	})
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("GET /api/events%s = %s, %q; want 200, text/event-stream", query, resp.Status, resp.Header.Get("Content-Type"))
+		t.Fatalf("GET %s = %s, %q; want 200, text/event-stream", path, resp.Status, resp.Header.Get("Content-Type"))
 	}
 	return &stream{resp: resp, r: bufio.NewReader(resp.Body)}
 }

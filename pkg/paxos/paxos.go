@@ -243,11 +243,20 @@ func (m *Machine) Due() int {
 	case m.phase == leading:
 		return max(1, min(t.HeartbeatTicks-m.sinceRenew, m.leaseUntil-m.now))
 	}
-	due := max(1, t.LeaderTimeoutTicks-(m.now-m.heard))
-	if m.wait > 0 {
-		due = min(due, m.wait)
+	// As Tick decides: the leader's silence, else the wait, else (no
+	// leader, nobody campaigning) the silence of any leader.
+	silence := max(1, t.LeaderTimeoutTicks-(m.now-m.heard))
+	switch {
+	case m.c.Leader() != 0 && m.wait > 0:
+		return min(silence, m.wait)
+	case m.c.Leader() != 0:
+		return silence
+	case m.wait > 0:
+		return m.wait
+	case m.phase == idle:
+		return silence
 	}
-	return due
+	return 1 << 30 // campaigning with no wait: only messages move it
 }
 
 // Step handles a message.

@@ -203,20 +203,18 @@ func (m *Machine) Due() int {
 	if m.c.Left() {
 		return 1 << 30
 	}
-	due := 0
+	due := 1 << 30
 	switch m.c.Role() {
 	case election.Leader:
 		due = m.c.LeaderDue()
 	case election.Follower:
 		due = m.c.FollowerDue()
 	}
-	if (m.participating || m.c.Role() == election.Candidate) && (due == 0 || m.wait < due) {
-		due = m.wait // a participant's wait for Elected, or a deferred node's
+	if m.participating || m.c.Role() == election.Candidate {
+		due = min(due, m.wait) // a participant's wait for Elected, or a deferred node's
 	}
 	for _, p := range m.pending {
-		if due == 0 || p.left < due {
-			due = p.left
-		}
+		due = min(due, p.left)
 	}
 	return max(1, due)
 }
@@ -487,12 +485,16 @@ func (m *Machine) tickPending() {
 	for i := range m.pending {
 		m.pending[i].left--
 	}
-	for _, p := range m.pending {
-		if p.left <= 0 {
-			m.timedOut[p.msg.To] = true
-			m.reroute(p.msg.To)
-			return // reroute resends every message pending to that node
+	for {
+		i := slices.IndexFunc(m.pending, func(p pending) bool { return p.left <= 0 })
+		if i < 0 {
+			return
 		}
+		// reroute resends every message pending to that node, with a
+		// fresh wait.
+		to := m.pending[i].msg.To
+		m.timedOut[to] = true
+		m.reroute(to)
 	}
 }
 

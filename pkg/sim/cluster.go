@@ -138,6 +138,11 @@ type node struct {
 	floor       uint64 // the term on its disk when it started
 	prepared    int    // tick it last sent a Paxos Prepare
 	claimed     uint64 // the highest term it claimed, in any incarnation
+	// quiet is how many of its next ticks its machine said could have no
+	// effect (Due()-1): the runtime sleeps through them, so a tick among
+	// them that does something is a violation.
+	quiet   int
+	ticking bool // collectTick is looking at the effect of a tick
 }
 
 func (n *node) up() bool { return n.m != nil }
@@ -470,7 +475,9 @@ func (c *Cluster) tickNode(n *node) {
 	for n.up() && !n.paused && int64(n.given) < n.clock/ppm {
 		n.given++
 		n.m.Tick()
+		n.ticking = true
 		c.collectTick(n, int64(n.given)+election.StaleTicks <= n.clock/ppm)
+		n.ticking = false
 	}
 }
 
@@ -625,6 +632,14 @@ func (c *Cluster) collect(n *node) { c.collectTick(n, false) }
 func (c *Cluster) collectTick(n *node, catchingUp bool) {
 	rd := n.m.Ready()
 	st := n.m.Status()
+	if n.ticking && n.quiet > 0 && (rd.State != nil || len(rd.Messages) > 0 || rd.Claimed != 0 || len(rd.Events) > 0 || st != n.status) {
+		c.fail("node %d: Due said its next %d ticks could do nothing, but one did: %+v, status %+v", n.id, n.quiet, rd, st)
+	}
+	defer func() {
+		if n.up() {
+			n.quiet = n.m.Due() - 1
+		}
+	}()
 	if rd.State != nil {
 		if err := rd.State.Validate(); err != nil {
 			c.fail("node %d stored an invalid state %+v: %v", n.id, *rd.State, err)

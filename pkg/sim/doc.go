@@ -55,6 +55,9 @@
 //     HardState.Validate;
 //   - no more than MaxInFlight(n) copies are in flight (machines that
 //     multiply messages without end are caught as a message storm);
+//   - a tick among those a machine's Due said could do nothing does
+//     nothing (no message, state, claim, event or change of status): the
+//     runtime sleeps through them;
 //   - with leases (Config.Leases, Paxos): at no instant do two nodes report
 //     leader (a node reports leader while its status says so and its own
 //     clock has not reached the lease's end, LeaseUntil), and no node

@@ -251,8 +251,19 @@ type Timing struct {
 // out of date, and dropped.
 const StaleTicks = 3
 
-// DefaultLeaseTicks is the default Paxos lease: 200 ms in ticks of 10 ms.
+// DefaultLeaseTicks is the default Paxos lease of clusters of up to 25
+// members: 200 ms in ticks of 10 ms (DefaultLease gives larger clusters
+// more).
 const DefaultLeaseTicks = 20
+
+// DefaultLease is the default Paxos lease, in ticks, for a cluster of n
+// members: DefaultLeaseTicks, or 0.8 tick (8 ms) per member above 25
+// members. A leader renews its lease with a broadcast whose acceptances,
+// one from each member, must reach it from a majority within the lease:
+// on a machine shared by 101 nodes that takes several hundred
+// milliseconds, and with 200 ms leaders lost their lease as soon as they
+// won it.
+func DefaultLease(n int) int { return max(DefaultLeaseTicks, n*4/5) }
 
 // DefaultMaxDrift is the default bound on how much the rate of any node's
 // clock may differ from real time: 5%, far above what clocks drift by
@@ -368,7 +379,7 @@ func DefaultTiming(n int) Timing {
 		LeaderTimeoutTicks: DefaultLeaderTimeoutTicks,
 		AnswerTicks:        DefaultAnswerTicks,
 		CoordinatorTicks:   (max(n, 1) + 1) * DefaultAnswerTicks,
-		LeaseTicks:         DefaultLeaseTicks,
-		LeaderLeaseTicks:   LeaderLease(DefaultLeaseTicks, DefaultMaxDrift),
+		LeaseTicks:         DefaultLease(n),
+		LeaderLeaseTicks:   LeaderLease(DefaultLease(n), DefaultMaxDrift),
 	}
 }

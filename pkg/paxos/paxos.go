@@ -477,6 +477,7 @@ func (m *Machine) promised(from uint64) {
 	m.promises = append(m.promises, from)
 	if len(m.promises) >= m.quorum() {
 		m.phase = proposing
+		m.wait = m.c.Timing().CoordinatorTicks // start again if Phase 2 stalls
 		m.propose()
 	}
 }
@@ -591,6 +592,13 @@ func (m *Machine) onNack(msg protocol.Message) {
 		return
 	}
 	if m.phase != preparing && m.phase != proposing {
+		return
+	}
+	if m.phase == proposing && msg.Term <= m.ballot {
+		// A refusal of our Prepare from an acceptor we no longer need: a
+		// majority has promised, and only a higher ballot can stop the
+		// proposal now. (Shortening the wait on it made the candidate
+		// start over in the middle of its Phase 2.)
 		return
 	}
 	holder := msg.Candidate

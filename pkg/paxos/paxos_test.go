@@ -446,3 +446,35 @@ func TestStartFollowsFoundLeader(t *testing.T) {
 		t.Errorf("after the renewals stopped: leader %d, want none", st.Leader)
 	}
 }
+
+// A refusal of its Prepare that arrives once a majority has promised (an
+// acceptor still waiting a lease after a restart) does not make the
+// candidate start over in the middle of Phase 2.
+func TestLateNackDoesNotRestartPhase2(t *testing.T) {
+	m := newNode(t, 9, election.HardState{})
+	m.Start()
+	m.Ready()
+	for _, id := range []uint64{2, 4} {
+		m.Step(msg(protocol.TypePromise, id, 9, 5))
+	}
+	rd := m.Ready()
+	if got := show(rd.Messages); !slices.Equal(got, []string{"propose:5"}) {
+		t.Fatalf("with promises from a majority: got %v, want [propose:5]", got)
+	}
+	seq := rd.Messages[0].Seq
+	late := msg(protocol.TypeNack, 6, 9, 0)
+	late.Wait = 2
+	m.Step(late)
+	m.Ready()
+	if r := ticks(m, 5); len(r.Messages) != 0 {
+		t.Fatalf("after a late refusal of the Prepare: got %v, want the proposal to go on", show(r.Messages))
+	}
+	for _, id := range []uint64{2, 4} {
+		a := msg(protocol.TypeAccepted, id, 9, 5)
+		a.Seq = seq
+		m.Step(a)
+	}
+	if rd := m.Ready(); rd.Claimed != 5 || m.Status().Role != election.Leader {
+		t.Errorf("acceptances after the late refusal: claimed %d, status %+v; want leader of term 5", rd.Claimed, m.Status())
+	}
+}

@@ -71,8 +71,9 @@ type Config struct {
 	CoordinatorTimeout time.Duration `env:"ELECTION_COORDINATOR_TIMEOUT"`
 	// Lease is how long a Paxos acceptor holds the lease it grants: a
 	// crashed or cut-off leader is replaced about this long after its last
-	// renewal. Paxos only.
-	Lease time.Duration `env:"ELECTION_LEASE" envDefault:"200ms"`
+	// renewal. Empty or 0 means 200 ms for up to 25 members and 8 ms per member
+	// in larger clusters (808 ms for 101). Paxos only.
+	Lease time.Duration `env:"ELECTION_LEASE"`
 	// MaxDrift bounds how much the rate of any node's clock may differ
 	// from real time, as a fraction (0.05 is 5%): Paxos leaders count on
 	// their lease for ELECTION_LEASE·(1-d)/(1+d) less a tick, so that two
@@ -311,8 +312,12 @@ func (c *Config) ticks() (election.Timing, error) {
 		return t, invalid("ELECTION_MAX_DRIFT", "%v is not a fraction in [0, 0.5)", c.MaxDrift)
 	}
 	if c.Algorithm == string(protocol.Paxos) {
-		if c.Lease <= 0 {
+		if c.Lease < 0 {
 			return t, invalid("ELECTION_LEASE", "must be positive, got %v", c.Lease)
+		}
+		if c.Lease == 0 {
+			// The default: 200 ms, and 8 ms per member above 25.
+			c.Lease = time.Duration(election.DefaultLease(len(c.members))) * 10 * time.Millisecond
 		}
 		t.LeaseTicks = int(c.Lease / c.Tick) // a grant rounded down is still safe: the leader's share comes from it
 		t.LeaderLeaseTicks = election.LeaderLease(t.LeaseTicks, c.MaxDrift)

@@ -228,6 +228,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 		cfg.logDir = dir
+	} else if err := os.MkdirAll(cfg.logDir, 0o755); err != nil {
+		return fmt.Errorf("-logs: %w", err)
 	}
 	env, err := newEnvironment(ctx, cfg, out)
 	if err != nil {

@@ -146,16 +146,19 @@ func doBuildImages() (map[string]string, error) {
 	return built, nil
 }
 
+// repoRoot returns the directory of the root module, whose binaries and
+// deploy/ files the images are built from: this module requires it from
+// the same checkout (go.work, or the replace in e2e/go.mod).
 func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/baton-election/baton").Output()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("go list -m github.com/baton-election/baton: %w", err)
 	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the module")
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", errors.New("the root module github.com/baton-election/baton has no directory")
 	}
-	return filepath.Dir(mod), nil
+	return dir, nil
 }
 
 // deployment is one running copy of the system on its own Docker network.

@@ -31,6 +31,16 @@ type Core struct {
 	waiting bool // a candidate that has deferred its election (Defer)
 	found   election.Leadership
 
+	// The leader time-out learns the delays of the moment: timeout is
+	// LeaderTimeoutTicks, doubled (up to maxTimeoutFactor times) each time
+	// the leader it timed out turns out to have been alive (a message from
+	// it within the time-out after the suspicion), and halved back after
+	// calmTicks of following without a suspicion.
+	timeout      int
+	suspected    uint64 // the leader last timed out, while a message from it would show the suspicion wrong
+	sinceSuspect int
+	calm         int
+
 	saved   election.HardState // the hard state last handed to the driver
 	out     []protocol.Message
 	claimed uint64
@@ -57,8 +67,23 @@ func NewCore(cfg election.Config) (*Core, error) {
 		saved:   cfg.State,
 		gone:    make(map[uint64]absence),
 		found:   cfg.Found,
+		timeout: cfg.Timing.LeaderTimeoutTicks,
 	}, nil
 }
+
+// Bounds of the learnt leader time-out (see Core.timeout).
+const (
+	// maxTimeoutFactor bounds the leader time-out to this many times
+	// LeaderTimeoutTicks.
+	maxTimeoutFactor = election.MaxLeaderTimeoutFactor
+	// calmFactor: after calmFactor leader time-outs' worth of ticks of
+	// following with no suspicion, a raised time-out is halved.
+	calmFactor = 50
+)
+
+// LeaderTimeout is the leader time-out now, in ticks: LeaderTimeoutTicks,
+// or more after suspicions that proved wrong.
+func (c *Core) LeaderTimeout() int { return c.timeout }
 
 // FoundLeader is the leader the node found when it started, 0 if none.
 func (c *Core) FoundLeader() uint64 { return c.found.Leader }
@@ -168,6 +193,14 @@ func (c *Core) Receive(m protocol.Message) bool {
 	c.maxTerm = max(c.maxTerm, m.Term)
 	if m.Type != protocol.TypeResign {
 		delete(c.gone, m.From)
+		if m.From == c.suspected {
+			// The leader timed out was alive: on a loaded machine
+			// (101 processes on two cores) its heartbeats wait in
+			// queues for longer than the time-out. Wait longer.
+			c.suspected = 0
+			c.timeout = min(2*c.timeout, maxTimeoutFactor*c.timing.LeaderTimeoutTicks)
+			c.calm = 0
+		}
 	}
 	return true
 }
@@ -520,12 +553,26 @@ func (c *Core) Heartbeat() {
 // leader is then suspected: it becomes undefined and counts as gone.
 func (c *Core) TickFollower() (timedOut bool) {
 	c.silent++
-	if c.silent < c.timing.LeaderTimeoutTicks {
+	if c.suspected != 0 {
+		c.sinceSuspect++
+		if c.sinceSuspect >= c.timeout {
+			c.suspected = 0 // it stayed silent: the suspicion was right
+		}
+	}
+	if c.leader != 0 && c.timeout > c.timing.LeaderTimeoutTicks {
+		c.calm++
+		if c.calm >= calmFactor*c.timing.LeaderTimeoutTicks {
+			c.timeout = max(c.timing.LeaderTimeoutTicks, c.timeout/2)
+			c.calm = 0
+		}
+	}
+	if c.silent < c.timeout {
 		return false
 	}
 	c.silent = 0
 	if c.leader != 0 {
 		c.report(election.LeaderTimedOut, c.leader, c.term)
+		c.suspected, c.sinceSuspect = c.leader, 0
 		c.MarkDeparted(c.leader)
 		c.leader = 0
 	}
@@ -535,5 +582,12 @@ func (c *Core) TickFollower() (timedOut bool) {
 // LeaderDue is how many ticks until a leader's next heartbeat is due.
 func (c *Core) LeaderDue() int { return max(1, c.timing.HeartbeatTicks-c.silent) }
 
-// FollowerDue is how many ticks until a follower's leader time-out fires.
-func (c *Core) FollowerDue() int { return max(1, c.timing.LeaderTimeoutTicks-c.silent) }
+// FollowerDue is how many ticks until a follower's leader time-out fires,
+// or a raised time-out is lowered.
+func (c *Core) FollowerDue() int {
+	due := c.timeout - c.silent
+	if c.leader != 0 && c.timeout > c.timing.LeaderTimeoutTicks {
+		due = min(due, calmFactor*c.timing.LeaderTimeoutTicks-c.calm)
+	}
+	return max(1, due)
+}

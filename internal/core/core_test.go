@@ -320,3 +320,68 @@ func TestDeferReportsNoElection(t *testing.T) {
 		t.Errorf("claim after deferring: got %v, want %v", got, want)
 	}
 }
+
+// The leader time-out learns the delays: a leader timed out that proves to
+// have been alive doubles it, up to MaxLeaderTimeoutFactor times the
+// configured one; one that stays silent does not; a long calm halves it
+// back.
+func TestLeaderTimeoutLearnsDelays(t *testing.T) {
+	base := election.DefaultLeaderTimeoutTicks
+	heartbeat := func(c *Core, term uint64) {
+		c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: term})
+		c.Claimed(9, 9, term, true)
+	}
+	// timeOut ticks c until its leader time-out fires and returns how many
+	// ticks that took.
+	timeOut := func(c *Core) int {
+		for i := 1; i <= 10*base; i++ {
+			if c.TickFollower() {
+				return i
+			}
+		}
+		t.Fatal("no time-out")
+		return 0
+	}
+	c := newTestCore(t, 4)
+	heartbeat(c, 3)
+	if got := timeOut(c); got != base {
+		t.Fatalf("first time-out after %d ticks, want %d", got, base)
+	}
+	for i, want := range []int{2 * base, 4 * base, 4 * base} {
+		heartbeat(c, 3) // it was alive after all
+		if got := timeOut(c); got != want {
+			t.Errorf("time-out %d after a wrong suspicion: after %d ticks, want %d", i+2, got, want)
+		}
+	}
+
+	// A leader that stays silent past the time-out was rightly suspected:
+	// its later return does not raise the time-out.
+	c = newTestCore(t, 4)
+	heartbeat(c, 3)
+	timeOut(c)
+	for range base {
+		c.TickFollower()
+	}
+	heartbeat(c, 3)
+	if got := timeOut(c); got != base {
+		t.Errorf("after a right suspicion: time-out after %d ticks, want %d", got, base)
+	}
+
+	// Following calmly for calmFactor time-outs halves a raised one.
+	c = newTestCore(t, 4)
+	heartbeat(c, 3)
+	timeOut(c)
+	heartbeat(c, 3)
+	if c.LeaderTimeout() != 2*base {
+		t.Fatalf("raised time-out %d, want %d", c.LeaderTimeout(), 2*base)
+	}
+	for range calmFactor * base / election.DefaultHeartbeatTicks {
+		for range election.DefaultHeartbeatTicks {
+			c.TickFollower()
+		}
+		heartbeat(c, 3)
+	}
+	if c.LeaderTimeout() != base {
+		t.Errorf("after a calm: time-out %d, want %d", c.LeaderTimeout(), base)
+	}
+}

@@ -246,6 +246,12 @@ type Timing struct {
 	LeaderLeaseTicks int
 }
 
+// MaxLeaderTimeoutFactor bounds how far Bully and the ring raise their
+// leader time-out when a leader they timed out proves to have been alive:
+// to this many times LeaderTimeoutTicks. A cluster whose nodes raised it
+// replaces a failed leader that much later.
+const MaxLeaderTimeoutFactor = 4
+
 // StaleTicks is how many ticks old a message a driver catching up after a
 // stall may still send: those the machine produced for earlier ticks are
 // out of date, and dropped.

@@ -213,16 +213,6 @@ func fmtLeader(l *uint64) string {
 	return fmt.Sprint(*l)
 }
 
-// without returns nodes less id.
-func without(nodes map[uint64]*running, id uint64) map[uint64]*running {
-	out := make(map[uint64]*running)
-	for k, v := range nodes {
-		if k != id {
-			out[k] = v
-		}
-	}
-	return out
-}
 
 // counter reads a counter of a node's registry; labels select one series.
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {

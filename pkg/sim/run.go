@@ -275,12 +275,11 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 	// those of the faults that may still run (started within a
 	// coordinator and a leader time-out before it).
 	electionsBefore := electionsAt[max(0, len(electionsAt)-1-timing.CoordinatorTicks-timing.LeaderTimeoutTicks)]
-	up, starts := 0, 0 // nodes running; nodes started in the quiet phase
+	up := 0 // nodes running
 	for i, id := range sorted {
 		c.Resume(id)
 		if !started[i] || (!c.Up(id) && rng.IntN(2) == 0) {
 			c.Start(id)
-			starts++
 		}
 		if c.Up(id) {
 			up++
@@ -297,7 +296,6 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 		if id := sorted[i]; !c.Up(id) {
 			c.Start(id)
 			up++
-			starts++
 		}
 	}
 	res.QuietAt = c.Now()
@@ -316,7 +314,6 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 		}
 		restarted := running[rng.IntN(len(running))]
 		c.Start(restarted)
-		starts++
 		res.QuietAt = c.Now()
 	}
 	if trace != nil {

@@ -213,7 +213,6 @@ func fmtLeader(l *uint64) string {
 	return fmt.Sprint(*l)
 }
 
-
 // counter reads a counter of a node's registry; labels select one series.
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()

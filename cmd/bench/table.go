@@ -315,8 +315,8 @@ func writeMarkdown(cfg config, results []*result, raft []raftSeries, plot string
 	fmt.Fprintf(&b, "# Benchmarks\n\n")
 	fmt.Fprintf(&b, "Measured by `go tool task bench` (`cmd/bench`) on %s: %s, %d CPUs, Linux %s, %s. It took %s.\n\n",
 		time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), kernel(), runtime.Version(), took.Round(time.Second))
-	fmt.Fprintf(&b, "Real node processes with the default settings (ticks of %s, heartbeats every %d ticks, a leader time-out of %d, Paxos leases of %d) on an embedded NATS server, sizes %v, rounds %v.\n\n",
-		"10 ms", election.DefaultHeartbeatTicks, election.DefaultLeaderTimeoutTicks, election.DefaultLeaseTicks, cfg.sizes, cfg.rounds)
+	fmt.Fprintf(&b, "Real node processes with the default settings (ticks of %s, heartbeats every %d ticks, a leader time-out of %d, Paxos leases of %d ticks renewed every %d, %d ticks at 101 members) on an embedded NATS server, sizes %v, rounds %v, processes started %s.\n\n",
+		"10 ms", election.DefaultHeartbeatTicks, election.DefaultLeaderTimeoutTicks, election.DefaultLeaseTicks, election.DefaultRenewalTicks, election.DefaultLease(101), cfg.sizes, cfg.rounds, orderText(cfg.order))
 	b.WriteString("| | target |")
 	for _, r := range results {
 		fmt.Fprintf(&b, " %s |", header(r))
@@ -382,4 +382,12 @@ func kernel() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// orderText says in which order a cluster's processes are started.
+func orderText(order string) string {
+	if order == orderIDs {
+		return "one at a time, lowest ID first"
+	}
+	return "in a random order, several at a time"
 }

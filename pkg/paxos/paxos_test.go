@@ -13,7 +13,7 @@ import (
 // members of the tests: terms owned by 2, 4, 6, 8, 9 are 1, 2, 3, 4, 5 mod 5.
 var members = []uint64{2, 4, 6, 8, 9}
 
-var timing = election.DefaultTiming(len(members))
+var timing = election.DefaultLeaseTiming(len(members))
 
 func newNode(t *testing.T, id uint64, state election.HardState) *Machine {
 	t.Helper()

@@ -148,6 +148,9 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 		}
 	}
 	timing := election.DefaultTiming(n)
+	if spec.Leases {
+		timing = election.DefaultLeaseTiming(n)
+	}
 	faulty := Network{
 		MinDelay:    1,
 		MaxDelay:    1 + rng.IntN(3*TMax),

@@ -53,8 +53,10 @@ type Config struct {
 	// clock advances once per tick.
 	Tick time.Duration `env:"ELECTION_TICK" envDefault:"10ms"`
 	// HeartbeatInterval is how often the leader broadcasts a heartbeat
-	// (rounded down to whole ticks).
-	HeartbeatInterval time.Duration `env:"ELECTION_HEARTBEAT_INTERVAL" envDefault:"50ms"`
+	// (rounded down to whole ticks); a Paxos leader renews its lease as
+	// often. Empty or 0 means 100 ms for Bully and the ring, 50 ms for
+	// Paxos.
+	HeartbeatInterval time.Duration `env:"ELECTION_HEARTBEAT_INTERVAL"`
 	// LeaderTimeout is how long a follower waits without hearing its leader
 	// before it starts an election (rounded up to whole ticks). It must
 	// exceed the heartbeat interval.
@@ -276,6 +278,16 @@ func (c *Config) ticks() (election.Timing, error) {
 		return nil
 	}
 	up := func(d time.Duration) int { return int((d + c.Tick - 1) / c.Tick) }
+	if c.HeartbeatInterval < 0 {
+		return t, invalid("ELECTION_HEARTBEAT_INTERVAL", "must be positive, got %v", c.HeartbeatInterval)
+	}
+	if c.HeartbeatInterval == 0 {
+		ticks := election.DefaultHeartbeatTicks
+		if c.Algorithm == string(protocol.Paxos) {
+			ticks = election.DefaultRenewalTicks
+		}
+		c.HeartbeatInterval = time.Duration(ticks) * 10 * time.Millisecond
+	}
 	if err := atLeastTick("ELECTION_HEARTBEAT_INTERVAL", c.HeartbeatInterval); err != nil {
 		return t, err
 	}

@@ -128,9 +128,13 @@ func TestDefaults(t *testing.T) {
 	if info, err := os.Stat(cfg.DataDir); err != nil || !info.IsDir() {
 		t.Errorf("data directory: not created: %v", err)
 	}
-	want := election.Timing{HeartbeatTicks: 5, LeaderTimeoutTicks: 20, AnswerTicks: 5, CoordinatorTicks: 30}
+	want := election.Timing{HeartbeatTicks: 10, LeaderTimeoutTicks: 20, AnswerTicks: 5, CoordinatorTicks: 30}
 	if cfg.timing != want {
 		t.Errorf("timing: got %+v, want %+v", cfg.timing, want)
+	}
+	// Paxos leaders renew their lease twice as often as the others beat.
+	if paxos.timing.HeartbeatTicks != 5 {
+		t.Errorf("paxos heartbeat: got %d ticks, want 5", paxos.timing.HeartbeatTicks)
 	}
 	if got := strings.Join(cfg.urls, ","); got != "nats://127.0.0.1:4222" {
 		t.Errorf("urls: got %s", got)

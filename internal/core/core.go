@@ -34,8 +34,10 @@ type Core struct {
 	// The leader time-out learns the delays of the moment: timeout is
 	// LeaderTimeoutTicks, doubled (up to maxTimeoutFactor times) each time
 	// the leader it timed out turns out to have been alive (a message from
-	// it within the time-out after the suspicion), and halved back after
-	// calmTicks of following without a suspicion.
+	// it within the time-out after the suspicion, before any other
+	// leadership was accepted: a leader that resumes from a pause after
+	// its successor took over is no evidence), and halved back after
+	// calmFactor time-outs of following without a suspicion.
 	timeout      int
 	suspected    uint64 // the leader last timed out, while a message from it would show the suspicion wrong
 	sinceSuspect int
@@ -334,6 +336,7 @@ func (c *Core) Lead(term uint64) {
 		c.report(election.ElectionStarted, 0, 0)
 	}
 	c.waiting = false
+	c.suspected = 0
 	c.role, c.leader, c.term, c.silent, c.claimed = election.Leader, c.id, term, 0, term
 	c.maxTerm = max(c.maxTerm, term)
 	c.report(election.LeaderChanged, c.id, term)
@@ -405,7 +408,7 @@ func (c *Core) Claim() uint64 {
 		c.term, c.maxTerm, c.claimed = next, next, next
 		c.report(election.LeaderChanged, c.id, next)
 	}
-	c.role, c.leader, c.silent = election.Leader, c.id, 0
+	c.role, c.leader, c.silent, c.suspected = election.Leader, c.id, 0, 0
 	return c.term
 }
 
@@ -413,6 +416,12 @@ func (c *Core) Claim() uint64 {
 func (c *Core) follow(leader, term uint64) {
 	if leader != c.leader || term != c.term {
 		c.report(election.LeaderChanged, leader, term)
+	}
+	if leader != c.suspected {
+		// Another leadership since the suspicion: the suspected leader's
+		// messages from now on tell of its return (a pause, a restart),
+		// not of a suspicion that was wrong.
+		c.suspected = 0
 	}
 	c.waiting = false
 	c.role, c.leader, c.term, c.silent = election.Follower, leader, term, 0

@@ -385,3 +385,21 @@ func TestLeaderTimeoutLearnsDelays(t *testing.T) {
 		t.Errorf("after a calm: time-out %d, want %d", c.LeaderTimeout(), base)
 	}
 }
+
+// A leader that returns after another took over (it was paused, or
+// restarted) does not raise the time-out: its silence was real.
+func TestLeaderTimeoutNotRaisedByAReturn(t *testing.T) {
+	base := election.DefaultLeaderTimeoutTicks
+	c := newTestCore(t, 2)
+	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: 3})
+	c.Claimed(9, 9, 3, true)
+	for !c.TickFollower() {
+	}
+	// 4 takes over, then 9 comes back.
+	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeCoordinator, From: 4, Term: 5})
+	c.Claimed(4, 4, 5, true)
+	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: 3})
+	if c.LeaderTimeout() != base {
+		t.Errorf("after a paused leader's return: time-out %d, want %d", c.LeaderTimeout(), base)
+	}
+}

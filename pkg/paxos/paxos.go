@@ -607,7 +607,9 @@ func (m *Machine) onNack(msg protocol.Message) {
 		// A higher node holds a lease: it leads.
 		m.backOff()
 	case holder != 0 && holder == m.released:
-		// Its release is on its way to that acceptor: try again soon.
+		// Its release is on its way to that acceptor: try again soon,
+		// once (if the release was lost, the grant runs out instead).
+		m.released = 0
 		m.wait = min(m.wait, 1)
 	case holder != 0:
 		// A lower node holds a lease, and hands over when it hears our

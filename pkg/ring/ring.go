@@ -25,8 +25,10 @@
 //     In time is T (AnswerTicks) at first; a successor that turns out to
 //     have been alive when it was skipped (a message from it arrives) gets
 //     twice as long the next time, up to the leader time-out (and a third
-//     of CoordinatorTicks, so that a round that skips such a successor,
-//     dead since, completes before its participants give it up). On a loaded
+//     of CoordinatorTicks). A participant's wait for the round counts only
+//     from when its message has left it (been acknowledged), so that the
+//     waits for successors that do not answer never make it give up a
+//     round that is still on its way. On a loaded
 //     machine (101 processes on two cores delay messages by hundreds of
 //     milliseconds) every hop outlasts T: each skip sends the round on
 //     twice, and skips of live successors multiplied the rounds without
@@ -151,7 +153,7 @@ func (m *Machine) Tick() {
 	case election.Leader:
 		m.sinceAssert++
 		m.c.TickLeader()
-		if m.participating {
+		if m.participating && !m.holding() {
 			// A higher candidate's round that this leader passed on:
 			// if it never completes, the leader simply goes on leading.
 			m.wait--
@@ -162,12 +164,22 @@ func (m *Machine) Tick() {
 			m.suspect()
 		}
 	case election.Candidate:
+		if m.participating && m.holding() {
+			return // the round has not left this node yet
+		}
 		m.wait--
 		if m.wait <= 0 {
 			m.initiate()
 		}
 	}
 }
+
+// holding reports whether a ring message this node sent waits for its Ack:
+// a participant's wait for the round to come back counts only from when
+// the round has left it, so that the waits for successors that do not
+// answer, however many, do not make it give up a round that is still on
+// its way.
+func (m *Machine) holding() bool { return len(m.pending) > 0 }
 
 // suspect reacts to the failure of the leader: the highest live node
 // initiates at once; every other node defers by T for itself and for each
@@ -210,7 +222,7 @@ func (m *Machine) Due() int {
 	case election.Follower:
 		due = m.c.FollowerDue()
 	}
-	if m.participating || m.c.Role() == election.Candidate {
+	if (m.participating || m.c.Role() == election.Candidate) && !(m.participating && m.holding()) {
 		due = min(due, m.wait) // a participant's wait for Elected, or a deferred node's
 	}
 	for _, p := range m.pending {

@@ -92,16 +92,31 @@ func ClaimBound(n int) int { return 2 * (n - 1) }
 // may elect a successor before it takes over again, so two elections each
 // led by the highest live node: Bully, twice an Election, an Answer from
 // each higher node and a Coordinator; the ring, twice a round with its
-// acknowledgements and the winner's heartbeat and Elected; Paxos, twice a
-// campaign (Prepare and Propose with n-1 answers each) and a hand-over.
+// acknowledgements and the winner's heartbeat and Elected, plus the
+// rounds of the lower nodes that initiate before that round reaches them
+// (RingEarlyInitiators, an Election and its Ack each, swallowed by their
+// higher neighbour); Paxos, twice a campaign (Prepare and Propose with n-1
+// answers each) and a hand-over.
 func StartBound(spec Spec, n int) int {
 	switch {
 	case spec.Leases:
 		return 2*(2*n+2) + 1
 	case spec.Name == "ring":
-		return 2 * (2*n + 3)
+		return 2*(2*n+3) + 2*RingEarlyInitiators(n, election.DefaultAnswerTicks)
 	}
 	return 2 * (n + 2)
+}
+
+// RingEarlyInitiators is how many nodes of a ring of n may initiate a
+// round of their own during a failover that the highest live node leads,
+// with a wait T of answerTicks: the node of rank r (the highest live is
+// rank 0) initiates (r+1)·T after the leader's time-out, while the highest
+// live node's round, going up the ring from the lowest ID, reaches it after
+// n-r hops of at most TMax each (and time-outs differ by up to TMax, how
+// late a heartbeat may be). Each such node initiates before the round
+// reaches it only while (r+1)·T < (n-r+1)·TMax.
+func RingEarlyInitiators(n, answerTicks int) int {
+	return ((n+1)*TMax)/(answerTicks+TMax) + 1
 }
 
 // Result is the outcome of one random run.

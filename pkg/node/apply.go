@@ -107,8 +107,10 @@ func (n *Node) show(st election.Status) {
 	// leads under that announcement's term.
 	if n.current != nil && st.Role == election.Leader && st.Term == n.current.term {
 		n.leading.Store(n.current)
+		n.leadership.begin(n.current)
 	} else {
 		n.leading.Store(nil)
+		n.leadership.end()
 	}
 	n.setStatus(st) // last: it wakes the watchers, which read the above
 	n.metrics.term.Set(float64(st.Term))

@@ -204,10 +204,13 @@ type Node struct {
 	status   atomic.Pointer[Status]
 	lease    atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
 	leading  atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
-	subs     atomic.Pointer[[]Subscription]
-	watchers watchers      // notified of every status change (Lead)
-	conns    *connections  // nil while connection events are off; set before subscribing
-	probed   chan struct{} // closed when the start-up probe of connection events is over
+	// leadership's context ends as the leadership does, before any message
+	// that follows it (a Resign) leaves: Lead's work runs under it.
+	leadership leadership
+	subs       atomic.Pointer[[]Subscription]
+	watchers   watchers      // notified of every status change (Lead)
+	conns      *connections  // nil while connection events are off; set before subscribing
+	probed     chan struct{} // closed when the start-up probe of connection events is over
 
 	lastExpiredWarning atomic.Int64 // Unix ms of the last warning about expired messages
 	incarnation        uint64       // this process's incarnation; set before the subscriptions
@@ -622,6 +625,7 @@ func (c *ticker) until(due int) time.Duration {
 // setStopped marks the node as no longer running and wakes Lead.
 func (n *Node) setStopped() {
 	n.running.Store(false)
+	n.leadership.end()
 	n.changed()
 }
 

@@ -14,8 +14,10 @@ import (
 type Callbacks struct {
 	// OnStartedLeading runs, on a goroutine of its own, when this node
 	// starts leading. Its context is cancelled as soon as the node stops
-	// leading, its lease ends (Paxos), its NATS connection is lost (it can
-	// no longer confirm that it leads) or Lead's context ends. Lead waits
+	// leading (by the node's event loop, before the message that hands
+	// over, a Resign, leaves it), its lease ends (Paxos), its NATS
+	// connection is lost (it can no longer confirm that it leads) or
+	// Lead's context ends. Lead waits
 	// for it to return before calling OnStoppedLeading. Required.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs after OnStartedLeading has returned, each time
@@ -67,6 +69,7 @@ func (n *Node) Lead(ctx context.Context, cb Callbacks) error {
 		leading    bool
 		cancelWork context.CancelFunc
 		workDone   chan struct{}
+		workTerm   uint64 // the leadership the work runs under
 		lastLeader uint64
 		lastTerm   uint64
 		leaseTimer *time.Timer
@@ -95,19 +98,28 @@ func (n *Node) Lead(ctx context.Context, cb Callbacks) error {
 				cb.OnNewLeader(lastLeader, lastTerm)
 			}
 		}
-		now := n.running.Load() && n.nc.IsConnected() && n.leadingNow() != nil
-		switch {
-		case now && !leading:
-			leading = true
-			workCtx, cancel := context.WithCancel(ctx)
-			cancelWork = cancel
-			workDone = make(chan struct{})
-			go func() {
-				defer close(workDone)
-				cb.OnStartedLeading(workCtx)
-			}()
-		case !now && leading:
+		term := n.leadership.current()
+		now := n.running.Load() && n.nc.IsConnected() && n.leadingNow() != nil && term != 0
+		if leading && (!now || term != workTerm) {
+			// It stopped leading, or leads again under a new leadership
+			// since the last look: the old work ends first.
 			stopLeading()
+		}
+		if now && !leading {
+			// The work ends with ctx, and with the leadership as soon as
+			// the event loop ends it, before this loop hears of it.
+			workCtx, cancel := context.WithCancel(ctx)
+			if detach, ok := n.leadership.attach(term, cancel); ok {
+				leading, workTerm = true, term
+				cancelWork = func() { detach(); cancel() }
+				workDone = make(chan struct{})
+				go func() {
+					defer close(workDone)
+					cb.OnStartedLeading(workCtx)
+				}()
+			} else {
+				cancel() // ended meanwhile: the change wakes this loop again
+			}
 		}
 		if until := n.lease.Load(); leading && until != nil {
 			// Look again when the lease ends, unless it is renewed first.
@@ -139,6 +151,76 @@ func notify(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// leadership tells the leaderships of this node apart and ends the work
+// of each: begun when the event loop shows a new leadership, ended by the
+// event loop when it ends (before the messages of that step are sent) or
+// when the node stops, which cancels the work attached to it there and
+// then.
+type leadership struct {
+	mu      sync.Mutex
+	of      *announcement
+	gen     uint64 // of the current leadership; 0 while none
+	last    uint64
+	cancels map[uint64]context.CancelFunc // by attachment, of the current leadership
+	next    uint64
+}
+
+// begin starts leadership a, ending any other first.
+func (l *leadership) begin(a *announcement) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.of == a {
+		return
+	}
+	l.endLocked()
+	l.of = a
+	l.last++
+	l.gen = l.last
+}
+
+// end ends the current leadership, if any, and cancels its work.
+func (l *leadership) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked()
+}
+
+func (l *leadership) endLocked() {
+	for _, cancel := range l.cancels {
+		cancel()
+	}
+	clear(l.cancels)
+	l.of, l.gen = nil, 0
+}
+
+// current returns the current leadership, or 0.
+func (l *leadership) current() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gen
+}
+
+// attach makes the end of leadership gen call cancel, unless it has ended
+// already (false). detach undoes it.
+func (l *leadership) attach(gen uint64, cancel context.CancelFunc) (detach func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gen == 0 || gen != l.gen {
+		return nil, false
+	}
+	if l.cancels == nil {
+		l.cancels = make(map[uint64]context.CancelFunc)
+	}
+	l.next++
+	key := l.next
+	l.cancels[key] = cancel
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(l.cancels, key)
+	}, true
 }
 
 // watchers are the channels notified on every status change.

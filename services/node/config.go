@@ -74,7 +74,7 @@ type Config struct {
 	// Lease is how long a Paxos acceptor holds the lease it grants: a
 	// crashed or cut-off leader is replaced about this long after its last
 	// renewal. Empty or 0 means 200 ms for up to 25 members and 8 ms per member
-	// in larger clusters (808 ms for 101). Paxos only.
+	// in larger clusters (800 ms for 101). Paxos only.
 	Lease time.Duration `env:"ELECTION_LEASE"`
 	// MaxDrift bounds how much the rate of any node's clock may differ
 	// from real time, as a fraction (0.05 is 5%): Paxos leaders count on

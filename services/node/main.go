@@ -1,5 +1,5 @@
-// Command node is one member of an election cluster: it runs Bully or the
-// Chang–Roberts ring over NATS, announces each leadership it wins on
+// Command node is one member of an election cluster: it runs Bully, the
+// Chang–Roberts ring or Paxos with leases over NATS, announces each leadership it wins on
 // election.<cluster>.leader, and serves /healthz, /status and /metrics.
 //
 // It is configured only by environment variables (see Config). A missing or

@@ -39,9 +39,11 @@
 // Ends and gaps are as the observer saw them: a leader that died while the
 // observer was down ends "unobserved", with no known gap after it. Split
 // brain is detected only while the observer watches, and only between
-// nodes whose heartbeats reach its NATS. Heartbeat signatures are not
-// checked: anyone who can publish on the election subjects can fake
-// liveness or split brain in the observer's view (never in the nodes').
+// nodes whose heartbeats reach its NATS. With ELECTION_SECRET set, the
+// observer checks the signatures of announcements, heartbeats and
+// resignations and drops what fails; without it, anyone who can publish on
+// the election subjects can fake liveness or split brain in the
+// observer's view (never in the nodes').
 package observer
 
 import (

@@ -201,9 +201,12 @@ type Node struct {
 	running  atomic.Bool
 	stopping atomic.Bool
 	started  atomic.Bool
-	status   atomic.Pointer[Status]
-	lease    atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
-	leading  atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
+	// ingesting counts the subscription handlers of election messages
+	// running now: settle waits for them to queue what they took.
+	ingesting atomic.Int32
+	status    atomic.Pointer[Status]
+	lease     atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
+	leading   atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
 	// leadership's context ends as the leadership does, before any message
 	// that follows it (a Resign) leaves: Lead's work runs under it.
 	leadership leadership
@@ -465,7 +468,7 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 				n.log.Warn("NATS connection closed; stopping without resigning")
 				return ErrConnectionClosed
 			case <-timer.C:
-				if err := n.settle(); err != nil {
+				if err := n.settle(clock); err != nil {
 					return n.fail(err)
 				}
 				continue
@@ -512,34 +515,37 @@ const maxSettleYields = 64
 // first makes sure it has read everything the NATS server has sent it (a
 // flush: the server answers it only after what it sent before), lets the
 // subscriptions' handlers queue it, and hands it to the machine as if it
-// had arrived by the last tick given. On a loaded machine a node is often
+// had arrived in time: after every tick before the deadline's, which the
+// loop gives next (so a heartbeat of a new leader, read there, is not
+// followed at once by the silence it ended). On a loaded machine a node is often
 // descheduled past its deadline while the leader's heartbeat, or a higher
 // node's Answer, waits unread in its socket: without this it would time
 // out a leader that is alive, or declare itself while a higher node is
 // alive. A leader's deadlines are its own heartbeats and lease; it does
 // not flush for them.
-func (n *Node) settle() error {
+func (n *Node) settle(clock *ticker) error {
 	if n.machine.Status().Role == election.Leader {
 		return nil
 	}
+	deadline := clock.done + n.machine.Due() // what the loop slept for
 	if err := n.nc.Flush(settleTimeout); err != nil {
 		n.log.Debug("flush before a deadline", "err", err)
 	}
 	for range maxSettleYields {
-		if n.pending() == 0 {
+		if n.pending() == 0 && n.ingesting.Load() == 0 {
 			break
 		}
 		runtime.Gosched() // the handlers run; they never block
 	}
 	runtime.Gosched() // and one that was taking a message finishes
-	handled := false
-	for ev, ok := n.queued(); ok; ev, ok = n.queued() {
+	ev, ok := n.queued()
+	if !ok {
+		return nil
+	}
+	n.advance(clock, clock.at(deadline-1))
+	for ; ok; ev, ok = n.queued() {
 		n.handle(ev)
 		n.collect(false)
-		handled = true
-	}
-	if !handled {
-		return nil
 	}
 	return n.commit()
 }
@@ -684,7 +690,12 @@ func (n *Node) awaitConnection(ctx context.Context, closed <-chan nats.Status) e
 func (n *Node) subscribe() error {
 	var subs []Subscription
 	subscribe := func(subject string, cb func(*nats.Msg)) error {
-		sub, err := n.nc.Subscribe(subject, n.cfg.PendingMsgs, n.cfg.PendingBytes, cb)
+		counted := func(msg *nats.Msg) {
+			n.ingesting.Add(1)
+			defer n.ingesting.Add(-1)
+			cb(msg)
+		}
+		sub, err := n.nc.Subscribe(subject, n.cfg.PendingMsgs, n.cfg.PendingBytes, counted)
 		if err != nil {
 			return fmt.Errorf("node: subscribe %s: %w", subject, err)
 		}

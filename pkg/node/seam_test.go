@@ -553,3 +553,66 @@ func TestSeamFloodFillsInboxClaimsGetThrough(t *testing.T) {
 		}
 	})
 }
+
+// When a leader falls silent, its followers time out and the highest of
+// them claims at once. Its Coordinator may reach another follower only
+// when that follower's own deadline comes, unread in its socket until the
+// flush there (here node 1, whose time-out is longer and whose messages
+// wait unread). The follower then goes straight from the old leader to
+// the new one: it must not take the silence of the old leader's last
+// interval for the new leader's and time it out as soon as it follows it
+// (one leader change per failover, never the new leader twice).
+func TestSeamFollowerDoesNotTimeOutANewLeaderAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Bully, 1, 2, 3, 4, 5, 6)
+		for _, id := range s.members {
+			s.add(id, func(c *node.Config) {
+				if id == 1 {
+					c.Election.Timing.LeaderTimeoutTicks += 10
+				}
+			})
+		}
+		_, ch := s.observer()
+		for _, id := range s.members {
+			s.nodes[id].run()
+		}
+		a := awaitLeader(t, ch, 6)
+		synctest.Wait()
+		if err := s.follows(6, a.Term); err != nil {
+			t.Fatal(err)
+		}
+		changes := func() map[uint64]float64 {
+			m := map[uint64]float64{}
+			for _, id := range []uint64{1, 2, 3, 4} {
+				m[id] = metric(t, s.nodes[id].Registry(), "election_leader_changes_total")
+			}
+			return m
+		}
+		for round := range 5 {
+			before := changes()
+			s.nodes[6].conn.Hold() // its heartbeats stop; its connection stays open
+			s.nodes[1].conn.Unread()
+			b := awaitLeader(t, ch, 5)
+			// Long enough for any follower that timed out the new leader
+			// to have followed it again.
+			time.Sleep(3 * time.Duration(seamTiming.LeaderTimeoutTicks) * node.DefaultTick)
+			synctest.Wait()
+			for _, id := range []uint64{1, 2, 3, 4, 5} {
+				if st := s.nodes[id].Status(); st.Leader == nil || *st.Leader != 5 || st.Term != b.Term {
+					t.Fatalf("round %d: node %d: %+v, want leader 5 at term %d", round+1, id, st, b.Term)
+				}
+			}
+			after := changes()
+			for id, n := range after {
+				if n-before[id] != 1 {
+					t.Errorf("round %d: node %d changed leader %v times in the failover from 6 to 5, want once", round+1, id, n-before[id])
+				}
+			}
+			s.nodes[1].conn.Read()
+			s.nodes[6].conn.Release()
+			awaitLeader(t, ch, 6)
+			time.Sleep(3 * time.Duration(seamTiming.LeaderTimeoutTicks) * node.DefaultTick)
+			synctest.Wait()
+		}
+	})
+}

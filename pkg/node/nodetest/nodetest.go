@@ -12,7 +12,8 @@
 // Drain, which delivers what is pending and then closes; Close, after
 // which the connection reports the status CLOSED. Publishing is
 // synchronous up to the subscriptions' queues, so Flush has nothing to
-// wait for. There are no streams: LearnTerm asks the current leader only.
+// wait for, unless Unread keeps a connection's messages waiting for its
+// next Flush, as unread in its socket. There are no streams: LearnTerm asks the current leader only.
 //
 // Every goroutine belongs to a subscription and returns once it is
 // unsubscribed, drained or its connection closed; the network leaves none
@@ -85,6 +86,14 @@ type Conn struct {
 	closed    bool
 	draining  bool
 	hold      chan struct{} // while publishing is held: closed on release
+	unread    bool          // while messages to it wait for its next Flush
+	socket    []delivery    // what waits, in order
+}
+
+// delivery is a message waiting for its subscription.
+type delivery struct {
+	s   *subscription
+	msg *nats.Msg
 }
 
 var _ node.Transport = (*Conn)(nil)
@@ -100,6 +109,42 @@ func (c *Conn) Hold() {
 	defer c.net.mu.Unlock()
 	if c.hold == nil {
 		c.hold = make(chan struct{})
+	}
+}
+
+// Unread makes every message to c wait, as if unread in its socket, until
+// c's next Flush, or until Read. A NATS server answers a flush only after
+// what it sent before, and the client hands that to the handlers: here
+// Flush calls the handlers itself, in order, before it returns, so that
+// what a flush brings is deterministic (their subscriptions' own queues
+// and limits are bypassed for these messages).
+func (c *Conn) Unread() {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	c.unread = true
+}
+
+// Read ends Unread and hands what waits to the subscriptions.
+func (c *Conn) Read() {
+	c.net.mu.Lock()
+	c.unread = false
+	c.net.mu.Unlock()
+	c.readSocket(false)
+}
+
+// readSocket hands what waits in c's socket to its subscriptions' queues,
+// or, now, straight to their handlers.
+func (c *Conn) readSocket(now bool) {
+	c.net.mu.Lock()
+	waiting := c.socket
+	c.socket = nil
+	c.net.mu.Unlock()
+	for _, d := range waiting {
+		if now {
+			d.s.handler(d.msg)
+		} else {
+			d.s.enqueue(d.msg)
+		}
 	}
 }
 
@@ -189,19 +234,25 @@ func (c *Conn) Publish(msg *nats.Msg) error {
 func (n *Network) deliver(from *Conn, m *nats.Msg) int {
 	tokens := strings.Split(m.Subject, ".")
 	var to []*subscription
+	delivered := 0
 	n.mu.Lock()
 	for c := range n.conns {
 		if c == from || c.closed {
 			continue
 		}
 		for s := range c.subs {
-			if matches(s.tokens, tokens) {
-				to = append(to, s)
+			if !matches(s.tokens, tokens) {
+				continue
 			}
+			if c.unread {
+				c.socket = append(c.socket, delivery{s, &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: m.Header}})
+				delivered++
+				continue
+			}
+			to = append(to, s)
 		}
 	}
 	n.mu.Unlock()
-	delivered := 0
 	for _, s := range to {
 		if s.enqueue(&nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: m.Header}) {
 			delivered++
@@ -219,11 +270,12 @@ func (c *Conn) NewInbox() string {
 }
 
 // Flush implements node.Transport: publishing is synchronous, so there is
-// nothing to wait for.
+// nothing to wait for, except what waits unread (Unread).
 func (c *Conn) Flush(time.Duration) error {
 	if c.IsClosed() {
 		return nats.ErrConnectionClosed
 	}
+	c.readSocket(true)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
@@ -210,6 +211,44 @@ func TestHoldStallsPublishUntilRelease(t *testing.T) {
 		synctest.Wait()
 		if n := len(got.subjects()); n != 1 {
 			t.Fatalf("received %d after release, want 1", n)
+		}
+	})
+}
+
+func TestUnreadWaitsForFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := NewNetwork()
+		a, b := net.Connect("a"), net.Connect("b")
+		defer a.Close()
+		defer b.Close()
+		var got collector
+		b.Subscribe("s.*", 10, 1<<10, got.handle)
+		b.Unread()
+		for _, subject := range []string{"s.1", "s.2"} {
+			if err := a.Publish(&nats.Msg{Subject: subject}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		if n := len(got.subjects()); n != 0 {
+			t.Fatalf("received %d while unread", n)
+		}
+		if err := b.Flush(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if s := got.subjects(); len(s) != 2 || s[0] != "s.1" || s[1] != "s.2" {
+			t.Fatalf("after the flush: %v, want [s.1 s.2]", s)
+		}
+		a.Publish(&nats.Msg{Subject: "s.3"}) // still unread until Read
+		synctest.Wait()
+		if n := len(got.subjects()); n != 2 {
+			t.Fatalf("received %d before Read, want 2", n)
+		}
+		b.Read()
+		synctest.Wait()
+		if n := len(got.subjects()); n != 3 {
+			t.Fatalf("received %d after Read, want 3", n)
 		}
 	})
 }

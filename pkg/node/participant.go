@@ -161,10 +161,9 @@ func notify(ch chan struct{}) {
 type leadership struct {
 	mu      sync.Mutex
 	of      *announcement
-	gen     uint64 // of the current leadership; 0 while none
-	last    uint64
+	gen     uint64                        // of the current leadership; 0 while none
+	next    uint64                        // the last number given to a leadership or an attachment
 	cancels map[uint64]context.CancelFunc // by attachment, of the current leadership
-	next    uint64
 }
 
 // begin starts leadership a, ending any other first.
@@ -176,8 +175,8 @@ func (l *leadership) begin(a *announcement) {
 	}
 	l.endLocked()
 	l.of = a
-	l.last++
-	l.gen = l.last
+	l.next++
+	l.gen = l.next
 }
 
 // end ends the current leadership, if any, and cancels its work.

@@ -87,7 +87,7 @@ type Conn struct {
 	draining  bool
 	hold      chan struct{} // while publishing is held: closed on release
 	unread    bool          // while messages to it wait for its next Flush
-	socket    []delivery    // what waits, in order
+	socket    []delivery    // what waits, in order; unbounded: a test decides how much it sends while Unread
 }
 
 // delivery is a message waiting for its subscription.

@@ -34,6 +34,7 @@ func TestInvalidConfigurationExits2(t *testing.T) {
 		{"LOG_LEVEL", "loud"},
 		{"OBSERVER_KEEP", "-1"},
 		{"OBSERVER_KEEP", "lots"},
+		{"OBSERVER_MAX_STREAMS", "0"},
 		{"NATS_URL", "http://127.0.0.1:4222"},
 		{"NATS_USER", "alice"},
 		{"NATS_CREDS", "/nonexistent/observer.creds"},

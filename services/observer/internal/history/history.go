@@ -10,9 +10,16 @@
 //
 // Records are idempotent: a leadership is identified by (cluster, term), and
 // a Leader record for a term that is already known is dropped, on insert
-// and on load, so a redelivered announcement is never recorded twice. A
-// torn last line (the process was killed in the middle of a write) is cut
-// off when the file is opened; it had not been acknowledged.
+// and on load, so a redelivered announcement is never recorded twice.
+//
+// A file holds only whole lines. An append that fails (a full disk, a
+// failed fsync) is cut back off the file before Apply returns its error,
+// so the next append starts on a line of its own; the history in memory
+// is unchanged, and the caller does not acknowledge the input, which
+// comes again. A torn last line (the process was killed in the middle of
+// a write) is cut off, with a warning, when the file is opened; it had
+// not been acknowledged. Any other line that is not a record makes Open
+// fail with ErrCorrupt: the history is not silently shortened.
 //
 // A history may be compacted to its last leaderships (Store.Compact): the
 // file is rewritten with a Floor record first, and records of terms below

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,22 +24,56 @@ const fileSuffix = ".jsonl"
 // not a record.
 var ErrCorrupt = errors.New("history: corrupt record")
 
+// appendFile is what the store does with a cluster's file once loaded:
+// append whole lines, sync them, and cut back what a failed append left.
+// *os.File is one; tests inject faults through Store.open.
+type appendFile interface {
+	Write(b []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// clusterFile is the open append handle of one cluster's file.
+type clusterFile struct {
+	f appendFile
+	// size is the length of the file's whole lines: where the next
+	// append starts.
+	size int64
+	// torn is set when a failed append could not be cut off: the file
+	// holds bytes after size, which must be cut before anything else is
+	// appended.
+	torn bool
+}
+
 // Store keeps the history of every cluster, in memory and on disk. It is
-// safe for concurrent use: writers are serialized, readers get copies.
+// safe for concurrent use: writers are serialized; readers read in place
+// under a read lock (Read, Latest) or get copies (Cluster).
 type Store struct {
 	dir string
+	// open opens a cluster's file for appending.
+	open func(path string) (appendFile, error)
 
 	mu       sync.RWMutex
 	clusters map[string]*Cluster
-	files    map[string]*os.File
+	files    map[string]*clusterFile
 }
 
-// Open loads every cluster file under dir, creating dir if needed.
-func Open(dir string) (*Store, error) {
+// openAppend opens path for appending, creating it.
+func openAppend(path string) (appendFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// Open loads every cluster file under dir, creating dir if needed. log
+// (nil: none) gets a warning for each torn last line it cuts off.
+func Open(dir string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{dir: dir, clusters: map[string]*Cluster{}, files: map[string]*os.File{}}
+	s := &Store{dir: dir, open: openAppend, clusters: map[string]*Cluster{}, files: map[string]*clusterFile{}}
 	paths, err := filepath.Glob(filepath.Join(dir, "*"+fileSuffix))
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
@@ -48,7 +83,7 @@ func Open(dir string) (*Store, error) {
 		if protocol.ValidateCluster(name) != nil {
 			continue
 		}
-		c, err := load(path)
+		c, err := load(path, log)
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -58,8 +93,11 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
-// load folds one cluster file, cutting off a torn last line.
-func load(path string) (*Cluster, error) {
+// load folds one cluster file. A last line without its newline is torn:
+// the process died in the middle of an append, which was therefore never
+// acknowledged and will come again; it is cut off, with a warning. Any
+// other line that is not a record is corruption, an error.
+func load(path string, log *slog.Logger) (*Cluster, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
@@ -72,11 +110,13 @@ func load(path string) (*Cluster, error) {
 		b, err := r.ReadBytes('\n')
 		if err == io.EOF {
 			if len(b) > 0 {
-				// Written but not synced when the process died; its
-				// input was never acknowledged and will come again.
 				if err := f.Truncate(good); err != nil {
 					return nil, fmt.Errorf("history: cut torn line of %s: %w", path, err)
 				}
+				if err := f.Sync(); err != nil {
+					return nil, fmt.Errorf("history: cut torn line of %s: %w", path, err)
+				}
+				log.Warn("dropped the torn last line of a history file, left by a write cut short", "file", path, "line", line, "bytes", len(b))
 			}
 			return c, nil
 		}
@@ -100,7 +140,8 @@ func load(path string) (*Cluster, error) {
 // Apply records recs for cluster, in order. Records that would not change
 // the history (a leadership already known, an end of one already ended)
 // are dropped. The rest are written and synced to disk before the history
-// in memory changes. It returns the records it kept.
+// in memory changes. It returns the records it kept. On error nothing
+// changed, in memory or on disk: a partial write is cut back off the file.
 func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	if err := protocol.ValidateCluster(cluster); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
@@ -127,28 +168,74 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	f, err := s.file(cluster)
+	cf, err := s.file(cluster)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		return nil, fmt.Errorf("history: write %s: %w", cluster, err)
-	}
-	if err := f.Sync(); err != nil {
-		return nil, fmt.Errorf("history: sync %s: %w", cluster, err)
+	if err := cf.append(buf.Bytes()); err != nil {
+		return nil, fmt.Errorf("history: append to %s: %w", cluster, err)
 	}
 	s.clusters[cluster] = scratch
 	return kept, nil
 }
 
+// append writes b, whole lines, at the end of the file and syncs it. If
+// either fails, it cuts the file back to its whole lines, so that a full
+// disk or a failed sync never leaves a partial line for the next append
+// to run into, and returns the error. A cut that fails is tried again
+// before the next append, which fails until it succeeds.
+//
+// A crash before the cut reaches the disk may leave whole lines of the
+// failed append in the file: records whose input was never acknowledged,
+// which come again and are dropped as duplicates.
+func (cf *clusterFile) append(b []byte) error {
+	if cf.torn {
+		if err := cf.cut(); err != nil {
+			return fmt.Errorf("cut the failed append before this one: %w", err)
+		}
+	}
+	_, err := cf.f.Write(b)
+	if err == nil {
+		if err = cf.f.Sync(); err == nil {
+			cf.size += int64(len(b))
+			return nil
+		}
+		err = fmt.Errorf("sync: %w", err)
+	}
+	if cutErr := cf.cut(); cutErr != nil {
+		cf.torn = true
+		return errors.Join(err, fmt.Errorf("cut back to %d bytes: %w", cf.size, cutErr))
+	}
+	return err
+}
+
+// cut truncates the file to its whole lines.
+func (cf *clusterFile) cut() error {
+	if err := cf.f.Truncate(cf.size); err != nil {
+		return err
+	}
+	// The data before size was synced already; this sync makes the new
+	// size durable. If it fails, the file is cut all the same, and the
+	// next append's sync makes that durable too.
+	cf.f.Sync()
+	cf.torn = false
+	return nil
+}
+
 // file returns the open append handle of cluster's file, creating it.
-func (s *Store) file(cluster string) (*os.File, error) {
-	if f := s.files[cluster]; f != nil {
-		return f, nil
+func (s *Store) file(cluster string) (*clusterFile, error) {
+	if cf := s.files[cluster]; cf != nil {
+		return cf, nil
 	}
 	path := filepath.Join(s.dir, cluster+fileSuffix)
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	var size int64
+	fi, statErr := os.Stat(path)
+	if statErr == nil {
+		// Whole lines only: load cut off a torn last line, and
+		// compaction writes whole lines.
+		size = fi.Size()
+	}
+	f, err := s.open(path)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
@@ -156,8 +243,9 @@ func (s *Store) file(cluster string) (*os.File, error) {
 		// A new file: sync the directory so the file itself survives.
 		syncDir(s.dir)
 	}
-	s.files[cluster] = f
-	return f, nil
+	cf := &clusterFile{f: f, size: size}
+	s.files[cluster] = cf
+	return cf, nil
 }
 
 // syncDir syncs a directory, so that files created or renamed in it
@@ -207,8 +295,8 @@ func (s *Store) Compact(cluster string, keep int) (int, error) {
 	syncDir(s.dir)
 	// The append handle still points at the old file: reopen on the next
 	// write.
-	if f := s.files[cluster]; f != nil {
-		f.Close()
+	if cf := s.files[cluster]; cf != nil {
+		cf.f.Close()
 		delete(s.files, cluster)
 	}
 	dropped := len(c.Leaderships) - len(rebuilt.Leaderships)
@@ -254,8 +342,9 @@ func (s *Store) Clusters() []string {
 	return names
 }
 
-// Cluster returns a copy of one cluster's history, or false if the cluster
-// has none.
+// Cluster returns a copy of one cluster's whole history, or false if the
+// cluster has none. It costs as much as the history: readers that need
+// only part of it (a page, the latest leadership) use Read or Latest.
 func (s *Store) Cluster(name string) (*Cluster, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -268,7 +357,9 @@ func (s *Store) Cluster(name string) (*Cluster, bool) {
 
 // Read calls f with the history of cluster under the store's read lock,
 // without copying it, and reports whether the cluster has a history. f
-// must neither keep nor change c, and must not call the store.
+// must neither keep nor change c, and must not call the store; it should
+// be quick, since a writer waits for it (copy what is needed, and encode
+// or render it after Read returns).
 func (s *Store) Read(name string, f func(c *Cluster)) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -296,8 +387,8 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for name, f := range s.files {
-		errs = append(errs, f.Close())
+	for name, cf := range s.files {
+		errs = append(errs, cf.f.Close())
 		delete(s.files, name)
 	}
 	return errors.Join(errs...)

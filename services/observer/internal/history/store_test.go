@@ -1,9 +1,14 @@
 package history
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +34,7 @@ func terms(c *Cluster) []uint64 {
 }
 
 func TestApplyDeduplicatesByTerm(t *testing.T) {
-	s, err := Open(t.TempDir())
+	s, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +57,7 @@ func TestApplyDeduplicatesByTerm(t *testing.T) {
 
 func TestReopenKeepsHistoryAndDropsDuplicateLines(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +74,7 @@ func TestReopenKeepsHistoryAndDropsDuplicateLines(t *testing.T) {
 	f.WriteString(`{"kind":"leader","term":2,"leader":5,"algorithm":"bully","at":"2026-11-21T22:00:02Z"}` + "\n" + `{"kind":"leader","te`)
 	f.Close()
 
-	s, err = Open(dir)
+	s, err = Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +98,7 @@ func TestReopenKeepsHistoryAndDropsDuplicateLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = Open(dir)
+	s, err = Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +112,7 @@ func TestReopenKeepsHistoryAndDropsDuplicateLines(t *testing.T) {
 func TestOpenRejectsCorruptLine(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte("not json\n"), 0o644)
-	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+	if _, err := Open(dir, nil); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Open = %v, want ErrCorrupt", err)
 	}
 }
@@ -142,7 +147,7 @@ func TestEndResumeAndSplit(t *testing.T) {
 // old announcement redelivered afterwards is not recorded again.
 func TestCompact(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir)
+	s, err := Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +195,7 @@ func TestCompact(t *testing.T) {
 		t.Fatalf("after compacting: kept %v, %v; want the end of 11 and term 12", kept, err)
 	}
 	s.Close()
-	s, err = Open(dir)
+	s, err = Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +227,7 @@ func TestClusterApplyAndRead(t *testing.T) {
 		t.Error("Index of an unknown term found")
 	}
 
-	s, err := Open(t.TempDir())
+	s, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,5 +241,222 @@ func TestClusterApplyAndRead(t *testing.T) {
 	var n int
 	if !s.Read("a", func(c *Cluster) { n = len(c.Leaderships) }) || n != 1 {
 		t.Errorf("Read of a: %d leaderships, want 1", n)
+	}
+}
+
+// faultyFile is a cluster file that fails as a full disk does: a write
+// stores only its first room bytes, then fails; sync and truncate fail
+// while told to.
+type faultyFile struct {
+	*os.File
+	room                int // bytes a write may still store; <0: any
+	failSync, failTrunc bool
+}
+
+var errDiskFull = errors.New("no space left on device (injected)")
+
+func (f *faultyFile) Write(b []byte) (int, error) {
+	if f.room < 0 || len(b) <= f.room {
+		if f.room >= 0 {
+			f.room -= len(b)
+		}
+		return f.File.Write(b)
+	}
+	n, _ := f.File.Write(b[:f.room])
+	f.room = 0
+	return n, errDiskFull
+}
+
+func (f *faultyFile) Sync() error {
+	if f.failSync {
+		return errors.New("sync failed (injected)")
+	}
+	return f.File.Sync()
+}
+
+func (f *faultyFile) Truncate(size int64) error {
+	if f.failTrunc {
+		return errors.New("truncate failed (injected)")
+	}
+	return f.File.Truncate(size)
+}
+
+// faultyStore opens a store on dir whose cluster files are the returned
+// faultyFile, once opened; it starts without faults.
+func faultyStore(t *testing.T, dir string) (*Store, *faultyFile) {
+	t.Helper()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ff := &faultyFile{room: -1}
+	s.open = func(path string) (appendFile, error) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		ff.File = f
+		return ff, err
+	}
+	return s, ff
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// An append that fails (the disk is full, the sync fails) is cut off the
+// file, so that it holds only whole lines, and reported; the history in
+// memory is unchanged, later appends go on, and the file loads. A cut
+// that fails itself is tried again before the next append, which is
+// refused until it succeeds.
+func TestFailedAppendIsRolledBack(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(*faultyFile)
+	}{
+		{"disk full", func(f *faultyFile) { f.room = 10 }},
+		{"sync fails", func(f *faultyFile) { f.failSync = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a"+fileSuffix)
+			s, ff := faultyStore(t, dir)
+			if _, err := s.Apply("a", leaderRec(1, 3, 0)); err != nil {
+				t.Fatal(err)
+			}
+			whole := fileSize(t, path)
+
+			tc.fault(ff)
+			if kept, err := s.Apply("a", endRec(1, time.Second, EndResign), leaderRec(2, 5, 2*time.Second)); err == nil {
+				t.Fatalf("Apply with a fault = %v, nil; want an error", kept)
+			}
+			if got := fileSize(t, path); got != whole {
+				t.Errorf("file size after a failed append = %d, want %d (whole lines only)", got, whole)
+			}
+			if c, _ := s.Cluster("a"); len(c.Leaderships) != 1 || c.Leaderships[0].Ended() {
+				t.Errorf("history after a failed append = %+v, want term 1 lasting", c.Leaderships)
+			}
+
+			*ff = faultyFile{File: ff.File, room: -1}
+			if _, err := s.Apply("a", endRec(1, time.Second, EndResign), leaderRec(2, 5, 2*time.Second)); err != nil {
+				t.Fatalf("Apply after the fault: %v", err)
+			}
+			s.Close()
+			s, err := Open(dir, nil)
+			if err != nil {
+				t.Fatalf("Open after a failed append: %v", err)
+			}
+			defer s.Close()
+			c, _ := s.Cluster("a")
+			if got := terms(c); len(got) != 2 || c.Leaderships[0].EndReason != EndResign {
+				t.Errorf("reopened: %+v, want term 1 ended by resign, then term 2", c.Leaderships)
+			}
+		})
+	}
+
+	t.Run("cut fails", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "a"+fileSuffix)
+		s, ff := faultyStore(t, dir)
+		if _, err := s.Apply("a", leaderRec(1, 3, 0)); err != nil {
+			t.Fatal(err)
+		}
+		whole := fileSize(t, path)
+		ff.room, ff.failTrunc = 10, true
+		if _, err := s.Apply("a", leaderRec(2, 5, time.Second)); err == nil {
+			t.Fatal("Apply with a full disk and a failing cut = nil error")
+		}
+		ff.room = -1
+		if _, err := s.Apply("a", leaderRec(2, 5, time.Second)); err == nil {
+			t.Fatal("Apply after a cut that failed = nil error, want it refused until the cut succeeds")
+		}
+		if got := fileSize(t, path); got != whole+10 {
+			t.Errorf("file size = %d, want %d: nothing appended after the torn write", got, whole+10)
+		}
+		ff.failTrunc = false
+		if _, err := s.Apply("a", leaderRec(2, 5, time.Second)); err != nil {
+			t.Fatalf("Apply once the cut succeeds: %v", err)
+		}
+		s.Close()
+		s, err := Open(dir, nil)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		defer s.Close()
+		if c, _ := s.Cluster("a"); len(terms(c)) != 2 {
+			t.Errorf("reopened: terms %v, want [1 2]", terms(c))
+		}
+	})
+}
+
+// logged collects the records of a logger.
+type logged struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *logged) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logged) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+func (l *logged) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logged) WithGroup(string) slog.Handler      { return l }
+
+// A last line without its newline (a crash in the middle of an append,
+// which was never acknowledged) is dropped with a warning; a line that
+// does not parse anywhere else, the last one included once it has its
+// newline, is corruption and fails the load.
+func TestOpenDropsTornLastLineOnly(t *testing.T) {
+	good := `{"kind":"leader","term":1,"leader":3,"algorithm":"bully","at":"2026-11-21T22:00:00Z"}` + "\n"
+	for _, tc := range []struct {
+		name, content string
+		corrupt       bool
+		terms         int
+	}{
+		{"torn json", good + `{"kind":"leader","te`, false, 1},
+		{"torn but whole record", good + strings.TrimSuffix(strings.ReplaceAll(good, `"term":1`, `"term":2`), "\n"), false, 1},
+		{"bad line in the middle", good + "not json\n" + good, true, 0},
+		{"bad last line with its newline", good + `{"kind":"leader","te` + "\n", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a"+fileSuffix)
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			log := &logged{}
+			s, err := Open(dir, slog.New(log))
+			if tc.corrupt {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Errorf("Open = %v, want ErrCorrupt", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open = %v, want the torn line dropped", err)
+			}
+			defer s.Close()
+			if c, _ := s.Cluster("a"); len(c.Leaderships) != tc.terms {
+				t.Errorf("terms %v, want %d", terms(c), tc.terms)
+			}
+			if got := fileSize(t, path); got != int64(len(good)) {
+				t.Errorf("file size = %d, want %d: the torn line cut off", got, len(good))
+			}
+			if len(log.records) != 1 || log.records[0].Level != slog.LevelWarn {
+				t.Fatalf("logged %v, want one warning", log.records)
+			}
+			attrs := map[string]string{}
+			log.records[0].Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+			if attrs["file"] != path || attrs["bytes"] != strconv.Itoa(len(tc.content)-len(good)) {
+				t.Errorf("warning %q %v, want the file %s and the %d bytes dropped", log.records[0].Message, attrs, path, len(tc.content)-len(good))
+			}
+		})
 	}
 }

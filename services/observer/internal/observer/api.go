@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sort"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -158,19 +159,21 @@ func validClusterName(w http.ResponseWriter, name string) bool {
 	return true
 }
 
-// cluster returns the history of the request's cluster, or writes a 400
-// for an invalid name and a 404 for an unknown one.
-func (o *Observer) cluster(w http.ResponseWriter, r *http.Request) (string, *history.Cluster, bool) {
+// readCluster calls read with the history of the request's cluster,
+// under the store's read lock and without copying it, or writes a 400 for
+// an invalid name and a 404 for an unknown one. read must copy what it
+// keeps, and only that: the page or the record it answers, never the
+// whole history.
+func (o *Observer) readCluster(w http.ResponseWriter, r *http.Request, read func(c *history.Cluster)) (string, bool) {
 	name := r.PathValue("cluster")
 	if !validClusterName(w, name) {
-		return "", nil, false
+		return "", false
 	}
-	c, ok := o.store.Cluster(name)
-	if !ok {
+	if !o.store.Read(name, read) {
 		writeError(w, http.StatusNotFound, "unknown cluster %q", name)
-		return "", nil, false
+		return "", false
 	}
-	return name, c, true
+	return name, true
 }
 
 func (o *Observer) apiClusters(w http.ResponseWriter, r *http.Request) {
@@ -184,15 +187,21 @@ func (o *Observer) apiLeader(w http.ResponseWriter, r *http.Request) {
 	if !checkParams(w, r.URL.Query()) {
 		return
 	}
-	name, c, ok := o.cluster(w, r)
+	var current *leadershipJSON
+	name, ok := o.readCluster(w, r, func(c *history.Cluster) {
+		if _, ok := c.Current(); ok {
+			v := leadershipView(c, len(c.Leaderships)-1)
+			current = &v
+		}
+	})
 	if !ok {
 		return
 	}
-	if _, ok := c.Current(); !ok {
+	if current == nil {
 		writeError(w, http.StatusNotFound, "cluster %q has no leader now", name)
 		return
 	}
-	writeJSON(w, http.StatusOK, leadershipView(c, len(c.Leaderships)-1))
+	writeJSON(w, http.StatusOK, current)
 }
 
 // historyQuery is a parsed history request.
@@ -270,65 +279,69 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 // time range, and a page from the start (limit) or the end (last).
 var pageParams = []string{"after_term", "before_term", "since", "until", "limit", "last"}
 
-// page filters items (in increasing term) by the query's terms and time
-// range and cuts one page, with a Link header to the next (or, from the
-// end, the previous) page. term is an item's term, span when it started
-// and ended (zero end: it lasts).
+// list is a list as page reads it, in place: n positions whose terms
+// increase (not strictly: several split brains may share one).
+type list struct {
+	n    int
+	term func(k int) uint64
+	// item returns when the item at k starts and ends (a zero end: it
+	// lasts), or false if k holds no item (a leadership with no known
+	// gap after it).
+	item func(k int) (start, end time.Time, ok bool)
+}
+
+// page returns the positions of the items of l in one page, in increasing
+// term: those that pass the query's terms and time range, cut to its
+// limit, from the start or from the end. link is the Link header's value
+// for the next (or, from the end, the previous) page, empty on the last.
+//
+// page reads only what the page needs: it finds the term bounds by binary
+// search, and walks from one end, past what the time range filters out,
+// until it has one item more than the page holds. What it allocates
+// grows with the page, never with the list.
 //
 // A page never splits the items of one term (several split brains can
 // share one), since the next page starts after (or before) a term: it
 // holds fewer than the limit, or, when the limit's worth are all of one
 // term, every item of that term.
-func page[T any](w http.ResponseWriter, r *http.Request, hq historyQuery, now time.Time, items []T, term func(T) uint64, span func(T) (time.Time, time.Time)) []T {
-	var out []T
-	for _, it := range items {
-		t := term(it)
-		start, end := span(it)
+func page(r *http.Request, hq historyQuery, now time.Time, l list) (positions []int, link string) {
+	lo := sort.Search(l.n, func(k int) bool { return l.term(k) > hq.afterTerm })
+	hi := sort.Search(l.n, func(k int) bool { return l.term(k) >= hq.beforeTerm })
+	if lo >= hi {
+		return nil, ""
+	}
+	match := func(k int) bool {
+		start, end, ok := l.item(k)
+		if !ok {
+			return false
+		}
 		if end.IsZero() {
 			end = now
 		}
-		if t <= hq.afterTerm || t >= hq.beforeTerm ||
-			(!hq.since.IsZero() && end.Before(hq.since)) ||
-			(!hq.until.IsZero() && start.After(hq.until)) {
-			continue
-		}
-		out = append(out, it)
+		return (hq.since.IsZero() || !end.Before(hq.since)) && (hq.until.IsZero() || !start.After(hq.until))
 	}
-	if len(out) <= hq.limit {
-		return out
-	}
-	// sameTerm reports whether a cut before out[i] splits a term.
-	sameTerm := func(i int) bool { return i > 0 && i < len(out) && term(out[i-1]) == term(out[i]) }
-	next := url.Values{}
-	for k, v := range r.URL.Query() {
-		next[k] = v
-	}
+	// got holds the matching positions found so far, walking from the
+	// start (or, for a page from the end, backwards from the end); has
+	// walks on until got holds i+1 of them, if there are.
+	got := make([]int, 0, min(hq.limit+1, hi-lo))
+	next, step := lo, 1
 	if hq.fromEnd {
-		// out[cut:] is the page.
-		cut := len(out) - hq.limit
-		for sameTerm(cut) {
-			cut++
-		}
-		if cut == len(out) {
-			// The whole page is one term: take all of it.
-			cut = len(out) - hq.limit
-			for sameTerm(cut) {
-				cut--
+		next, step = hi-1, -1
+	}
+	has := func(i int) bool {
+		for len(got) <= i && lo <= next && next < hi {
+			if match(next) {
+				got = append(got, next)
 			}
+			next += step
 		}
-		if cut == 0 {
-			return out
-		}
-		out = out[cut:]
-		// The previous page: the last ones before this page, within
-		// the same bounds.
-		next.Del("limit")
-		next.Set("last", strconv.Itoa(hq.limit))
-		next.Set("before_term", strconv.FormatUint(term(out[0]), 10))
-		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"prev\"", r.URL.Path, next.Encode()))
-	} else {
-		// out[:cut] is the page.
-		cut := hq.limit
+		return i < len(got)
+	}
+	// sameTerm reports whether a cut before got[i] splits a term.
+	sameTerm := func(i int) bool { return i > 0 && has(i) && l.term(got[i-1]) == l.term(got[i]) }
+	// The page is got[:cut], walking forwards or backwards alike.
+	cut := hq.limit
+	if has(cut) {
 		for sameTerm(cut) {
 			cut--
 		}
@@ -339,30 +352,67 @@ func page[T any](w http.ResponseWriter, r *http.Request, hq historyQuery, now ti
 				cut++
 			}
 		}
-		if cut == len(out) {
-			return out
-		}
-		out = out[:cut]
-		next.Set("after_term", strconv.FormatUint(term(out[len(out)-1]), 10))
-		w.Header().Set("Link", fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, next.Encode()))
 	}
-	return out
+	more := has(cut)
+	got = got[:min(cut, len(got))]
+	if hq.fromEnd {
+		slices.Reverse(got)
+	}
+	if !more || len(got) == 0 {
+		return got, ""
+	}
+	params := url.Values{}
+	for k, v := range r.URL.Query() {
+		params[k] = v
+	}
+	if hq.fromEnd {
+		// The previous page: the last ones before this page, within
+		// the same bounds.
+		params.Del("limit")
+		params.Set("last", strconv.Itoa(hq.limit))
+		params.Set("before_term", strconv.FormatUint(l.term(got[0]), 10))
+		return got, fmt.Sprintf("<%s?%s>; rel=\"prev\"", r.URL.Path, params.Encode())
+	}
+	params.Set("after_term", strconv.FormatUint(l.term(got[len(got)-1]), 10))
+	return got, fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, params.Encode())
 }
 
-// listQuery checks and parses a list's query parameters and finds its
-// cluster, or writes the error.
-func (o *Observer) listQuery(w http.ResponseWriter, r *http.Request) (historyQuery, *history.Cluster, bool) {
+// listQuery checks and parses a list's query parameters, or writes the
+// error.
+func listQuery(w http.ResponseWriter, r *http.Request) (historyQuery, bool) {
 	q := r.URL.Query()
 	if !checkParams(w, q, pageParams...) {
-		return historyQuery{}, nil, false
+		return historyQuery{}, false
 	}
 	hq, err := parseHistoryQuery(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
-		return historyQuery{}, nil, false
+		return historyQuery{}, false
 	}
-	_, c, ok := o.cluster(w, r)
-	return hq, c, ok
+	return hq, true
+}
+
+// writePage writes a list's page with its Link header.
+func writePage[T any](w http.ResponseWriter, out []T, link string) {
+	if link != "" {
+		w.Header().Set("Link", link)
+	}
+	if out == nil {
+		out = []T{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// leaderships is c's leaderships as a list.
+func leaderships(c *history.Cluster) list {
+	return list{
+		n:    len(c.Leaderships),
+		term: func(k int) uint64 { return c.Leaderships[k].Term },
+		item: func(k int) (time.Time, time.Time, bool) {
+			l := c.Leaderships[k]
+			return l.StartedAt, l.EndedAt, true
+		},
+	}
 }
 
 // apiHistory returns the leaderships, oldest first. Parameters:
@@ -371,98 +421,131 @@ func (o *Observer) listQuery(w http.ResponseWriter, r *http.Request) (historyQue
 // from the start, or the end when only before_term is given), last (the
 // most recent ones). A truncated page has a Link header to the next one.
 func (o *Observer) apiHistory(w http.ResponseWriter, r *http.Request) {
-	hq, c, ok := o.listQuery(w, r)
+	hq, ok := listQuery(w, r)
 	if !ok {
 		return
 	}
-	idx := make([]int, len(c.Leaderships))
-	for i := range idx {
-		idx[i] = i
+	now := o.now()
+	var out []leadershipJSON
+	var link string
+	if _, ok := o.readCluster(w, r, func(c *history.Cluster) {
+		var at []int
+		at, link = page(r, hq, now, leaderships(c))
+		out = make([]leadershipJSON, 0, len(at))
+		for _, i := range at {
+			out = append(out, leadershipView(c, i))
+		}
+	}); !ok {
+		return
 	}
-	idx = page(w, r, hq, o.now(), idx,
-		func(i int) uint64 { return c.Leaderships[i].Term },
-		func(i int) (time.Time, time.Time) {
-			l := c.Leaderships[i]
-			if !l.Ended() {
-				return l.StartedAt, time.Time{}
-			}
-			return l.StartedAt, l.EndedAt
-		})
-	out := make([]leadershipJSON, 0, len(idx))
-	for _, i := range idx {
-		out = append(out, leadershipView(c, i))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, out, link)
 }
 
-// gaps lists the known leaderless gaps of c, oldest first, the current one
-// (if the latest leadership has ended) last with a null end.
-func gaps(c *history.Cluster, now time.Time) []gapJSON {
-	out := []gapJSON{}
-	for i := 1; i < len(c.Leaderships); i++ {
-		gap, ok := c.GapBefore(i)
-		if !ok || gap == 0 {
-			continue
-		}
-		prev, l := c.Leaderships[i-1], c.Leaderships[i]
-		out = append(out, gapJSON{
-			AfterTerm: prev.Term, BeforeTerm: &l.Term,
-			From: protocol.Timestamp{Time: prev.EndedAt}, To: &protocol.Timestamp{Time: l.StartedAt},
-			Seconds: gap.Seconds(),
-		})
+// gaps is c's known leaderless gaps as a list: position k is the gap
+// after leadership k, whose term is the gap's; the current one (if the
+// latest leadership has ended, and not unobserved) lasts.
+func gaps(c *history.Cluster) list {
+	n := len(c.Leaderships)
+	return list{
+		n:    n,
+		term: func(k int) uint64 { return c.Leaderships[k].Term },
+		item: func(k int) (time.Time, time.Time, bool) {
+			prev := c.Leaderships[k]
+			if k == n-1 {
+				return prev.EndedAt, time.Time{}, prev.Ended() && prev.EndReason != history.EndUnobserved
+			}
+			gap, ok := c.GapBefore(k + 1)
+			return prev.EndedAt, c.Leaderships[k+1].StartedAt, ok && gap > 0
+		},
 	}
-	if l, ok := c.Latest(); ok && l.Ended() && l.EndReason != history.EndUnobserved {
-		out = append(out, gapJSON{AfterTerm: l.Term, From: protocol.Timestamp{Time: l.EndedAt}, Seconds: max(0, now.Sub(l.EndedAt)).Seconds()})
+}
+
+// gapView renders the gap after leadership k, one of gaps(c).
+func gapView(c *history.Cluster, k int, now time.Time) gapJSON {
+	prev := c.Leaderships[k]
+	if k == len(c.Leaderships)-1 {
+		return gapJSON{AfterTerm: prev.Term, From: protocol.Timestamp{Time: prev.EndedAt}, Seconds: max(0, now.Sub(prev.EndedAt)).Seconds()}
 	}
-	return out
+	l := c.Leaderships[k+1]
+	gap, _ := c.GapBefore(k + 1)
+	return gapJSON{
+		AfterTerm: prev.Term, BeforeTerm: &l.Term,
+		From: protocol.Timestamp{Time: prev.EndedAt}, To: &protocol.Timestamp{Time: l.StartedAt},
+		Seconds: gap.Seconds(),
+	}
 }
 
 // apiGaps lists the gaps with the same paging and filters as the history:
 // a gap's term is the leadership it follows (after_term), its time range
 // from the end of one leadership to the start of the next.
 func (o *Observer) apiGaps(w http.ResponseWriter, r *http.Request) {
-	hq, c, ok := o.listQuery(w, r)
+	hq, ok := listQuery(w, r)
 	if !ok {
 		return
 	}
 	now := o.now()
-	out := page(w, r, hq, now, gaps(c, now),
-		func(g gapJSON) uint64 { return g.AfterTerm },
-		func(g gapJSON) (time.Time, time.Time) {
-			if g.To == nil {
-				return g.From.Time, time.Time{}
-			}
-			return g.From.Time, g.To.Time
-		})
-	if out == nil {
-		out = []gapJSON{}
+	var out []gapJSON
+	var link string
+	if _, ok := o.readCluster(w, r, func(c *history.Cluster) {
+		var at []int
+		at, link = page(r, hq, now, gaps(c))
+		out = make([]gapJSON, 0, len(at))
+		for _, k := range at {
+			out = append(out, gapView(c, k, now))
+		}
+	}); !ok {
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, out, link)
 }
 
 // apiSplitBrain lists the split brains with the same paging and filters as
 // the history: an event's term is the newer of its two leaderships'.
 func (o *Observer) apiSplitBrain(w http.ResponseWriter, r *http.Request) {
-	hq, c, ok := o.listQuery(w, r)
+	hq, ok := listQuery(w, r)
 	if !ok {
 		return
 	}
-	all := make([]splitBrainJSON, 0, len(c.SplitBrains))
-	for _, s := range c.SplitBrains {
-		all = append(all, splitBrainJSON{At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
+	var out []splitBrainJSON
+	var link string
+	if _, ok := o.readCluster(w, r, func(c *history.Cluster) {
+		// The history keeps them in the order seen, which is the
+		// order of their terms but for a stale leader seen late: then
+		// the page walks an order of their own, the one copy here.
+		splits := c.SplitBrains
+		order := func(k int) int { return k }
+		byTerm := func(a, b history.SplitBrain) int { return cmp.Compare(splitTerm(a), splitTerm(b)) }
+		if !slices.IsSortedFunc(splits, byTerm) {
+			sorted := make([]int, len(splits))
+			for k := range sorted {
+				sorted[k] = k
+			}
+			slices.SortStableFunc(sorted, func(a, b int) int { return byTerm(splits[a], splits[b]) })
+			order = func(k int) int { return sorted[k] }
+		}
+		var at []int
+		at, link = page(r, hq, time.Time{}, list{
+			n:    len(splits),
+			term: func(k int) uint64 { return splitTerm(splits[order(k)]) },
+			item: func(k int) (time.Time, time.Time, bool) {
+				at := splits[order(k)].At
+				return at, at, true
+			},
+		})
+		out = make([]splitBrainJSON, 0, len(at))
+		for _, k := range at {
+			s := splits[order(k)]
+			out = append(out, splitBrainJSON{At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: []history.Acting{s.Leaders[0], s.Leaders[1]}})
+		}
+	}); !ok {
+		return
 	}
-	slices.SortStableFunc(all, func(a, b splitBrainJSON) int { return cmp.Compare(splitTerm(a), splitTerm(b)) })
-	out := page(w, r, hq, o.now(), all, splitTerm,
-		func(s splitBrainJSON) (time.Time, time.Time) { return s.At.Time, s.At.Time })
-	if out == nil {
-		out = []splitBrainJSON{}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, out, link)
 }
 
 // splitTerm is the newer term of a split brain's two leaderships.
-func splitTerm(s splitBrainJSON) uint64 {
-	return max(s.Leaders[0].Term, s.Leaders[len(s.Leaders)-1].Term)
+func splitTerm(s history.SplitBrain) uint64 {
+	return max(s.Leaders[0].Term, s.Leaders[1].Term)
 }
 
 // healthz is 200 while connected to NATS and consuming the stream.

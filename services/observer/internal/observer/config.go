@@ -47,6 +47,11 @@ type Config struct {
 	// a leader not heard for longer than this when its successor is
 	// announced ended silent at its last message, leaving a gap.
 	SplitGrace time.Duration `env:"OBSERVER_SPLIT_GRACE" envDefault:"100ms"`
+	// MaxStreams bounds the event streams open at once, GET /api/events
+	// and the page's GET /events together; one more is refused with 503
+	// and Retry-After until a client leaves. Each costs a connection, a
+	// goroutine and a small buffer.
+	MaxStreams int `env:"OBSERVER_MAX_STREAMS" envDefault:"256"`
 	// Secret is the nodes' shared HMAC key (their ELECTION_SECRET). When
 	// set, announcements, heartbeats and resigns must be signed with it,
 	// and others are dropped; every cluster the observer watches must use
@@ -97,6 +102,8 @@ func (c Config) Validate() error {
 		return bad("OBSERVER_LEADER_TIMEOUT", "%v must be positive", c.LeaderTimeout)
 	case c.SplitGrace <= 0 || c.SplitGrace >= c.LeaderTimeout:
 		return bad("OBSERVER_SPLIT_GRACE", "%v must be positive and below OBSERVER_LEADER_TIMEOUT (%v)", c.SplitGrace, c.LeaderTimeout)
+	case c.MaxStreams < 1:
+		return bad("OBSERVER_MAX_STREAMS", "%d must be at least 1", c.MaxStreams)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ func testConfig(url, dir string) Config {
 		NATS: natsconn.Config{URL: url}, HTTPAddr: "127.0.0.1:0", DataDir: dir,
 		Stream: "ELECTION_LEADERS", StreamReplicas: 1, Consumer: "observer",
 		LeaderTimeout: time.Hour, SplitGrace: 100 * time.Millisecond,
+		MaxStreams: 256,
 	}
 }
 

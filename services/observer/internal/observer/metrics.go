@@ -28,8 +28,10 @@ type metrics struct {
 	live          *prometheus.CounterVec
 	compacted     *prometheus.CounterVec
 	streams       prometheus.Gauge
-	events        *prometheus.CounterVec
-	resyncs       *prometheus.CounterVec
+	// streamsRefused counts event streams refused for the limit.
+	streamsRefused prometheus.Counter
+	events         *prometheus.CounterVec
+	resyncs        *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -80,6 +82,10 @@ func newMetrics() *metrics {
 			Name: "observer_event_streams",
 			Help: "Clients connected to the event stream GET /api/events.",
 		}),
+		streamsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "observer_event_streams_refused_total",
+			Help: "Event streams (GET /api/events and the page's GET /events) refused with 503 because OBSERVER_MAX_STREAMS were open.",
+		}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_events_total",
 			Help: "Events published to the event stream GET /api/events, by event name.",
@@ -90,7 +96,7 @@ func newMetrics() *metrics {
 		}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
-		m.streams, m.events, m.resyncs,
+		m.streams, m.streamsRefused, m.events, m.resyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
 	// start, at zero, so that rates and increase() alerts see zero rather

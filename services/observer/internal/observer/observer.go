@@ -10,13 +10,19 @@
 // only after its record is fsynced to the history files, so announcements
 // made while the observer is down or restarting are recorded when it comes
 // back, as long as NATS kept the stream. Redelivered messages are dropped
-// by the history's (cluster, term) rule. A leadership announced before the
-// stream first existed (nodes started before the observer ever ran) is
-// learnt from its leader instead: when heartbeats carry a term the history
-// still does not hold after missingGrace (time enough for the stream to
-// deliver what it has), the observer asks on the cluster's query subject,
-// and the leader's answer, its original announcement, is recorded like one
-// from the stream.
+// by the history's (cluster, term) rule. A message whose record cannot be
+// written (a full disk) is not acknowledged, and comes again; the history
+// files keep whole lines only. If the consumer is lost (deleted, or its
+// stream deleted and created again), the observer sets it up again,
+// resuming after the last announcement it recorded, and reports itself
+// unhealthy meanwhile.
+//
+// A leadership announced before the stream first existed (nodes started
+// before the observer ever ran) is learnt from its leader instead: when
+// heartbeats carry a term the history still does not hold after
+// missingGrace (time enough for the stream to deliver what it has), the
+// observer asks on the cluster's query subject, and the leader's answer,
+// its original announcement, is recorded like one from the stream.
 //
 // Heartbeats, resigns and announcements are also watched live with core
 // subscriptions, and never stored one by one: they tell the observer when
@@ -33,6 +39,16 @@
 // and writes what it returns to the history, and HTTP: the JSON API, the
 // event stream GET /api/events, the page and the metrics. The API is
 // documented in docs/observer-api.md.
+//
+// # What one client can hold
+//
+// A request reads the history in place under a read lock and copies only
+// what it answers (a page, the current leadership, what the page shows),
+// so its cost does not grow with the history. The HTTP server times out
+// slow requests, slow answers and idle connections. At most
+// Config.MaxStreams event streams (both kinds) are open at once; each
+// ends after streamLifetime, when its client stops taking what is written
+// within streamWriteTimeout, or when the observer shuts down.
 //
 // # What is not guaranteed
 //
@@ -60,7 +76,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
@@ -99,6 +114,13 @@ type Observer struct {
 	// streamKeepAlive and streamWriteTimeout time the event streams:
 	// the comment sent while idle, the longest a write may block.
 	streamKeepAlive, streamWriteTimeout time.Duration
+	// streamLifetime is the longest an event stream stays open.
+	streamLifetime time.Duration
+	// streamSlots holds a token per open event stream, of either kind;
+	// its capacity is Config.MaxStreams.
+	streamSlots chan struct{}
+	// httpTimeouts bound what a connection may hold of the HTTP server.
+	httpTimeouts httpTimeouts
 
 	// Set once by Run before anything reads them.
 	store *history.Store
@@ -110,6 +132,8 @@ type Observer struct {
 	connectedAt atomic.Int64
 	// consuming is true while the durable consumer is set up.
 	consuming atomic.Bool
+	// cursor is where a durable consumer created again starts.
+	cursor cursor
 
 	// ask requests the current leader's announcement of a cluster; the
 	// answer arrives as a liveMsg with queried set. Set once by Run.
@@ -129,9 +153,29 @@ func New(cfg Config, log *slog.Logger) *Observer {
 		feed:               newFeed(feedSize, strconv.FormatInt(time.Now().UnixNano(), 36)),
 		streamKeepAlive:    streamKeepAlive,
 		streamWriteTimeout: streamWriteTimeout,
+		streamLifetime:     streamLifetime,
+		streamSlots:        make(chan struct{}, cfg.MaxStreams),
+		httpTimeouts:       defaultHTTPTimeouts,
 		ready:              make(chan struct{}),
 	}
 }
+
+// httpTimeouts are the HTTP server's time-outs. They do not cut the event
+// streams (see streamContext).
+type httpTimeouts struct {
+	// readHeader bounds reading a request's headers; read, the whole
+	// request.
+	readHeader, read time.Duration
+	// write bounds writing a response, from the end of its request.
+	write time.Duration
+	// idle is how long a keep-alive connection may wait for its next
+	// request before the server closes it.
+	idle time.Duration
+}
+
+// defaultHTTPTimeouts: requests are small GETs; the largest answer, a page
+// of 10000 leaderships, is a few megabytes.
+var defaultHTTPTimeouts = httpTimeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: 30 * time.Second, idle: 60 * time.Second}
 
 // Listening is closed once the HTTP listener is bound and the history
 // loaded; Addr is valid from then on.
@@ -155,7 +199,7 @@ type liveMsg struct {
 // ctx ends; then it stops consuming, shuts the HTTP server down and drains
 // the connection. It returns an error only if it cannot start.
 func (o *Observer) Run(ctx context.Context) error {
-	store, err := history.Open(o.cfg.DataDir)
+	store, err := history.Open(o.cfg.DataDir, o.log)
 	if err != nil {
 		return err
 	}
@@ -239,7 +283,10 @@ func (o *Observer) Run(ctx context.Context) error {
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler:           o.routes(),
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: o.httpTimeouts.readHeader,
+		ReadTimeout:       o.httpTimeouts.read,
+		WriteTimeout:      o.httpTimeouts.write,
+		IdleTimeout:       o.httpTimeouts.idle,
 		BaseContext:       func(net.Listener) context.Context { return srvCtx },
 	}
 	var wg sync.WaitGroup
@@ -248,7 +295,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			o.log.Error("HTTP server stopped", "err", err)
 		}
 	})
-	anns := make(chan jetstream.Msg)
+	anns := make(chan delivery)
 	wg.Go(func() { o.consume(ctx, nc, anns) })
 	close(o.ready)
 	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", len(o.secret) > 0)
@@ -285,78 +332,9 @@ func (o *Observer) connected(up bool) {
 	}
 }
 
-// consume sets up the stream and the durable consumer, retrying until it
-// succeeds, and hands every announcement to the owner goroutine, which
-// acknowledges it once recorded. It returns when ctx ends.
-func (o *Observer) consume(ctx context.Context, nc *nats.Conn, out chan<- jetstream.Msg) {
-	defer o.consuming.Store(false)
-	var msgs jetstream.MessagesContext
-	for {
-		var err error
-		if msgs, err = o.setup(ctx, nc); err == nil {
-			break
-		}
-		o.log.Warn("cannot set up the announcement stream; retrying", "stream", o.cfg.Stream, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(setupRetry):
-		}
-	}
-	defer msgs.Stop()
-	o.consuming.Store(true)
-	for {
-		m, err := msgs.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
-			o.log.Warn("reading announcements", "err", err)
-			continue
-		}
-		select {
-		case out <- m:
-		case <-ctx.Done():
-			return // not acknowledged: redelivered to the next run
-		}
-	}
-}
-
-// setup creates or updates the stream and the durable consumer.
-func (o *Observer) setup(ctx context.Context, nc *nats.Conn) (jetstream.MessagesContext, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        o.cfg.Stream,
-		Description: "leader announcements of every election cluster, for the observer and late watchers",
-		Subjects:    []string{protocol.AllLeaders},
-		Storage:     jetstream.FileStorage,
-		MaxAge:      o.cfg.StreamMaxAge,
-		Replicas:    o.cfg.StreamReplicas,
-	}); err != nil {
-		return nil, fmt.Errorf("stream: %w", err)
-	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, o.cfg.Stream, jetstream.ConsumerConfig{
-		Durable:       o.cfg.Consumer,
-		Description:   "observer history",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		FilterSubject: protocol.AllLeaders,
-		AckWait:       30 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consumer: %w", err)
-	}
-	return cons.Messages()
-}
-
 // loop is the owner goroutine: it feeds the recorder, and every change to
 // the history happens here.
-func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan jetstream.Msg) {
+func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan delivery) {
 	rec := recorder.New(recorder.Config{Window: o.cfg.LeaderTimeout, Grace: o.cfg.SplitGrace, AskAfter: missingGrace}, o.store)
 	ticker := time.NewTicker(o.cfg.LeaderTimeout / 2)
 	defer ticker.Stop()
@@ -383,8 +361,11 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan je
 }
 
 // record writes one announcement from the stream to the history, ending
-// the leadership before it, and acknowledges it once written.
-func (o *Observer) record(rec *recorder.Recorder, m jetstream.Msg) {
+// the leadership before it, and acknowledges it once written. It notes in
+// the cursor what it recorded, before the acknowledgement, so that a
+// consumer created again resumes after it.
+func (o *Observer) record(rec *recorder.Recorder, d delivery) {
+	m := d.msg
 	cluster, err := protocol.ClusterOf(m.Subject())
 	var a protocol.Announcement
 	if err == nil {
@@ -393,15 +374,18 @@ func (o *Observer) record(rec *recorder.Recorder, m jetstream.Msg) {
 	if err != nil {
 		o.metrics.announcements.WithLabelValues(invalid(err)).Inc()
 		o.log.Debug("dropping invalid announcement", "subject", m.Subject(), "err", err)
+		d.note(&o.cursor, true)
 		m.Term() // never redeliver it
 		return
 	}
 	kept, err := o.recordAnnouncement(cluster, a, rec.Announced(cluster, a, o.now()))
 	if err != nil {
 		o.log.Error("cannot record announcement; it will be redelivered", "cluster", cluster, "term", a.Term, "err", err)
+		d.note(&o.cursor, false)
 		m.NakWithDelay(setupRetry)
 		return
 	}
+	d.note(&o.cursor, true)
 	if err := m.Ack(); err != nil {
 		o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
 	}

@@ -176,7 +176,7 @@ func TestChangesWhileDownAreRecordedOnce(t *testing.T) {
 	announce(t, nc, announcement("default", 5, 3, t0.Add(2*time.Second)))
 	// Term 2 was persisted, but the observer died before the ack: its
 	// message is still pending in the consumer and will be redelivered.
-	s, err := history.Open(dir)
+	s, err := history.Open(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

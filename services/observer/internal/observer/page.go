@@ -62,8 +62,26 @@ type segment struct {
 type row struct {
 	history.Leadership
 	Duration string
-	Gap      string
-	Split    bool
+	// Gap is how long the cluster had no leader before it; GapUnknown
+	// when the observer did not see the previous leadership end.
+	Gap        string
+	GapUnknown bool
+	Split      bool
+}
+
+// EndWhy explains the leadership's end reason in words, for the page.
+func (r row) EndWhy() string {
+	switch r.EndReason {
+	case history.EndUnobserved:
+		return "the observer was not watching when this leadership ended (it was down, or cut off from NATS): it ended before the next was announced"
+	case history.EndSilent:
+		return "the leader fell silent: no heartbeat for the failure-detection window"
+	case history.EndResign:
+		return "the leader left cleanly and handed over"
+	case history.EndSuperseded:
+		return "a newer term was announced"
+	}
+	return ""
 }
 
 func hue(leader uint64) int { return int(leader * 67 % 360) }
@@ -120,12 +138,13 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 	}
 	for i := len(c.Leaderships) - 1; i >= max(0, len(c.Leaderships)-tableLeaderships); i-- {
 		l := c.Leaderships[i]
-		r := row{Leadership: l, Duration: short(max(0, end(l).Sub(l.StartedAt))), Split: c.SplitBrainOf(l), Gap: "?"}
-		if gap, known := c.GapBefore(i); known {
-			r.Gap = short(gap)
-		}
-		if i == 0 {
-			r.Gap = ""
+		r := row{Leadership: l, Duration: short(max(0, end(l).Sub(l.StartedAt))), Split: c.SplitBrainOf(l)}
+		if i > 0 {
+			if gap, known := c.GapBefore(i); known {
+				r.Gap = short(gap)
+			} else {
+				r.GapUnknown = true
+			}
 		}
 		v.Rows = append(v.Rows, r)
 	}
@@ -135,12 +154,21 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 	return v
 }
 
+// clusterView returns what the page shows of cluster name, read in place
+// under the store's lock: the view copies only the last leaderships and
+// split brains it shows.
+func (o *Observer) clusterView(name string, now time.Time) (clusterView, bool) {
+	var v clusterView
+	ok := o.store.Read(name, func(c *history.Cluster) { v = newClusterView(name, c, now) })
+	return v, ok
+}
+
 func (o *Observer) clusterViews() []clusterView {
 	now := o.now()
 	var views []clusterView
 	for _, name := range o.store.Clusters() {
-		if c, ok := o.store.Cluster(name); ok {
-			views = append(views, newClusterView(name, c, now))
+		if v, ok := o.clusterView(name, now); ok {
+			views = append(views, v)
 		}
 	}
 	return views
@@ -161,25 +189,33 @@ func (o *Observer) page(w http.ResponseWriter, r *http.Request) {
 // events streams server-sent events for the page: on connect, and each
 // time a cluster changes, an event "cluster" whose data is the cluster's
 // section of the page, rendered here. Updates coalesce: a slow browser
-// gets the latest state of each cluster, never a backlog.
+// gets the latest state of each cluster, never a backlog. It shares the
+// event streams' limit and lifetime.
 func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
+	release, ok := o.takeStreamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	setStreamHeaders(w)
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	ctx, cancel := o.streamContext(r)
+	defer cancel()
 	sub := o.hub.subscribe()
 	defer o.hub.unsubscribe(sub)
 	s := newStreamWriter(w, o.streamWriteTimeout)
 	send := func(names []string) error {
 		now := o.now()
 		for _, name := range names {
-			c, ok := o.store.Cluster(name)
+			v, ok := o.clusterView(name, now)
 			if !ok {
 				continue
 			}
 			var section bytes.Buffer
-			if err := pageTemplate.ExecuteTemplate(&section, "cluster", newClusterView(name, c, now)); err != nil {
+			if err := pageTemplate.ExecuteTemplate(&section, "cluster", v); err != nil {
 				o.log.Error("render cluster", "cluster", name, "err", err)
 				continue
 			}
@@ -196,7 +232,7 @@ func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
 	defer keepalive.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-sub.signal:
 			if send(sub.take()) != nil {

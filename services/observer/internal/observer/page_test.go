@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
 // The page's stream, without a browser: on connect a "cluster" event per
@@ -46,5 +47,39 @@ func TestPageEventStream(t *testing.T) {
 		if strings.Contains(e.data, `data-leader="5" data-term="2"`) {
 			break
 		}
+	}
+}
+
+// The page says what it shows: the legend's leadership swatch shows a
+// colour per node, as the bars do; counts agree with their number ("1
+// leadership", "2 leaderships"); and a gap or an end the observer did not
+// see says why it is unknown.
+func TestPageSaysWhatItShows(t *testing.T) {
+	c := &history.Cluster{Leaderships: []history.Leadership{
+		{Term: 1, Leader: 3, Algorithm: "paxos", StartedAt: t0, EndedAt: t0.Add(time.Second), EndReason: history.EndUnobserved},
+	}}
+	render := func(c *history.Cluster) string {
+		var b strings.Builder
+		if err := pageTemplate.Execute(&b, []clusterView{newClusterView("p", c, t0.Add(time.Minute))}); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	page := render(c)
+	for _, want := range []string{`class="key nodes"`, "a colour per node", "1 leadership recorded",
+		`title="the observer was not watching when this leadership ended`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page with one unobserved leadership lacks %q", want)
+		}
+	}
+	c.Leaderships = append(c.Leaderships, history.Leadership{Term: 2, Leader: 5, Algorithm: "paxos", StartedAt: t0.Add(3 * time.Second)})
+	page = render(c)
+	for _, want := range []string{"2 leaderships recorded", `<abbr title="the observer did not see how the previous leadership ended`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page with a leadership after an unobserved end lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<td>?</td>") {
+		t.Error("the page shows a bare ? for an unknown gap")
 	}
 }

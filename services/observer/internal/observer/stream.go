@@ -2,7 +2,9 @@ package observer
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -61,6 +63,13 @@ const (
 	// streamBatch is how many events a stream takes from the feed at a
 	// time, bounding what it buffers.
 	streamBatch = 64
+	// streamLifetime is the longest an event stream stays open: then it
+	// ends, and the client reconnects (EventSource does by itself, with
+	// Last-Event-ID), so that streams turn over under the limit.
+	streamLifetime = time.Hour
+	// streamRetryAfter is the Retry-After of a stream refused because
+	// the limit is reached, in seconds.
+	streamRetryAfter = 5
 )
 
 // streamEvent is one event of the API's event stream, its data rendered
@@ -223,6 +232,40 @@ func setStreamHeaders(w http.ResponseWriter) {
 	h.Set("X-Accel-Buffering", "no") // no buffering in a proxy in front
 }
 
+// takeStreamSlot takes one of the Config.MaxStreams slots of the event
+// streams for the request, or refuses it: 503 with Retry-After, a JSON
+// error under /api/ and plain text elsewhere. The caller gives the slot
+// back with release once its stream ends.
+func (o *Observer) takeStreamSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	select {
+	case o.streamSlots <- struct{}{}:
+		return func() { <-o.streamSlots }, true
+	default:
+	}
+	o.metrics.streamsRefused.Inc()
+	w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+	const format = "too many event streams open (OBSERVER_MAX_STREAMS is %d); retry later"
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeError(w, http.StatusServiceUnavailable, format, cap(o.streamSlots))
+	} else {
+		http.Error(w, fmt.Sprintf(format, cap(o.streamSlots)), http.StatusServiceUnavailable)
+	}
+	return nil, false
+}
+
+// streamContext returns the context of an event stream: it ends when the
+// client leaves, when the server shuts down (the requests' base context
+// ends first) or once the stream has lasted o.streamLifetime.
+//
+// The server's time-outs do not cut a stream: the read time-out bounds
+// reading the request only (net/http lifts the read deadline once the
+// request is read, to watch for the client hanging up), and each write
+// of a stream sets a deadline of its own (streamWriter), past the
+// server's write time-out.
+func (o *Observer) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), o.streamLifetime)
+}
+
 // streamWriter writes to one event stream, each write bounded by a
 // deadline so that a client that stops reading is disconnected instead
 // of holding its handler for ever.
@@ -276,7 +319,8 @@ func (s *streamWriter) flush() error {
 // data: leadership_start, leadership_end, leadership_resume, gap and
 // split_brain, each with an id; resync when the stream lost events; a
 // comment every keep-alive period while idle. ?cluster= keeps one
-// cluster's events. See docs/observer-api.md.
+// cluster's events. It takes one of the Config.MaxStreams slots, or
+// answers 503, and ends after streamLifetime. See docs/observer-api.md.
 func (o *Observer) apiEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !checkParams(w, q, "cluster") {
@@ -286,6 +330,11 @@ func (o *Observer) apiEvents(w http.ResponseWriter, r *http.Request) {
 	if q.Has("cluster") && !validClusterName(w, cluster) {
 		return
 	}
+	release, ok := o.takeStreamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	setStreamHeaders(w)
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
@@ -293,6 +342,8 @@ func (o *Observer) apiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	o.metrics.streams.Inc()
 	defer o.metrics.streams.Dec()
+	ctx, cancel := o.streamContext(r)
+	defer cancel()
 	s := newStreamWriter(w, o.streamWriteTimeout)
 	resync := func(head uint64, reason string, missed *uint64) {
 		data, _ := json.Marshal(resyncJSON{Reason: reason, Missed: missed})
@@ -332,7 +383,7 @@ func (o *Observer) apiEvents(w http.ResponseWriter, r *http.Request) {
 			continue // more to send: the flush above waited for the client
 		}
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-wake:
 		case <-keepalive.C:

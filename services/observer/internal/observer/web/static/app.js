@@ -4,10 +4,7 @@
   const live = document.getElementById('live');
   const main = document.getElementById('clusters');
   function state(s, text) { live.dataset.state = s; live.textContent = text; }
-  const es = new EventSource('/events');
-  es.onopen = () => state('live', 'live');
-  es.onerror = () => state('lost', 'reconnecting…');
-  es.addEventListener('cluster', (e) => {
+  function onCluster(e) {
     const t = document.createElement('template');
     t.innerHTML = e.data.trim();
     const fresh = t.content.firstElementChild;
@@ -18,5 +15,19 @@
     const empty = document.getElementById('empty');
     if (empty) empty.remove();
     if (changed) fresh.classList.add('flash');
-  });
+  }
+  // EventSource reconnects by itself when the stream ends (the observer
+  // ends each after its lifetime), but gives up on an error status (503
+  // when the observer has as many streams open as it allows): then try
+  // again after a while.
+  function connect() {
+    const es = new EventSource('/events');
+    es.onopen = () => state('live', 'live');
+    es.onerror = () => {
+      state('lost', 'reconnecting…');
+      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+    };
+    es.addEventListener('cluster', onCluster);
+  }
+  connect();
 })();

@@ -179,25 +179,37 @@ func TestRestartObserver(t *testing.T) {
 	}
 }
 
-// assertOneLeader checks that exactly one node of a cluster says it leads.
+// assertOneLeader waits until exactly one node of a cluster says it leads.
+// The nodes are asked one after another, not at one instant, so a single
+// round can see none while a Paxos leader on a loaded host renews a lease
+// it just lost; "never two at once" is checked by the samplers and the
+// observer's split-brain record, not here.
 func (d *deployment) assertOneLeader(alg string) {
 	d.t.Helper()
-	var leaders []uint64
-	for id := uint64(1); id <= nodesPerCluster; id++ {
-		s, err := d.statusOf(alg, id)
-		if err != nil {
-			d.t.Fatalf("%s node %d: %v", alg, id, err)
+	d.waitFor(converge, alg+": exactly one node in state leader", func() error {
+		var leaders []uint64
+		for id := uint64(1); id <= nodesPerCluster; id++ {
+			s, err := d.statusOf(alg, id)
+			if err != nil {
+				return fmt.Errorf("node %d: %v", id, err)
+			}
+			if s.State == "leader" {
+				leaders = append(leaders, id)
+			}
 		}
-		if s.State == "leader" {
-			leaders = append(leaders, id)
+		if len(leaders) != 1 {
+			return fmt.Errorf("nodes in state leader: %v", leaders)
 		}
-	}
-	if len(leaders) != 1 {
-		d.t.Errorf("%s: nodes in state leader: %v, want exactly one", alg, leaders)
-	}
+		return nil
+	})
 }
 
-// assertLeaders checks the leaders at the end of a history.
+// assertLeaders checks that the leaders at the end of a history include
+// want in that order and end with want's last. Leaders may come between
+// them: on a loaded host a starting container can starve a node long
+// enough for a lower one to lead for a moment (a liveness hiccup, which
+// checkHistory still checks for overlaps), so the test asks for the
+// changes it caused, not for an exact sequence.
 func assertLeaders(t *testing.T, alg string, h []leadership, want ...uint64) {
 	t.Helper()
 	// A leader that lost its lease under load and won again (Paxos) has a
@@ -208,12 +220,18 @@ func assertLeaders(t *testing.T, alg string, h []leadership, want ...uint64) {
 			leaders = append(leaders, rec.Leader)
 		}
 	}
-	if len(leaders) < len(want) {
-		t.Fatalf("%s: history %+v has fewer leaders in turn than %v", alg, h, want)
+	if len(leaders) == 0 || len(want) == 0 || leaders[len(leaders)-1] != want[len(want)-1] {
+		t.Fatalf("%s: history %+v does not end with leader %v", alg, h, want[len(want)-1:])
 	}
-	got := leaders[len(leaders)-len(want):]
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("%s: last leaders recorded in turn %v, want %v (history %+v)", alg, got, want, h)
+	// Match want from its end, backwards through the leaders in turn.
+	i := len(want) - 1
+	for j := len(leaders) - 1; j >= 0 && i >= 0; j-- {
+		if leaders[j] == want[i] {
+			i--
+		}
+	}
+	if i >= 0 {
+		t.Errorf("%s: leaders recorded in turn %v do not include %v in that order (history %+v)", alg, leaders, want, h)
 	}
 }
 

@@ -38,8 +38,9 @@
 //
 // Majority means more than half of the values; when no value has that
 // (a tie, or values all different) the result is Config.Default, the
-// RETREAT of the paper. The decision is the same whatever the order in
-// which messages arrive.
+// RETREAT of the paper. The decision does not depend on the order in
+// which a round's messages arrive, except that of two values a traitor
+// sends along one path the first to arrive is kept.
 //
 // # What the caller provides
 //

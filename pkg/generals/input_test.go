@@ -60,6 +60,9 @@ func TestIssue(t *testing.T) {
 	if v, ok := c.Decision(); !ok || v != "A" {
 		t.Errorf("commander's decision: got %q, %v, want A, true", v, ok)
 	}
+	if out, err := c.Receive(1, Message{To: 2, Path: []int{2, 1}, Value: "B"}); !errors.Is(err, ErrPath) || out != nil {
+		t.Errorf("commander's Receive: got %+v, %v, want nothing, ErrPath", out, err)
+	}
 	if _, err := c.Issue("B"); !errors.Is(err, ErrIssued) {
 		t.Errorf("second Issue: err %v, want ErrIssued", err)
 	}

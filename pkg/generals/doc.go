@@ -15,7 +15,12 @@
 //
 // New runs OM(m) with m = f = ⌊(N−1)/3⌋ (Faults), the most traitors N
 // members can tolerate; with fewer than 3f+1 members no algorithm of oral
-// messages can keep both (the tests find the counterexample at N = 3).
+// messages can keep both. Among three, OM(1) breaks IC2 when the commander
+// issues A and a traitor lieutenant tells the other it received B: the
+// loyal lieutenant holds A and B, no majority, and decides the default.
+// No rule does better: had the commander lied instead, sending A to one
+// lieutenant and B to the other, each would see what a lieutenant sees
+// here, so keeping IC2 here would break IC1 there.
 //
 // # The algorithm as paths
 //
@@ -87,4 +92,14 @@
 // Since m grows with N, so does the exponent: MaxMembers is 12, the
 // largest N before the count jumps more than tenfold. A larger cluster
 // would run the agreement among a committee of at most 12 of its members.
+//
+// # Tests
+//
+// Every lie of one traitor among four members (whichever member commands,
+// whichever lies, each of its messages A, B, the default, withheld or too
+// late, delivered in order and reversed: 2,824 combinations) keeps IC1 and
+// IC2; the same search among three finds the counterexample above; f
+// random traitors at N = 7 and N = 10 (600 seeds, their messages shuffled,
+// some forged) keep both and agree with OM(m) written as the paper's
+// recursion.
 package generals

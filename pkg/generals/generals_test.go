@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -142,7 +143,7 @@ func TestThreeGeneralsCounterexample(t *testing.T) {
 // TestRandomTraitors checks IC1 and IC2 at N = 7 (f = 2) and N = 10
 // (f = 3) with f traitors, chosen at random like the commander and its
 // value, telling random lies (values, nothing, too late, two values along
-// one path), and compares each loyal lieutenant's decision with the
+// one path, messages no member accepts), and compares each loyal lieutenant's decision with the
 // paper's recursion given the same lies. Deliveries are shuffled.
 func TestRandomTraitors(t *testing.T) {
 	for _, tc := range []struct{ n, seeds int }{{7, 400}, {10, 200}} {
@@ -196,6 +197,28 @@ func randomWorld(n, f int, rng *rand.Rand) *world {
 			}
 			w.lies[lieKey(p, to)] = l
 		})
+		// Messages no member may accept: paths of random members (out of
+		// range, repeated, not the commander's, not ending at the
+		// traitor), values too large.
+		for range 20 {
+			path := make([]int, 1+rng.IntN(w.m+2))
+			for i := range path {
+				path[i] = rng.IntN(n+2) - 1
+			}
+			if rng.IntN(2) == 0 {
+				path[0] = w.commander
+			}
+			if rng.IntN(2) == 0 {
+				path[len(path)-1] = id
+			}
+			msg := Message{To: rng.IntN(n), Path: path, Value: values[rng.IntN(len(values))]}
+			if rng.IntN(10) == 0 {
+				msg.Value = strings.Repeat("x", MaxValueSize+1)
+			}
+			if !w.acceptable(id, msg) {
+				w.forged = append(w.forged, sent{from: id, msg: msg})
+			}
+		}
 	}
 	return w
 }

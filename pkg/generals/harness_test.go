@@ -36,8 +36,12 @@ type world struct {
 	traitor         []bool
 	value           string
 	lies            map[string]lie
-	rng             *rand.Rand // shuffles deliveries when set
-	reverse         bool       // delivers each batch in reverse order
+	// forged are messages traitors send that no member accepts (a path
+	// that does not end at its sender, repeats a member, …), delivered
+	// in the first round.
+	forged  []sent
+	rng     *rand.Rand // shuffles deliveries when set
+	reverse bool       // delivers each batch in reverse order
 }
 
 func lieKey(p []int, to int) string { return pathKey(append(slices.Clip(p), to)) }
@@ -170,6 +174,14 @@ func run(t *testing.T, w *world) outcome {
 		}
 		for _, m := range out {
 			queue = append(queue, sent{from: s.msg.To, msg: m})
+		}
+	}
+	for _, s := range w.forged {
+		res.messages++
+		if mc := machines[s.msg.To]; mc != nil {
+			if out, err := mc.Receive(s.from, s.msg); err == nil || out != nil {
+				t.Fatalf("forged %+v from %d: got %+v, %v, want nothing and an error", s.msg, s.from, out, err)
+			}
 		}
 	}
 	for round := 1; round <= w.m+1; round++ {
@@ -338,4 +350,22 @@ func (w *world) describe() string {
 		})
 	}
 	return b.String()
+}
+
+// acceptable says whether a member would accept msg from member from:
+// the rules of the package doc, written independently of checkPath.
+func (w *world) acceptable(from int, msg Message) bool {
+	p := msg.Path
+	if len(p) == 0 || len(p) > w.m+1 || p[0] != w.commander || p[len(p)-1] != from {
+		return false
+	}
+	if msg.To < 0 || msg.To >= w.n || slices.Contains(p, msg.To) {
+		return false
+	}
+	for i, id := range p {
+		if id < 0 || id >= w.n || slices.Index(p, id) != i {
+			return false
+		}
+	}
+	return len(msg.Value) <= MaxValueSize
 }

@@ -10,8 +10,9 @@
 //
 //	NATS_URL=nats://127.0.0.1:4222 ELECTION_CLUSTER=default NODE_ID=3 go run ./examples/leaderonly
 //
-// Set ELECTION_SECRET to the nodes' secret, if they have one, so that only
-// signed announcements count.
+// Set ELECTION_KEYS_FILE to the nodes' member keys file, if they have
+// keys, so that only announcements signed by the leader they name count.
+// The application needs public keys only, never a seed.
 package main
 
 import (
@@ -39,15 +40,22 @@ type config struct {
 	// NodeID is the node this program runs beside: it works while that
 	// node leads.
 	NodeID uint64 `env:"NODE_ID,required"`
-	// Secret is the nodes' shared ELECTION_SECRET, if they have one: only
-	// announcements signed with it are believed.
-	Secret string `env:"ELECTION_SECRET"`
+	// KeysFile is the nodes' ELECTION_KEYS_FILE, if they have member
+	// keys: only announcements signed by the leader they name are
+	// believed.
+	KeysFile string `env:"ELECTION_KEYS_FILE"`
 }
 
 func main() {
 	cfg, err := env.ParseAs[config]()
 	if err == nil {
 		err = protocol.ValidateCluster(cfg.Cluster)
+	}
+	var keys *protocol.MemberKeys
+	if err == nil && cfg.KeysFile != "" {
+		if keys, err = protocol.ReadMemberKeysFile(cfg.KeysFile); err != nil {
+			err = fmt.Errorf("ELECTION_KEYS_FILE: %w", err)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leaderonly:", err)
@@ -63,8 +71,8 @@ func main() {
 	}
 	defer nc.Drain()
 	var opts []leader.Option
-	if cfg.Secret != "" {
-		opts = append(opts, leader.WithSecret([]byte(cfg.Secret)))
+	if keys != nil {
+		opts = append(opts, leader.WithKeys(keys))
 	}
 	if err := run(ctx, nc, cfg.Cluster, cfg.NodeID, tick(log), opts...); err != nil {
 		log.Error("watch", "err", err)

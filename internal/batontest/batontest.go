@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/deploy/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -64,6 +65,29 @@ func WithAccounts() NATSOption {
 		}
 		conf.NoLog, conf.NoSigs = true, true
 		*o = *conf
+	}
+}
+
+// WithMemberUsers adds, to a server configured WithAccounts (give it
+// after), one nkey user per member of keys, with the node user's account
+// and permissions: a node that connects with its member key
+// (AsMember) is known to the server, and to the connection events, by
+// that key.
+func WithMemberUsers(keys *protocol.MemberKeys) NATSOption {
+	return func(t testing.TB, o *server.Options) {
+		var node *server.User
+		for _, u := range o.Users {
+			if u.Username == natsconf.NodeUser {
+				node = u
+			}
+		}
+		if node == nil {
+			t.Fatal("WithMemberUsers: no node user; give WithAccounts first")
+		}
+		for _, id := range keys.IDs() {
+			public, _ := keys.PublicKey(id)
+			o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: public, Account: node.Account, Permissions: node.Permissions})
+		}
 	}
 }
 
@@ -185,5 +209,48 @@ func CheckFor(t testing.TB, timeout time.Duration, f func() error) {
 			t.Fatalf("after %v: %v", timeout, err)
 		case <-poll.C:
 		}
+	}
+}
+
+// MemberKeys returns a new user key for each of members, as signers, and
+// their public keys, as a cluster's ELECTION_KEY_FILEs and
+// ELECTION_KEYS_FILE hold them.
+func MemberKeys(t testing.TB, members ...uint64) (map[uint64]*protocol.Signer, *protocol.MemberKeys) {
+	t.Helper()
+	signers := make(map[uint64]*protocol.Signer, len(members))
+	public := make(map[uint64]string, len(members))
+	for _, id := range members {
+		signers[id] = NewSigner(t, id)
+		public[id] = signers[id].PublicKey()
+	}
+	keys, err := protocol.NewMemberKeys(public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signers, keys
+}
+
+// NewSigner returns a signer for member id with a new user key: a member's
+// own when listed by MemberKeys, a stranger's key that claims id when not.
+func NewSigner(t testing.TB, id uint64) *protocol.Signer {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := protocol.NewSigner(id, kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// AsMember are the connection options of member id of cluster on a
+// server that lists its public key as an nkey user: its key, and the
+// connection name by which connection events name the member.
+func AsMember(cluster string, s *protocol.Signer) []nats.Option {
+	return []nats.Option{
+		nats.Nkey(s.PublicKey(), s.KeyPair().Sign),
+		nats.Name(protocol.ConnectionName(cluster, s.ID())),
 	}
 }

@@ -25,11 +25,13 @@
 //
 // # Signed clusters
 //
-// When the nodes share a secret (ELECTION_SECRET), pass it with WithSecret:
-// every announcement, whether published, answered to a query or read from
-// the stream, must then carry a valid signature, and any other is ignored.
-// Without WithSecret, anybody who can publish on the leader subject can
-// name a leader.
+// When the nodes have member keys (ELECTION_KEY_FILE), pass the members'
+// public keys (their ELECTION_KEYS_FILE, read with
+// protocol.ReadMemberKeysFile) with WithKeys: every announcement, whether
+// published, answered to a query or read from the stream, must then be
+// signed by the member it names as leader, and any other is ignored. An
+// application needs no seed: public keys only verify. Without WithKeys,
+// anybody who can publish on the leader subject can name a leader.
 package leader
 
 import (
@@ -63,7 +65,7 @@ type options struct {
 	queryTimeout time.Duration
 	resync       time.Duration
 	stream       bool
-	secret       []byte
+	keys         *protocol.MemberKeys
 	rejected     func(error)
 }
 
@@ -82,21 +84,22 @@ func WithResync(d time.Duration) Option { return func(o *options) { o.resync = d
 // a JetStream stream's last announcement.
 func WithoutStream() Option { return func(o *options) { o.stream = false } }
 
-// WithSecret makes Current and Watch accept only announcements signed with
-// the cluster's shared secret (the nodes' ELECTION_SECRET).
-func WithSecret(secret []byte) Option { return func(o *options) { o.secret = secret } }
+// WithKeys makes Current, Watch and LastAnnounced accept only
+// announcements signed by the member they name as leader, with its key
+// among keys (the nodes' ELECTION_KEYS_FILE). A nil keys checks nothing.
+func WithKeys(keys *protocol.MemberKeys) Option { return func(o *options) { o.keys = keys } }
 
 // WithRejected makes Current and Watch call f with the error of every
 // announcement they drop (a missing or wrong signature, a malformed or
 // out-of-bounds announcement, one of another cluster), so that a wrong
-// secret or a forger shows as something other than "no leader". f runs on
+// key or a forger shows as something other than "no leader". f runs on
 // a NATS delivery goroutine and must not block.
 func WithRejected(f func(error)) Option { return func(o *options) { o.rejected = f } }
 
-// read decodes an announcement of cluster and, with a secret, checks its
+// read decodes an announcement of cluster and, with keys, checks its
 // signature; a rejection is reported to WithRejected's function.
 func (o options) read(cluster string, m *nats.Msg) (protocol.Announcement, error) {
-	a, err := protocol.ReadAnnouncement(o.secret, cluster, m.Data, m.Header.Get(protocol.SignatureHeader))
+	a, err := protocol.ReadAnnouncement(o.keys, cluster, m.Data, m.Header)
 	if err != nil && o.rejected != nil {
 		o.rejected(err)
 	}
@@ -145,7 +148,7 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 // LastAnnounced returns the last announcement of cluster kept by the
 // JetStream stream that captures its leader subject (the observer creates
 // one). It may name a leader that has died since; the query (Current) names
-// the live one. Of the options, WithSecret applies.
+// the live one. Of the options, WithKeys and WithRejected apply.
 func LastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) (protocol.Announcement, error) {
 	if err := protocol.ValidateCluster(cluster); err != nil {
 		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
@@ -171,7 +174,7 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 	if err != nil {
 		return protocol.Announcement{}, err
 	}
-	a, err := protocol.ReadAnnouncement(o.secret, cluster, msg.Data, msg.Header.Get(protocol.SignatureHeader))
+	a, err := protocol.ReadAnnouncement(o.keys, cluster, msg.Data, msg.Header)
 	if err != nil && o.rejected != nil {
 		o.rejected(err)
 	}

@@ -54,6 +54,22 @@ func respond(t *testing.T, nc *nats.Conn, a protocol.Announcement) {
 	}
 }
 
+// respondMsg answers every query of cluster "default" with reply's data and
+// headers.
+func respondMsg(t *testing.T, nc *nats.Conn, reply *nats.Msg) {
+	t.Helper()
+	sub, err := nc.Subscribe(protocol.QuerySubject("default"), func(m *nats.Msg) {
+		m.RespondMsg(&nats.Msg{Data: reply.Data, Header: reply.Header})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // watcher runs leader.Watch in a goroutine and hands over what it yields.
 type watcher struct {
 	got  chan protocol.Announcement
@@ -149,43 +165,44 @@ func TestCurrentFallsBackToTheStream(t *testing.T) {
 	}
 }
 
-// signed returns a as a message on its leader subject, signed with key
-// (unsigned if key is nil).
-func signed(a protocol.Announcement, key []byte) *nats.Msg {
+// signed returns a as a message on its leader subject, signed by s
+// (unsigned if s is nil).
+func signed(a protocol.Announcement, s *protocol.Signer) *nats.Msg {
 	data := mustEncode(a)
 	m := &nats.Msg{Subject: protocol.LeaderSubject(a.Cluster), Data: data, Header: nats.Header{}}
-	if key != nil {
-		m.Header.Set(protocol.SignatureHeader, protocol.SignAnnouncement(key, a.Cluster, data))
+	if s != nil {
+		m.Header = s.SignAnnouncement(a.Cluster, data)
 	}
 	return m
 }
 
-// With leader.WithSecret, unsigned and wrongly signed announcements are ignored
-// on every path: the query's answer, the stream and the leader subject.
-func TestSecretRejectsForgedAnnouncements(t *testing.T) {
+// With leader.WithKeys, announcements not signed by the leader they name
+// are ignored on every path: the query's answer, the stream and the leader
+// subject. The application holds public keys only.
+func TestKeysRejectForgedAnnouncements(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	nc := batontest.Connect(t, url)
-	secret := []byte("s3cret")
+	signers, keys := batontest.MemberKeys(t, 5, 6, 8, 9)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	js := batontest.LeaderStream(t, nc)
-	if _, err := js.PublishMsg(ctx, signed(ann(5, 2), secret)); err != nil {
+	if _, err := js.PublishMsg(ctx, signed(ann(5, 2), signers[5])); err != nil {
 		t.Fatal(err)
 	}
-	// A forger answers queries with an unsigned claim.
-	respond(t, batontest.Connect(t, url), ann(9, 100))
+	// A forger answers queries with a claim for 9 signed by member 8.
+	respondMsg(t, batontest.Connect(t, url), signed(ann(9, 100), signers[8]))
 
 	if got, err := leader.Current(ctx, nc, "default"); err != nil || got != ann(9, 100) {
-		t.Fatalf("Current without a secret = %+v, %v; want the forger's answer %+v", got, err, ann(9, 100))
+		t.Fatalf("Current without keys = %+v, %v; want the forger's answer %+v", got, err, ann(9, 100))
 	}
-	got, err := leader.Current(ctx, nc, "default", leader.WithSecret(secret))
+	got, err := leader.Current(ctx, nc, "default", leader.WithKeys(keys))
 	if err != nil || got != ann(5, 2) {
-		t.Fatalf("Current with the secret = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
+		t.Fatalf("Current with keys = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
 	}
 
 	var mu sync.Mutex
 	var rejected []error
-	w := watch(t, nc, "default", leader.WithSecret(secret), leader.WithRejected(func(err error) {
+	w := watch(t, nc, "default", leader.WithKeys(keys), leader.WithRejected(func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		rejected = append(rejected, err)
@@ -195,9 +212,10 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 	}
 	forger := batontest.Connect(t, url)
 	for _, m := range []*nats.Msg{
-		signed(ann(8, 50), nil),
-		signed(ann(8, 51), []byte("guess")),
-		signed(ann(6, 7), secret),
+		signed(ann(8, 50), nil),                       // unsigned
+		signed(ann(8, 51), signers[6]),                // another member's key
+		signed(ann(8, 52), batontest.NewSigner(t, 8)), // a stranger's key claiming 8
+		signed(ann(6, 7), signers[6]),
 	} {
 		if err := forger.PublishMsg(m); err != nil {
 			t.Fatal(err)
@@ -206,7 +224,8 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 	if got := w.next(t); got != ann(6, 7) {
 		t.Errorf("Watch after the forgeries = %+v, want the signed %+v", got, ann(6, 7))
 	}
-	// The forged query answer and both forged announcements were reported.
+	// The forged query answer and the three forged announcements were
+	// reported.
 	mu.Lock()
 	defer mu.Unlock()
 	signatures := 0
@@ -215,8 +234,8 @@ func TestSecretRejectsForgedAnnouncements(t *testing.T) {
 			signatures++
 		}
 	}
-	if signatures < 3 {
-		t.Errorf("rejections reported to WithRejected: %v, want the 3 forgeries (bad signature)", rejected)
+	if signatures < 4 {
+		t.Errorf("rejections reported to WithRejected: %v, want the 4 forgeries (bad signature)", rejected)
 	}
 }
 

@@ -178,8 +178,8 @@ func (n *Node) answerQueries(leading bool) {
 }
 
 // publish sends one message of the machine, stamped with the node's
-// incarnation, the message's number and the time, and signed when the
-// cluster has a secret.
+// incarnation, the message's number and the time, and signed with the
+// node's key when it has one.
 func (n *Node) publish(m protocol.Message) {
 	now := n.cfg.Now()
 	n.stamp.Apply(&m, now)
@@ -192,9 +192,8 @@ func (n *Node) publish(m protocol.Message) {
 		return
 	}
 	out := &nats.Msg{Subject: protocol.SubjectFor(n.cfg.Cluster, m), Data: data}
-	if len(n.cfg.Secret) > 0 {
-		out.Header = nats.Header{}
-		out.Header.Set(protocol.SignatureHeader, protocol.Sign(n.cfg.Secret, out.Subject, data))
+	if n.cfg.Signer != nil {
+		out.Header = n.cfg.Signer.Header(out.Subject, data)
 	}
 	if m.To != 0 && n.replyTo != "" {
 		out.Reply = n.replyTo + "." + strconv.FormatUint(m.To, 10) + "." + strconv.FormatUint(m.N, 10)
@@ -207,7 +206,7 @@ func (n *Node) publish(m protocol.Message) {
 	n.metrics.sent.WithLabelValues(string(m.Type)).Inc()
 }
 
-// announcement encodes (and signs, with a secret) this node's leadership
+// announcement encodes (and signs, with a key) this node's leadership
 // with term.
 func (n *Node) announcement(term uint64) *announcement {
 	data, err := protocol.EncodeAnnouncement(protocol.Announcement{
@@ -221,9 +220,8 @@ func (n *Node) announcement(term uint64) *announcement {
 		panic(fmt.Sprintf("node: encode announcement: %v", err)) // a struct of strings and numbers
 	}
 	a := &announcement{term: term, data: data}
-	if len(n.cfg.Secret) > 0 {
-		a.header = nats.Header{}
-		a.header.Set(protocol.SignatureHeader, protocol.SignAnnouncement(n.cfg.Secret, n.cfg.Cluster, data))
+	if n.cfg.Signer != nil {
+		a.header = n.cfg.Signer.SignAnnouncement(n.cfg.Cluster, data)
 	}
 	return a
 }
@@ -239,12 +237,12 @@ func (n *Node) announce(a *announcement) {
 }
 
 // learn asks the cluster for its current leader and the newest term it
-// knows of (Transport.Learn), within LearnTimeout; with a secret, only
-// signed announcements count.
+// knows of (Transport.Learn), within LearnTimeout; with member keys, only
+// announcements signed by the leader they name count.
 func (n *Node) learn(ctx context.Context) Learned {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
 	defer cancel()
-	l, err := n.nc.Learn(ctx, n.cfg.Cluster, n.cfg.Secret)
+	l, err := n.nc.Learn(ctx, n.cfg.Cluster, n.cfg.Keys)
 	if err != nil {
 		n.log.Debug("learning the cluster's leader and term", "learned", l, "err", err)
 	}

@@ -51,6 +51,9 @@ type connEvent struct {
 	Client struct {
 		Start time.Time `json:"start"`
 		Name  string    `json:"name"`
+		// User is the user the client authenticated as: its public key,
+		// U…, for an nkey user.
+		User string `json:"user"`
 	} `json:"client"`
 }
 
@@ -138,6 +141,11 @@ func (n *Node) probeEvents(ctx context.Context) {
 // is queued for the machine, with the claims so that nothing delays it,
 // unless a newer connection of that member is known: an old connection's
 // close, reported late, says nothing about the process that replaced it.
+// The connection name is the client's choice: with member keys, an event
+// counts only if the client authenticated as the member's nkey user (the
+// event's client.user is the member's public key). The server must list
+// the members as nkey users: where it has none, it ignores a key a client
+// claims and reports it all the same.
 func (n *Node) onConnEvent(msg *nats.Msg, connect bool) {
 	if n.stopping.Load() || len(msg.Data) > maxEventSize {
 		return
@@ -155,6 +163,12 @@ func (n *Node) onConnEvent(msg *nats.Msg, connect bool) {
 	cluster, id, ok := protocol.ParseConnectionName(e.Client.Name)
 	if !ok || cluster != n.cfg.Cluster || id == n.id || !n.isMember(id) {
 		return
+	}
+	if n.cfg.Keys != nil {
+		if public, _ := n.cfg.Keys.PublicKey(id); e.Client.User != public {
+			n.drop(protocol.ReasonSignature, msg.Subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %q)", id, e.Client.User))
+			return
+		}
 	}
 	if !c.down(id, e.Client.Start, connect) {
 		return

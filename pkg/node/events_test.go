@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+
+	"github.com/nats-io/nats.go"
 	"testing"
 	"time"
 
@@ -24,11 +26,27 @@ func slowTiming() election.Timing {
 // and elect the next, for Bully and the ring. Paxos waits for the lease, which the
 // event does not shorten (see pkg/paxos), so it is not run here.
 func TestConnectionEventsReplaceACrashedLeader(t *testing.T) {
-	for _, algorithm := range []protocol.Algorithm{protocol.Bully, protocol.Ring} {
-		t.Run(string(algorithm), func(t *testing.T) {
-			url := batontest.StartNATS(t, batontest.WithAccounts())
+	for _, tc := range []struct {
+		algorithm protocol.Algorithm
+		keys      bool
+	}{{protocol.Bully, false}, {protocol.Ring, false}, {protocol.Bully, true}} {
+		algorithm := tc.algorithm
+		name := string(algorithm)
+		if tc.keys {
+			name += "/member_keys"
+		}
+		t.Run(name, func(t *testing.T) {
 			members := []uint64{1, 2, 3}
-			c := cluster{url: url, name: "events", algorithm: algorithm, members: members, accounts: true, timing: slowTiming()}
+			opts := []batontest.NATSOption{batontest.WithAccounts()}
+			c := cluster{name: "events", algorithm: algorithm, members: members, accounts: true, timing: slowTiming()}
+			if tc.keys {
+				// The nodes connect with their member keys: a member's own
+				// disconnect, carrying its key, still counts.
+				c.signers, c.keys = batontest.MemberKeys(t, members...)
+				opts = append(opts, batontest.WithMemberUsers(c.keys))
+			}
+			url := batontest.StartNATS(t, opts...)
+			c.url = url
 			nodes := c.startAll(t)
 			term := awaitAgreement(t, nodes, 3)
 			// The last node to start may see no other member connect, and
@@ -56,6 +74,68 @@ func TestConnectionEventsReplaceACrashedLeader(t *testing.T) {
 				}
 				if got := counter(t, n.Registry(), "election_leader_timeouts_total"); got != 0 {
 					t.Errorf("node %d: election_leader_timeouts_total = %v, want 0: the event came first", id, got)
+				}
+			}
+		})
+	}
+}
+
+// TestConnectionNameProvesNothing: with member keys, a client that
+// connects under a member's connection name, without the member's key,
+// and disconnects does not make the others take that member for dead: not
+// as a client of the node user's password, nor as another member with
+// its own key. Attributed by the name alone, each disconnect would make
+// Bully and ring followers start an election against their live leader.
+func TestConnectionNameProvesNothing(t *testing.T) {
+	for _, algorithm := range []protocol.Algorithm{protocol.Bully, protocol.Ring} {
+		t.Run(string(algorithm), func(t *testing.T) {
+			members := []uint64{1, 2, 3}
+			c := cluster{name: "events", algorithm: algorithm, members: members, accounts: true, timing: slowTiming()}
+			c.signers, c.keys = batontest.MemberKeys(t, members...)
+			c.url = batontest.StartNATS(t, batontest.WithAccounts(), batontest.WithMemberUsers(c.keys))
+			nodes := c.startAll(t)
+			term := awaitAgreement(t, nodes, 3)
+			changes := counters(t, nodes, "election_leader_changes_total")
+			elections := counters(t, nodes, "election_elections_started_total")
+
+			leaderName := nats.Name(protocol.ConnectionName(c.name, 3))
+			impostors := [][]nats.Option{
+				append(batontest.AsNode(c.name, 3), leaderName),              // the node user's password
+				append(batontest.AsMember(c.name, c.signers[2]), leaderName), // member 2's own key
+			}
+			for _, opts := range impostors {
+				nc, err := nats.Connect(c.url, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nc.Close()
+			}
+			// Each impostor's connect and disconnect events reach the
+			// followers and are dropped as forged (the leader ignores
+			// events that name itself).
+			for id, n := range nodes {
+				if id == 3 {
+					continue
+				}
+				batontest.CheckFor(t, 5*time.Second, func() error {
+					if got := counter(t, n.Registry(), "election_messages_dropped_total", "reason", string(protocol.ReasonSignature)); got < 4 {
+						return fmt.Errorf("node %d: forged connection events dropped: got %v, want 4", id, got)
+					}
+					return nil
+				})
+			}
+			if got, err := agreement(nodes, 3); err != nil || got != term {
+				t.Fatalf("after the impostors: term %d, %v; want leader 3, term %d", got, err, term)
+			}
+			for id, n := range nodes {
+				if got := counter(t, n.Registry(), "election_peer_disconnects_total"); got != 0 {
+					t.Errorf("node %d: election_peer_disconnects_total = %v, want 0", id, got)
+				}
+				if got := counter(t, n.Registry(), "election_leader_changes_total"); got != changes[id] {
+					t.Errorf("node %d: leader changes: got %v, want %v", id, got, changes[id])
+				}
+				if got := counter(t, n.Registry(), "election_elections_started_total"); got != elections[id] {
+					t.Errorf("node %d: elections started: got %v, want %v", id, got, elections[id])
 				}
 			}
 		})

@@ -21,14 +21,14 @@ import (
 // its reason, and no node's leader or term moves.
 func TestForgedMessagesChangeNothing(t *testing.T) {
 	url := batontest.StartNATS(t)
-	secret := []byte("s3cret")
-	c := cluster{url: url, name: "signed", algorithm: protocol.Bully, members: []uint64{1, 2, 3}, secret: secret}
-	leaders := announcements(t, url, c.name, secret)
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
+	c := cluster{url: url, name: "signed", algorithm: protocol.Bully, members: []uint64{1, 2, 3}, signers: signers, keys: keys}
+	leaders := announcements(t, url, c.name, keys)
 	nodes := c.startAll(t)
 	term := awaitAgreement(t, nodes, 3)
 	// The leader signs its announcement, and its answers to queries.
 	awaitAnnouncement(t, leaders, 3, term)
-	if a := query(t, connect(t, url), c.name, secret); a.Leader != 3 || a.Term != term {
+	if a := query(t, connect(t, url), c.name, keys); a.Leader != 3 || a.Term != term {
 		t.Fatalf("signed query: got %+v, want leader 3 term %d", a, term)
 	}
 	changes := make(map[uint64]float64)
@@ -37,7 +37,7 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 	}
 
 	attacker := connect(t, url)
-	publish := func(subject string, m any, signWith []byte) {
+	publish := func(subject string, m any, signWith *protocol.Signer) {
 		t.Helper()
 		var data []byte
 		switch v := m.(type) {
@@ -51,7 +51,7 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 		}
 		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 		if signWith != nil {
-			msg.Header.Set(protocol.SignatureHeader, protocol.Sign(signWith, subject, data))
+			msg.Header = signWith.Header(subject, data)
 		}
 		if err := attacker.PublishMsg(msg); err != nil {
 			t.Fatal(err)
@@ -92,16 +92,22 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 		if s == protocol.BroadcastSubject(c.name, protocol.TypeHeartbeat) {
 			elsewhere.Type = protocol.TypeCoordinator
 		}
-		publish(s, `{"v":2,"type":"coordinator",`, secret)                                  // malformed
-		publish(s, `{"v":2,"type":"coordinator","from":"one","term":5}`, secret)            // invalid_field
-		publish(s, `{"v":2,"type":"surrender","from":1,"term":5}`, secret)                  // unknown_type
-		publish(s, `{"v":1,"type":"coordinator","from":1,"term":5}`, secret)                // version
-		publish(s, strings.Repeat(" ", protocol.MaxPayload)+`{"v":2}`, secret)              // oversized
-		publish(s, good, nil)                                                               // bad_signature: unsigned
-		publish(s, good, []byte("guess"))                                                   // bad_signature: wrong key
-		publish(s, stranger, secret)                                                        // not_member
-		publish(s, elsewhere, secret)                                                       // wrong_subject
-		publish(protocol.BroadcastSubject("other", protocol.TypeCoordinator), good, secret) // another cluster: not heard
+		own := signers[good.From]
+		other := signers[3]
+		if good.From == 3 {
+			other = signers[2]
+		}
+		publish(s, `{"v":2,"type":"coordinator",`, own)                                  // malformed
+		publish(s, `{"v":2,"type":"coordinator","from":"one","term":5}`, own)            // invalid_field
+		publish(s, `{"v":2,"type":"surrender","from":1,"term":5}`, own)                  // unknown_type
+		publish(s, `{"v":1,"type":"coordinator","from":1,"term":5}`, own)                // version
+		publish(s, strings.Repeat(" ", protocol.MaxPayload)+`{"v":2}`, own)              // oversized
+		publish(s, good, nil)                                                            // bad_signature: unsigned
+		publish(s, good, batontest.NewSigner(t, good.From))                              // bad_signature: a stranger's key under the member's ID
+		publish(s, good, other)                                                          // bad_signature: another member's key
+		publish(s, stranger, batontest.NewSigner(t, stranger.From))                      // bad_signature: no member has the ID
+		publish(s, elsewhere, own)                                                       // wrong_subject
+		publish(protocol.BroadcastSubject("other", protocol.TypeCoordinator), good, own) // another cluster: not heard
 	}
 	if err := attacker.Flush(); err != nil {
 		t.Fatal(err)
@@ -110,8 +116,8 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 	// Every node hears the broadcast subjects and its own inbox.
 	perSubject := map[protocol.Reason]float64{
 		protocol.ReasonMalformed: 1, protocol.ReasonInvalidField: 1, protocol.ReasonUnknownType: 1,
-		protocol.ReasonVersion: 1, protocol.ReasonOversized: 1, protocol.ReasonSignature: 2,
-		protocol.ReasonNotMember: 1, protocol.ReasonWrongSubject: 1,
+		protocol.ReasonVersion: 1, protocol.ReasonOversized: 1, protocol.ReasonSignature: 4,
+		protocol.ReasonWrongSubject: 1,
 	}
 	heard := float64(len(protocol.BroadcastSubjects(c.name)) + 1)
 	for id, n := range nodes {

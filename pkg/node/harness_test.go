@@ -59,7 +59,11 @@ type cluster struct {
 	name      string
 	algorithm protocol.Algorithm
 	members   []uint64
-	secret    []byte
+	// signers and keys are the members' keys (batontest.MemberKeys); nil
+	// runs the cluster unsigned. With accounts too, nodes connect to NATS
+	// with their keys (the server must list them: withMemberUsers).
+	signers map[uint64]*protocol.Signer
+	keys    *protocol.MemberKeys
 	// data holds each node's data directory, so that a node restarted by
 	// the test finds its state again; created by start when nil.
 	data map[uint64]string
@@ -91,8 +95,11 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 	var probe func(context.Context, string) error
 	if c.accounts {
 		opts = batontest.AsNode(c.name, id)
+		if c.signers != nil {
+			opts = batontest.AsMember(c.name, c.signers[id])
+		}
 		probe = func(_ context.Context, name string) error {
-			nc, err := nats.Connect(c.url, append(batontest.AsNode(c.name, id), nats.Name(name))...)
+			nc, err := nats.Connect(c.url, append(opts[:len(opts):len(opts)], nats.Name(name))...)
 			if err != nil {
 				return err
 			}
@@ -110,7 +117,8 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 		Algorithm:        c.algorithm,
 		Election:         election.Config{ID: id, Members: c.members, Timing: timing},
 		DataDir:          c.dataDir(t, id),
-		Secret:           c.secret,
+		Signer:           c.signers[id],
+		Keys:             c.keys,
 		Logger:           testLogger().With("node", id, "cluster", c.name),
 		ConnectionEvents: c.events,
 		Probe:            probe,
@@ -251,14 +259,14 @@ func matches(m *dto.Metric, labels []string) bool {
 	return true
 }
 
-// announcements subscribes to a cluster's leader subject; with a secret,
-// every announcement must be signed with it.
-func announcements(t *testing.T, url, cluster string, secret []byte) <-chan protocol.Announcement {
+// announcements subscribes to a cluster's leader subject; with keys,
+// every announcement must be signed by the leader it names.
+func announcements(t *testing.T, url, cluster string, keys *protocol.MemberKeys) <-chan protocol.Announcement {
 	t.Helper()
 	nc := connect(t, url)
 	ch := make(chan protocol.Announcement, 64)
 	_, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-		a, err := protocol.ReadAnnouncement(secret, cluster, m.Data, m.Header.Get(protocol.SignatureHeader))
+		a, err := protocol.ReadAnnouncement(keys, cluster, m.Data, m.Header)
 		if err != nil {
 			t.Errorf("announcement %q: %v", m.Data, err)
 			return
@@ -290,15 +298,15 @@ func awaitAnnouncement(t *testing.T, ch <-chan protocol.Announcement, leader, te
 	}
 }
 
-// query asks the cluster for its leader; with a secret, the answer must be
-// signed with it.
-func query(t *testing.T, nc *nats.Conn, cluster string, secret []byte) protocol.Announcement {
+// query asks the cluster for its leader; with keys, the answer must be
+// signed by the leader it names.
+func query(t *testing.T, nc *nats.Conn, cluster string, keys *protocol.MemberKeys) protocol.Announcement {
 	t.Helper()
 	reply, err := nc.Request(protocol.QuerySubject(cluster), nil, 2*time.Second)
 	if err != nil {
 		t.Fatalf("query: %v", err)
 	}
-	a, err := protocol.ReadAnnouncement(secret, cluster, reply.Data, reply.Header.Get(protocol.SignatureHeader))
+	a, err := protocol.ReadAnnouncement(keys, cluster, reply.Data, reply.Header)
 	if err != nil {
 		t.Fatalf("query reply %q: %v", reply.Data, err)
 	}

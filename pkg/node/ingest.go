@@ -42,14 +42,21 @@ func (n *Node) check(msg *nats.Msg) (protocol.Message, error) {
 	if len(msg.Data) > protocol.MaxPayload {
 		return protocol.Message{}, &protocol.ValidationError{Reason: protocol.ReasonOversized, Detail: strconv.Itoa(len(msg.Data)) + " bytes"}
 	}
-	if len(n.cfg.Secret) > 0 {
-		if err := protocol.Verify(n.cfg.Secret, msg.Subject, msg.Data, msg.Header.Get(protocol.SignatureHeader)); err != nil {
+	var signer uint64
+	if n.cfg.Keys != nil {
+		var err error
+		if signer, err = n.cfg.Keys.Verify(msg.Subject, msg.Data, msg.Header); err != nil {
 			return protocol.Message{}, err
 		}
 	}
 	m, err := protocol.Decode(msg.Data)
 	if err != nil {
 		return m, err
+	}
+	if n.cfg.Keys != nil {
+		if err := protocol.CheckSigner(signer, m.From); err != nil {
+			return m, err
+		}
 	}
 	if err := protocol.CheckRoute(n.cfg.Cluster, msg.Subject, m); err != nil {
 		return m, err

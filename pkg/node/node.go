@@ -15,9 +15,11 @@
 // a message still unread in its socket counts as arrived in time.
 //
 // NATS subscription callbacks never block. Each checks a message, cheapest
-// check first, and queues it without waiting: its size; its signature over
-// the raw bytes when the cluster has a secret (protocol.Verify); its
-// decoding (protocol.Decode); its subject (protocol.CheckRoute); its
+// check first, and queues it without waiting: its size; with member keys,
+// its signature over the raw bytes by the member its Election-Signer
+// header names (protocol.MemberKeys.Verify); its decoding
+// (protocol.Decode), after which its sender must be that signer
+// (protocol.CheckSigner); its subject (protocol.CheckRoute); its
 // fields against the membership (protocol.Validate); and its freshness
 // (protocol.ReplayGuard: a message already received, one of an earlier
 // incarnation of its sender, or one dated further than MaxMessageAge from
@@ -30,7 +32,8 @@
 // hard state to the data directory when it changed (and stops if it
 // cannot: a node must not act on a term that a restart could forget),
 // then publishes each message on protocol.SubjectFor (stamped with its
-// incarnation, number and time, and signed when a secret is set), then,
+// incarnation, number and time, and signed with the node's key when it has
+// one), then,
 // when the machine has claimed a new term, a protocol.Announcement on the
 // cluster's leader subject. Only while it leads does the node subscribe to
 // the query subject, where it answers with that announcement: a request
@@ -144,10 +147,15 @@ type Config struct {
 	DataDir string
 	// Tick is the duration of one tick; DefaultTick if zero.
 	Tick time.Duration
-	// Secret is the cluster's shared HMAC key. When set, every message is
-	// signed and every message received must carry a valid signature. When
-	// empty, messages are neither signed nor checked.
-	Secret []byte
+	// Signer is this node's member key (its ELECTION_KEY_FILE), and Keys
+	// the public keys of every member (ELECTION_KEYS_FILE): both or
+	// neither. With them, the node signs everything it publishes
+	// (messages, announcements, query answers), and drops, as forged,
+	// every message not signed by the member it names, and connection
+	// events whose user key is not the member's. Without them, messages
+	// are neither signed nor checked.
+	Signer *protocol.Signer
+	Keys   *protocol.MemberKeys
 	// MaxMessageAge is how far a message's timestamp may be from this
 	// node's clock, either way, for the message to be accepted: it bounds
 	// both the replay of a captured message to a node started since and
@@ -242,7 +250,7 @@ type event struct {
 type announcement struct {
 	term   uint64
 	data   []byte
-	header nats.Header // the signature, when the cluster has a secret
+	header nats.Header // the signature, when the node has a key
 }
 
 // New checks cfg and returns a node for nc. It starts nothing.
@@ -273,6 +281,17 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
+	}
+	if (cfg.Signer == nil) != (cfg.Keys == nil) {
+		return nil, fmt.Errorf("%w: a member key needs the members' keys, and they need it", ErrConfig)
+	}
+	if cfg.Signer != nil {
+		if cfg.Signer.ID() != cfg.Election.ID {
+			return nil, fmt.Errorf("%w: the key is member %d's, this node is %d", ErrConfig, cfg.Signer.ID(), cfg.Election.ID)
+		}
+		if err := cfg.Keys.Check(members, cfg.Signer); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	switch cfg.ConnectionEvents {
 	case "":
@@ -443,7 +462,7 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 	defer timer.Stop()
 	n.running.Store(true)
 	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick,
-		"signed", len(n.cfg.Secret) > 0, "incarnation", n.stamp.Incarnation())
+		"signed", n.cfg.Signer != nil, "incarnation", n.stamp.Incarnation())
 	n.machine.Start()
 	if err := n.apply(); err != nil {
 		return n.fail(err)

@@ -87,7 +87,8 @@ func TestReplayedMessagesChangeNothing(t *testing.T) {
 	for _, algorithm := range protocol.Algorithms {
 		t.Run(string(algorithm), func(t *testing.T) {
 			url := batontest.StartNATS(t)
-			c := cluster{url: url, name: "replay", algorithm: algorithm, members: five, secret: []byte("k")}
+			signers, keys := batontest.MemberKeys(t, five...)
+			c := cluster{url: url, name: "replay", algorithm: algorithm, members: five, signers: signers, keys: keys}
 			if algorithm == protocol.Paxos {
 				// A lease of a second: on a loaded machine with the race
 				// detector, a 200 ms lease is sometimes lost and won again
@@ -97,7 +98,7 @@ func TestReplayedMessagesChangeNothing(t *testing.T) {
 				c.timing.LeaseTicks = 100
 				c.timing.LeaderLeaseTicks = election.LeaderLease(100, election.DefaultMaxDrift)
 			}
-			leaders := announcements(t, url, c.name, c.secret)
+			leaders := announcements(t, url, c.name, c.keys)
 			eve := startCapture(t, url, c.name)
 			nodes := c.startAll(t)
 			term := awaitAgreement(t, nodes, 5)
@@ -215,7 +216,8 @@ func TestFloodCausesNoElection(t *testing.T) {
 	// running the race detector with everything in one process does not.
 	timing := testTiming
 	timing.LeaderTimeoutTicks = 300
-	c := cluster{url: url, name: "flood", algorithm: protocol.Bully, members: five, secret: []byte("k"), timing: timing}
+	signers, keys := batontest.MemberKeys(t, five...)
+	c := cluster{url: url, name: "flood", algorithm: protocol.Bully, members: five, signers: signers, keys: keys, timing: timing}
 	eve := startCapture(t, url, c.name)
 	nodes := c.startAll(t)
 	term := awaitAgreement(t, nodes, 5)
@@ -243,6 +245,7 @@ func TestFloodCausesNoElection(t *testing.T) {
 		subjects = append(subjects, protocol.InboxSubject(c.name, id))
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
+	stranger := batontest.NewSigner(t, 1)
 	junk := func() *nats.Msg {
 		subject := subjects[rng.IntN(len(subjects))]
 		switch rng.IntN(4) {
@@ -254,9 +257,9 @@ func TestFloodCausesNoElection(t *testing.T) {
 			return &nats.Msg{Subject: subject, Data: data}
 		case 1: // a takeover, unsigned
 			return &nats.Msg{Subject: subject, Data: []byte(`{"v":2,"type":"coordinator","from":1,"term":99999,"inc":1,"n":1,"ts":1}`)}
-		case 2: // a takeover, wrongly signed
-			m := &nats.Msg{Subject: subject, Data: []byte(`{"v":2,"type":"heartbeat","from":1,"term":99999}`), Header: nats.Header{}}
-			m.Header.Set(protocol.SignatureHeader, protocol.Sign([]byte("guess"), subject, m.Data))
+		case 2: // a takeover, signed by a stranger's key under member 1's ID
+			m := &nats.Msg{Subject: subject, Data: []byte(`{"v":2,"type":"heartbeat","from":1,"term":99999}`)}
+			m.Header = stranger.Header(subject, m.Data)
 			return m
 		}
 		return replays[rng.IntN(len(replays))]

@@ -127,7 +127,7 @@ func (s *sim) observer() (*nodetest.Conn, <-chan protocol.Announcement) {
 	s.t.Cleanup(conn.Close)
 	ch := make(chan protocol.Announcement, 256)
 	_, err := conn.Subscribe(protocol.LeaderSubject(s.cluster), 256, 1<<20, func(m *nats.Msg) {
-		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, "")
+		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, nil)
 		if err != nil {
 			s.t.Errorf("announcement %q: %v", m.Data, err)
 			return
@@ -361,7 +361,7 @@ func (s *sim) query(conn *nodetest.Conn) []protocol.Announcement {
 		if m.Header.Get("Status") == "503" {
 			return
 		}
-		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, "")
+		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, nil)
 		if err != nil {
 			s.t.Errorf("answer %q: %v", m.Data, err)
 			return

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Transport is what a node needs of its connection to NATS. New wraps a
@@ -54,10 +55,10 @@ type Transport interface {
 	// Learn returns what the cluster can tell a node that starts: the
 	// current leader's answer to a query on protocol.QuerySubject, and
 	// the term of the last announcement kept by a JetStream stream on the
-	// leader subject where the transport has streams; with a secret, only
-	// announcements signed with it count. What is not known before ctx
-	// ends is zero, and the error says why.
-	Learn(ctx context.Context, cluster string, secret []byte) (Learned, error)
+	// leader subject where the transport has streams; with keys, only
+	// announcements signed by the leader they name count. What is not
+	// known before ctx ends is zero, and the error says why.
+	Learn(ctx context.Context, cluster string, keys *protocol.MemberKeys) (Learned, error)
 }
 
 // Learned is what a node learns of its cluster as it starts.
@@ -124,8 +125,8 @@ func (t natsTransport) StatusChanged(status nats.Status) (<-chan nats.Status, fu
 // Learn asks the current leader (pkg/leader.Current, by query alone) and
 // reads the stream's last announcement (leader.LastAnnounced), both at
 // once.
-func (t natsTransport) Learn(ctx context.Context, cluster string, secret []byte) (Learned, error) {
-	opts := []leader.Option{leader.WithSecret(secret)}
+func (t natsTransport) Learn(ctx context.Context, cluster string, keys *protocol.MemberKeys) (Learned, error) {
+	opts := []leader.Option{leader.WithKeys(keys)}
 	if d, ok := ctx.Deadline(); ok {
 		opts = append(opts, leader.WithQueryTimeout(time.Until(d)))
 	}

@@ -14,7 +14,7 @@ func heartbeat() Message {
 }
 
 func BenchmarkEncodeSign(b *testing.B) {
-	key := []byte("a shared secret of the cluster")
+	s := testSigner(b, 5)
 	m := heartbeat()
 	subject := BroadcastSubject("bench", TypeHeartbeat)
 	b.ReportAllocs()
@@ -23,21 +23,22 @@ func BenchmarkEncodeSign(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = Sign(key, subject, data)
+		_ = s.Header(subject, data)
 	}
 }
 
 func BenchmarkVerifyDecode(b *testing.B) {
-	key := []byte("a shared secret of the cluster")
+	s := testSigner(b, 5)
+	keys := testKeys(b, s)
 	subject := BroadcastSubject("bench", TypeHeartbeat)
 	data, err := Encode(heartbeat())
 	if err != nil {
 		b.Fatal(err)
 	}
-	sig := Sign(key, subject, data)
+	h := s.Header(subject, data)
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := Verify(key, subject, data, sig); err != nil {
+		if _, err := keys.Verify(subject, data, h); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := Decode(data); err != nil {

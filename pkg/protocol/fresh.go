@@ -12,7 +12,7 @@ const ReplayWindow = 256
 // ReplayGuard drops messages that are not fresh: a copy of a message
 // already received, a message of an earlier incarnation of its sender, and
 // a message whose timestamp is further from the receiver's clock than
-// MaxAge. Signed messages cannot be altered, so with a secret a captured
+// MaxAge. Signed messages cannot be altered, so with member keys a captured
 // message can be replayed to no node that received it, and to a node that
 // did not (one started since) only within MaxAge of when it was sent.
 //

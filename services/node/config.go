@@ -92,9 +92,19 @@ type Config struct {
 	// events arrive and logs which mode is in effect. With off, or where
 	// the server delivers none, failures are detected by heartbeats alone.
 	ConnectionEvents string `env:"ELECTION_CONNECTION_EVENTS" envDefault:"auto"`
-	// Secret is the cluster's shared HMAC key. When set, every message is
-	// signed and unsigned or wrongly signed messages are dropped. Empty
-	// means messages are not signed (a warning is logged).
+	// KeyFile is the path of this node's member key, a user seed (SU…)
+	// in the NATS nkeys format. With it, the node signs everything it
+	// publishes, drops every message not signed by the member it names,
+	// and, unless NATS_USER, NATS_TOKEN or NATS_CREDS is set, connects to
+	// NATS as the nkey user of its public key (the server must list it).
+	// Unset, the node runs unsigned and logs a warning.
+	KeyFile string `env:"ELECTION_KEY_FILE"`
+	// KeysFile is the path of the cluster's member keys, one line
+	// "<ID> <public key U…>" per member of NODE_PEERS. Required with
+	// KeyFile.
+	KeysFile string `env:"ELECTION_KEYS_FILE"`
+	// Secret is read only to refuse it: the shared secret was replaced
+	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
@@ -104,6 +114,8 @@ type Config struct {
 	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
 
 	// Filled by validate.
+	signer  *protocol.Signer
+	keys    *protocol.MemberKeys
 	members []uint64
 	urls    []string
 	timing  election.Timing
@@ -177,6 +189,9 @@ func (c *Config) validate() error {
 	if c.members, err = parsePeers(c.Peers, c.ID); err != nil {
 		return err
 	}
+	if err := c.loadKeys(); err != nil {
+		return err
+	}
 	if !slices.Contains(protocol.Algorithms, protocol.Algorithm(c.Algorithm)) {
 		return invalid("ELECTION_ALGORITHM", "%q is not one of %v", c.Algorithm, protocol.Algorithms)
 	}
@@ -217,6 +232,56 @@ func (c *Config) validate() error {
 		return invalid("LOG_FORMAT", "%q is not one of text, json", c.LogFormat)
 	}
 	return nil
+}
+
+// keysDoc is the section of the documentation on member keys and on
+// moving from the shared secret.
+const keysDoc = "docs/configuration.md#member-keys"
+
+// loadKeys reads ELECTION_KEY_FILE and ELECTION_KEYS_FILE and checks them
+// against NODE_ID and NODE_PEERS.
+func (c *Config) loadKeys() error {
+	if c.Secret != "" {
+		return invalid("ELECTION_SECRET", "the shared secret was replaced by member keys: unset it and set ELECTION_KEY_FILE and ELECTION_KEYS_FILE (moving: %s)", keysDoc)
+	}
+	switch {
+	case c.KeyFile == "" && c.KeysFile == "":
+		return nil
+	case c.KeyFile == "":
+		return invalid("ELECTION_KEY_FILE", "required with ELECTION_KEYS_FILE: a node signs what it publishes with its own key")
+	case c.KeysFile == "":
+		return invalid("ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE")
+	}
+	kp, err := protocol.ReadSeedFile(c.KeyFile)
+	if err != nil {
+		return invalid("ELECTION_KEY_FILE", "%v", strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	}
+	if c.signer, err = protocol.NewSigner(c.ID, kp); err != nil {
+		return invalid("ELECTION_KEY_FILE", "%v", strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	}
+	if c.keys, err = protocol.ReadMemberKeysFile(c.KeysFile); err != nil {
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	}
+	if err := c.keys.Check(c.members, c.signer); err != nil {
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	}
+	return nil
+}
+
+// asNkeyUser reports whether the node connects to NATS as the nkey user
+// of its member key: it has one, and no other NATS credentials are set.
+func (c *Config) asNkeyUser() bool {
+	return c.signer != nil && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == ""
+}
+
+// authOptions authenticate to NATS: as the nkey user of the member key
+// (asNkeyUser), else with the NATS_* credentials; TLS either way.
+func (c *Config) authOptions() []nats.Option {
+	opts := c.NATS.AuthOptions()
+	if c.asNkeyUser() {
+		opts = append(opts, nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign))
+	}
+	return opts
 }
 
 func parsePeers(s string, id uint64) ([]uint64, error) {
@@ -360,14 +425,14 @@ func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS error", "err", err) }),
 	}
-	opts = append(opts, c.NATS.AuthOptions()...)
+	opts = append(opts, c.authOptions()...)
 	return opts
 }
 
 // probe opens a connection named name to the node's NATS server and closes
 // it: the node checks with it that the server delivers connection events.
 func (c *Config) probe(ctx context.Context, name string) error {
-	opts := append([]nats.Option{nats.Name(name), nats.NoEcho()}, c.NATS.AuthOptions()...)
+	opts := append([]nats.Option{nats.Name(name), nats.NoEcho()}, c.authOptions()...)
 	if deadline, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(deadline)))
 	}

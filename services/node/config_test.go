@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // minimal sets only the required variables.
@@ -156,5 +161,106 @@ func TestDefaults(t *testing.T) {
 	}
 	if len(cfg.urls) != 2 || cfg.urls[1] != "tls://b:4443" {
 		t.Errorf("urls: got %q", cfg.urls)
+	}
+}
+
+// keyFiles are a cluster's key files, written by writeKeys.
+type keyFiles struct {
+	seeds   map[uint64]string // ELECTION_KEY_FILE by member
+	members string            // ELECTION_KEYS_FILE
+	parsed  *protocol.MemberKeys
+}
+
+// writeKeys writes a seed file per member and the members file, as
+// cmd/keys does.
+func writeKeys(t *testing.T, members ...uint64) keyFiles {
+	t.Helper()
+	dir := t.TempDir()
+	k := keyFiles{seeds: make(map[uint64]string), members: filepath.Join(dir, "members.keys")}
+	var list strings.Builder
+	for _, id := range members {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		public, _ := kp.PublicKey()
+		k.seeds[id] = filepath.Join(dir, fmt.Sprintf("node-%d.seed", id))
+		if err := os.WriteFile(k.seeds[id], append(seed, '\n'), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&list, "%d %s\n", id, public)
+	}
+	if err := os.WriteFile(k.members, []byte(list.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if k.parsed, err = protocol.ReadMemberKeysFile(k.members); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestKeyConfiguration: member key files that do not fit the node's
+// configuration exit with status 2 and one line naming the variable and,
+// for the members file, the line at fault; the shared secret is refused
+// with a pointer to the docs.
+func TestKeyConfiguration(t *testing.T) {
+	t.Chdir(t.TempDir())
+	k := writeKeys(t, 1, 2, 3, 4, 5)
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	members, err := os.ReadFile(k.members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(members)), "\n")
+	withKeys := func(kv ...string) map[string]string {
+		return with(append([]string{"ELECTION_KEY_FILE", k.seeds[3], "ELECTION_KEYS_FILE", k.members}, kv...)...)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		name string
+		says string
+	}{
+		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "replaced by member keys"},
+		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "docs/configuration.md#member-keys"},
+		{with("ELECTION_KEY_FILE", k.seeds[3]), "ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE"},
+		{with("ELECTION_KEYS_FILE", k.members), "ELECTION_KEY_FILE", "required with ELECTION_KEYS_FILE"},
+		{withKeys("ELECTION_KEY_FILE", filepath.Join(dir, "none")), "ELECTION_KEY_FILE", "no such file"},
+		{withKeys("ELECTION_KEY_FILE", file("public", strings.Fields(lines[2])[1])), "ELECTION_KEY_FILE", "does not hold a user seed"},
+		{withKeys("ELECTION_KEY_FILE", k.seeds[4]), "ELECTION_KEYS_FILE", "line 3: member 3 is listed with"},
+		{withKeys("ELECTION_KEYS_FILE", file("dup", string(members)+lines[0]+"\n")), "ELECTION_KEYS_FILE", "line 6: duplicate member ID 1"},
+		{withKeys("ELECTION_KEYS_FILE", file("bad", strings.Replace(string(members), "2 U", "2 X", 1))), "ELECTION_KEYS_FILE", "line 2: member 2"},
+		{withKeys("NODE_PEERS", "1,2,3,4"), "ELECTION_KEYS_FILE", "line 5: member 5 is not one of the peers"},
+		{withKeys("NODE_PEERS", "1,2,3,4,5,6"), "ELECTION_KEYS_FILE", "no key for member 6"},
+	} {
+		t.Run(tc.name+"/"+tc.says, func(t *testing.T) {
+			var stderr bytes.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if code := run(ctx, tc.env, &stderr); code != exitConfig {
+				t.Fatalf("exit status: got %d, want %d (%s)", code, exitConfig, stderr.String())
+			}
+			out := stderr.String()
+			if strings.Count(out, "\n") != 1 || !strings.Contains(out, tc.name+":") || !strings.Contains(out, tc.says) {
+				t.Errorf("stderr: got %q, want one line naming %s and saying %q", out, tc.name, tc.says)
+			}
+		})
+	}
+	cfg, err := loadConfig(withKeys())
+	if err != nil || cfg.signer == nil || cfg.keys.Len() != 5 || !cfg.asNkeyUser() {
+		t.Fatalf("loadConfig(valid keys) = %v; signer %v, %d keys, nkey user %v", err, cfg.signer, cfg.keys.Len(), cfg.asNkeyUser())
+	}
+	// With a NATS user, the node connects as that user; it still signs.
+	cfg, err = loadConfig(withKeys("NATS_USER", "node", "NATS_PASSWORD", "pw"))
+	if err != nil || cfg.signer == nil || cfg.asNkeyUser() {
+		t.Fatalf("loadConfig(keys and NATS_USER) = %v; signer %v, nkey user %v", err, cfg.signer, cfg.asNkeyUser())
 	}
 }

@@ -78,8 +78,11 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		return exitConfig
 	}
 	log := cfg.newLogger(stderr).With("node", cfg.ID, "cluster", cfg.Cluster)
-	if cfg.Secret == "" {
-		log.Warn("ELECTION_SECRET is empty: messages are not signed, and any NATS client can forge them")
+	switch {
+	case cfg.signer == nil:
+		log.Warn("no member keys (ELECTION_KEY_FILE, ELECTION_KEYS_FILE): messages are not signed, and any NATS client can speak for any member")
+	case !cfg.asNkeyUser():
+		log.Warn("member keys set, but the node connects to NATS with NATS_USER, NATS_TOKEN or NATS_CREDS, not as its nkey user: connection events, which must carry the member's key, are ignored, and failures are detected by heartbeats")
 	}
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -99,7 +102,8 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		Election:         election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing},
 		DataDir:          cfg.DataDir,
 		Tick:             cfg.Tick,
-		Secret:           []byte(cfg.Secret),
+		Signer:           cfg.signer,
+		Keys:             cfg.keys,
 		MaxMessageAge:    cfg.MaxMessageAge,
 		ConnectionEvents: cfg.ConnectionEvents,
 		Probe:            cfg.probe,

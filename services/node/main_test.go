@@ -67,8 +67,10 @@ func TestBinaryInvalidConfiguration(t *testing.T) {
 // ELECTION_DATA, it announces a newer term: terms survive restarts.
 func TestBinarySIGTERM(t *testing.T) {
 	bin := batontest.BuildBinary(t, ".")
-	url := batontest.StartNATS(t)
-	nc := batontest.Connect(t, url)
+	// The node connects as the nkey user of its member key.
+	keys := writeKeys(t, 1)
+	url := batontest.StartNATS(t, batontest.WithAccounts(), batontest.WithMemberUsers(keys.parsed))
+	nc := batontest.Connect(t, url, batontest.AsNode("observer", 9)...)
 	leaders, err := nc.SubscribeSync(protocol.LeaderSubject("solo"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +82,9 @@ func TestBinarySIGTERM(t *testing.T) {
 	nc.Flush()
 	env := map[string]string{
 		"NATS_URL": url, "NODE_ID": "1", "NODE_PEERS": "1", "ELECTION_CLUSTER": "solo",
-		"HTTP_ADDR": "127.0.0.1:0", "ELECTION_SECRET": "k", "ELECTION_DATA": t.TempDir(),
+		"HTTP_ADDR": "127.0.0.1:0", "ELECTION_DATA": t.TempDir(),
 	}
+	env["ELECTION_KEY_FILE"], env["ELECTION_KEYS_FILE"] = keys.seeds[1], keys.members
 	var last uint64
 	for run := range 2 {
 		cmd, base := startBinary(t, bin, env)
@@ -89,7 +92,7 @@ func TestBinarySIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: no announcement: %v", run, err)
 		}
-		a, err := protocol.DecodeAnnouncement(msg.Data)
+		a, err := protocol.ReadAnnouncement(keys.parsed, "solo", msg.Data, msg.Header)
 		if err != nil || a.Leader != 1 || a.Cluster != "solo" || a.Algorithm != protocol.Bully {
 			t.Fatalf("run %d: announcement %s: %v", run, msg.Data, err)
 		}

@@ -21,9 +21,13 @@ import (
 // Option changes the configuration of the nodes Start runs.
 type Option func(*node.Config)
 
-// WithSecret gives the nodes a shared ELECTION_SECRET: they sign every
-// message and announcement with it.
-func WithSecret(secret []byte) Option { return func(c *node.Config) { c.Secret = secret } }
+// WithKeys gives each node its member key from signers (by ID) and the
+// members' public keys: they sign every message and announcement, and
+// check what they receive (batontest.MemberKeys makes both). The nodes
+// still connect to NATS as Start's caller lets them.
+func WithKeys(signers map[uint64]*protocol.Signer, keys *protocol.MemberKeys) Option {
+	return func(c *node.Config) { c.Signer, c.Keys = signers[c.Election.ID], keys }
+}
 
 // Start runs one node for each of members, in that order, as cluster
 // named cluster with algorithm and the default timing, each on its own

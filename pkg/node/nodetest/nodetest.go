@@ -393,12 +393,12 @@ func (c *Conn) Request(ctx context.Context, subject string, data []byte) (*nats.
 
 // Learn implements node.Transport: the network has no streams, so it
 // asks the current leader only.
-func (c *Conn) Learn(ctx context.Context, cluster string, secret []byte) (node.Learned, error) {
+func (c *Conn) Learn(ctx context.Context, cluster string, keys *protocol.MemberKeys) (node.Learned, error) {
 	reply, err := c.Request(ctx, protocol.QuerySubject(cluster), nil)
 	if err != nil {
 		return node.Learned{}, fmt.Errorf("no answer from a leader: %w", err)
 	}
-	a, err := protocol.ReadAnnouncement(secret, cluster, reply.Data, reply.Header.Get(protocol.SignatureHeader))
+	a, err := protocol.ReadAnnouncement(keys, cluster, reply.Data, reply.Header)
 	if err != nil {
 		return node.Learned{}, fmt.Errorf("leader's answer: %w", err)
 	}

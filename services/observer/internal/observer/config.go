@@ -4,13 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 
 	"github.com/baton-election/baton/internal/natsconn"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Config is the observer's configuration, read from the environment.
@@ -52,11 +56,19 @@ type Config struct {
 	// and Retry-After until a client leaves. Each costs a connection, a
 	// goroutine and a small buffer.
 	MaxStreams int `env:"OBSERVER_MAX_STREAMS" envDefault:"256"`
-	// Secret is the nodes' shared HMAC key (their ELECTION_SECRET). When
-	// set, announcements, heartbeats and resigns must be signed with it,
-	// and others are dropped; every cluster the observer watches must use
-	// this one secret. Empty believes unsigned messages (a warning is
-	// logged).
+	// KeysDir is a directory of member keys files, one per cluster:
+	// <cluster>.keys, in the format of the nodes' ELECTION_KEYS_FILE.
+	// When set, the observer records only the clusters it has keys for,
+	// and of them only announcements, heartbeats, lease renewals and
+	// resigns signed by the member they name; it counts what it refuses
+	// (result bad_signature). Unset, it believes unsigned messages (a
+	// warning is logged). It holds public keys only.
+	KeysDir string `env:"OBSERVER_KEYS_DIR"`
+	// Keys are the member keys by cluster, read from KeysDir by
+	// ParseConfig (or LoadKeys); nil checks nothing.
+	Keys map[string]*protocol.MemberKeys
+	// Secret is read only to refuse it: the shared secret was replaced
+	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
@@ -72,7 +84,48 @@ func ParseConfig() (Config, error) {
 	if err != nil {
 		return Config{}, describeEnvError(err)
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	if cfg.KeysDir != "" {
+		keys, err := LoadKeys(cfg.KeysDir)
+		if err != nil {
+			return Config{}, err
+		}
+		cfg.Keys = keys
+	}
+	return cfg, nil
+}
+
+// LoadKeys reads every <cluster>.keys file of dir. Its errors name
+// OBSERVER_KEYS_DIR, the file and, for a bad entry, the line.
+func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: OBSERVER_KEYS_DIR: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	keys := make(map[string]*protocol.MemberKeys)
+	for _, e := range entries {
+		cluster, ok := strings.CutSuffix(e.Name(), ".keys")
+		if !ok || e.IsDir() {
+			continue
+		}
+		if protocol.ValidateCluster(cluster) != nil {
+			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", e.Name(), cluster)
+		}
+		k, err := protocol.ReadMemberKeysFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+		}
+		keys[cluster] = k
+	}
+	if len(keys) == 0 {
+		return nil, bad("%s holds no <cluster>.keys file", dir)
+	}
+	return keys, nil
 }
 
 // Validate checks the values, naming the variable of the first bad one.
@@ -82,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.NATS.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.Secret != "" {
+		return bad("ELECTION_SECRET", "the shared secret was replaced by member keys: unset it and give the clusters' public keys in OBSERVER_KEYS_DIR (moving: docs/configuration.md#member-keys)")
 	}
 	switch {
 	case c.HTTPAddr == "":

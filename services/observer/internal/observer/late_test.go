@@ -18,15 +18,15 @@ import (
 // so the answer must carry the leader's signature.
 func TestObserverStartedAfterTheElection(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
-	secret := []byte("s3cret")
-	clustertest.Start(t, url, "late", protocol.Bully, []uint64{1, 2, 3}, clustertest.WithSecret(secret))
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
+	clustertest.Start(t, url, "late", protocol.Bully, []uint64{1, 2, 3}, clustertest.WithKeys(signers, keys))
 	nc := batontest.Connect(t, url)
 
 	var want protocol.Announcement
 	batontest.CheckFor(t, waitTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream(), leader.WithSecret(secret))
+		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream(), leader.WithKeys(keys))
 		if err != nil || a.Leader != 3 {
 			return fmt.Errorf("no leader 3 before the observer started: %v, %v", a, err)
 		}
@@ -35,7 +35,7 @@ func TestObserverStartedAfterTheElection(t *testing.T) {
 	})
 
 	cfg := testConfig(url, t.TempDir())
-	cfg.Secret = string(secret)
+	cfg.Keys = map[string]*protocol.MemberKeys{"late": keys}
 	o := startObserver(t, cfg, nil)
 	// The counter moves just after the store: wait for both.
 	o.waitFor(t, "the leadership to be learnt from the leader", func() bool {

@@ -11,7 +11,8 @@ import (
 )
 
 // resultBadSignature is the result label of a message dropped because it
-// is not signed with ELECTION_SECRET.
+// is not signed by the member it names (or of a cluster without keys in
+// OBSERVER_KEYS_DIR).
 const resultBadSignature = "bad_signature"
 
 // metrics are the observer's Prometheus metrics, in a registry of its own.

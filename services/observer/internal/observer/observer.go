@@ -55,9 +55,10 @@
 // Ends and gaps are as the observer saw them: a leader that died while the
 // observer was down ends "unobserved", with no known gap after it. Split
 // brain is detected only while the observer watches, and only between
-// nodes whose heartbeats reach its NATS. With ELECTION_SECRET set, the
-// observer checks the signatures of announcements, heartbeats and
-// resignations and drops what fails; without it, anyone who can publish on
+// nodes whose heartbeats reach its NATS. With member keys (Config.Keys,
+// OBSERVER_KEYS_DIR), the observer checks that announcements, heartbeats,
+// renewals and resignations are signed by the member they name, and drops
+// what fails; without them, anyone who can publish on
 // the election subjects can fake liveness or split brain in the
 // observer's view (never in the nodes').
 package observer
@@ -104,7 +105,6 @@ const setupRetry = time.Second
 // Observer watches the clusters and serves what it recorded.
 type Observer struct {
 	cfg     Config
-	secret  []byte // cfg.Secret; empty: messages are not checked
 	log     *slog.Logger
 	now     func() time.Time
 	metrics *metrics
@@ -144,7 +144,6 @@ type Observer struct {
 func New(cfg Config, log *slog.Logger) *Observer {
 	return &Observer{
 		cfg:     cfg,
-		secret:  []byte(cfg.Secret),
 		log:     log,
 		now:     time.Now,
 		metrics: newMetrics(),
@@ -188,7 +187,7 @@ func (o *Observer) Addr() string { return o.addr }
 type liveMsg struct {
 	subject string
 	data    []byte
-	sig     string // the Election-Signature header
+	header  nats.Header // the signature
 	at      time.Time
 	// queried marks a leader's answer to the observer's query; subject is
 	// then the observer's reply subject, whose last token is the cluster.
@@ -247,7 +246,7 @@ func (o *Observer) Run(ctx context.Context) error {
 	for _, kind := range liveKinds {
 		if _, err := nc.Subscribe(protocol.Root+".*."+kind, func(m *nats.Msg) {
 			select {
-			case live <- liveMsg{subject: m.Subject, data: m.Data, sig: m.Header.Get(protocol.SignatureHeader), at: o.now()}:
+			case live <- liveMsg{subject: m.Subject, data: m.Data, header: m.Header, at: o.now()}:
 			default:
 				o.metrics.live.WithLabelValues(kind, "dropped").Inc()
 			}
@@ -265,7 +264,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			return // "no responders": nobody leads now
 		}
 		select {
-		case live <- liveMsg{subject: m.Subject, data: m.Data, sig: m.Header.Get(protocol.SignatureHeader), at: o.now(), queried: true}:
+		case live <- liveMsg{subject: m.Subject, data: m.Data, header: m.Header, at: o.now(), queried: true}:
 		default:
 			o.metrics.live.WithLabelValues(protocol.KindQuery, "dropped").Inc()
 		}
@@ -298,9 +297,9 @@ func (o *Observer) Run(ctx context.Context) error {
 	anns := make(chan delivery)
 	wg.Go(func() { o.consume(ctx, nc, anns) })
 	close(o.ready)
-	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", len(o.secret) > 0)
-	if len(o.secret) == 0 {
-		o.log.Warn("ELECTION_SECRET is empty: unsigned announcements and heartbeats are believed, and any NATS client can forge them")
+	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", o.cfg.Keys != nil)
+	if o.cfg.Keys == nil {
+		o.log.Warn("no member keys (OBSERVER_KEYS_DIR): unsigned announcements and heartbeats are believed, and any NATS client can forge them")
 	}
 
 	o.loop(ctx, live, anns)
@@ -369,7 +368,7 @@ func (o *Observer) record(rec *recorder.Recorder, d delivery) {
 	cluster, err := protocol.ClusterOf(m.Subject())
 	var a protocol.Announcement
 	if err == nil {
-		a, err = protocol.ReadAnnouncement(o.secret, cluster, m.Data(), m.Headers().Get(protocol.SignatureHeader))
+		a, err = o.readAnnouncement(cluster, m.Data(), m.Headers())
 	}
 	if err != nil {
 		o.metrics.announcements.WithLabelValues(invalid(err)).Inc()
@@ -390,6 +389,49 @@ func (o *Observer) record(rec *recorder.Recorder, d delivery) {
 		o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
 	}
 	o.changed(cluster, kept)
+}
+
+// keysOf returns the member keys of cluster: nil without OBSERVER_KEYS_DIR,
+// an error with ReasonSignature for a cluster it holds no keys for.
+func (o *Observer) keysOf(cluster string) (*protocol.MemberKeys, error) {
+	if o.cfg.Keys == nil {
+		return nil, nil
+	}
+	k, ok := o.cfg.Keys[cluster]
+	if !ok {
+		return nil, &protocol.ValidationError{Reason: protocol.ReasonSignature, Detail: "no member keys for cluster " + cluster}
+	}
+	return k, nil
+}
+
+// readAnnouncement reads an announcement of cluster; with keys, it must
+// be signed by the leader it names.
+func (o *Observer) readAnnouncement(cluster string, data []byte, h nats.Header) (protocol.Announcement, error) {
+	keys, err := o.keysOf(cluster)
+	if err != nil {
+		return protocol.Announcement{}, err
+	}
+	return protocol.ReadAnnouncement(keys, cluster, data, h)
+}
+
+// readMessage reads an election message of cluster received on subject;
+// with keys, it must be signed by its sender, which is checked first.
+func (o *Observer) readMessage(cluster, subject string, data []byte, h nats.Header) (protocol.Message, error) {
+	keys, err := o.keysOf(cluster)
+	if err != nil {
+		return protocol.Message{}, err
+	}
+	var signer uint64
+	if keys != nil {
+		if signer, err = keys.Verify(subject, data, h); err != nil {
+			return protocol.Message{}, err
+		}
+	}
+	msg, err := protocol.Decode(data)
+	if err == nil && keys != nil {
+		err = protocol.CheckSigner(signer, msg.From)
+	}
+	return msg, err
 }
 
 // invalid is the metric result of a message dropped for err.
@@ -450,13 +492,11 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 	switch kind {
 	case protocol.KindLeader:
 		var a protocol.Announcement
-		a, err = protocol.ReadAnnouncement(o.secret, cluster, m.data, m.sig)
+		a, err = o.readAnnouncement(cluster, m.data, m.header)
 		node, term = a.Leader, a.Term
 	case protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose:
 		var msg protocol.Message
-		if msg, err = protocol.Decode(m.data); err == nil && len(o.secret) > 0 {
-			err = protocol.Verify(o.secret, m.subject, m.data, m.sig)
-		}
+		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
 		if err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 		}
@@ -507,7 +547,7 @@ func (o *Observer) write(cluster string, recs []history.Record) {
 // answered records a leader's answer to the observer's query.
 func (o *Observer) answered(rec *recorder.Recorder, m liveMsg) {
 	cluster := m.subject[strings.LastIndexByte(m.subject, '.')+1:]
-	a, err := protocol.ReadAnnouncement(o.secret, cluster, m.data, m.sig)
+	a, err := o.readAnnouncement(cluster, m.data, m.header)
 	if err != nil {
 		o.metrics.live.WithLabelValues(protocol.KindQuery, invalid(err)).Inc()
 		o.log.Debug("dropping invalid answer", "cluster", cluster, "err", err)

@@ -1,6 +1,10 @@
 package observer
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,22 +12,25 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/internal/batontest/clustertest"
+	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// With ELECTION_SECRET, the observer records a signed cluster's leaders
-// and drops unsigned and wrongly signed announcements and heartbeats,
-// whether they come through the stream or live: a forger can neither
-// name a leader nor fake a split brain.
+// With member keys, the observer records a signed cluster's leaders and
+// drops announcements and heartbeats not signed by the member they name
+// (unsigned, signed by another member, signed by a stranger's key under
+// the member's ID), whether they come through the stream or live: a
+// forger, member or not, can neither name a leader nor fake a split brain.
+// A cluster it holds no keys for is refused altogether.
 func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
-	secret := []byte("s3cret")
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Secret = string(secret)
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": keys}
 	cfg.LeaderTimeout = time.Second // above the nodes' 200 ms, for a loaded machine
 	o := startObserver(t, cfg, nil)
 
-	clustertest.Start(t, url, "default", protocol.Bully, []uint64{1, 2, 3}, clustertest.WithSecret(secret))
+	clustertest.Start(t, url, "default", protocol.Bully, []uint64{1, 2, 3}, clustertest.WithKeys(signers, keys))
 	var term uint64
 	o.waitFor(t, "node 3 to lead", func() bool {
 		c, ok := o.store.Cluster("default")
@@ -39,11 +46,11 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	leaderships := o.leaderships("default")
 
 	forger := batontest.Connect(t, url)
-	publish := func(subject string, data []byte, sig string) {
+	publish := func(subject string, data []byte, s *protocol.Signer) {
 		t.Helper()
 		m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-		if sig != "" {
-			m.Header.Set(protocol.SignatureHeader, sig)
+		if s != nil {
+			m.Header = s.Header(subject, data)
 		}
 		if err := forger.PublishMsg(m); err != nil {
 			t.Fatal(err)
@@ -59,19 +66,25 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	}
 	leaderSubject := protocol.LeaderSubject("default")
 	beatSubject := protocol.BroadcastSubject("default", protocol.TypeHeartbeat)
-	guess := []byte("guess")
-	publish(leaderSubject, claim, "")
-	publish(leaderSubject, claim, protocol.SignAnnouncement(guess, "default", claim))
-	publish(beatSubject, beat, "")
-	publish(beatSubject, beat, protocol.Sign(guess, beatSubject, beat))
+	stranger := batontest.NewSigner(t, 2)
+	for _, s := range []*protocol.Signer{nil, signers[1], stranger} {
+		publish(leaderSubject, claim, s)
+		publish(beatSubject, beat, s)
+	}
+	// A cluster without keys: even a well-formed announcement is refused.
+	other, err := protocol.EncodeAnnouncement(announcement("other", 2, 1, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(protocol.LeaderSubject("other"), other, signers[2])
 	if err := forger.Flush(); err != nil {
 		t.Fatal(err)
 	}
 
 	o.waitFor(t, "every forgery to be dropped", func() bool {
-		return counter(o.metrics.announcements.WithLabelValues(resultBadSignature)) == 2 &&
-			counter(o.metrics.live.WithLabelValues(protocol.KindLeader, resultBadSignature)) == 2 &&
-			counter(o.metrics.live.WithLabelValues(protocol.KindHeartbeat, resultBadSignature)) == 2
+		return counter(o.metrics.announcements.WithLabelValues(resultBadSignature)) == 4 &&
+			counter(o.metrics.live.WithLabelValues(protocol.KindLeader, resultBadSignature)) == 4 &&
+			counter(o.metrics.live.WithLabelValues(protocol.KindHeartbeat, resultBadSignature)) == 3
 	})
 	c, _ := o.store.Cluster("default")
 	if l, ok := c.Current(); !ok || l.Leader != 3 || l.Term != term {
@@ -83,7 +96,49 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	if len(c.SplitBrains) != 0 {
 		t.Errorf("forgeries were taken for a split brain: %+v", c.SplitBrains)
 	}
+	if _, ok := o.store.Cluster("other"); ok {
+		t.Error("the cluster without keys was recorded")
+	}
 	if n := counter(o.metrics.live.WithLabelValues(protocol.KindHeartbeat, "invalid")); n != 0 {
 		t.Errorf("%v heartbeats rejected as invalid", n)
+	}
+}
+
+// TestLoadKeys: OBSERVER_KEYS_DIR holds a <cluster>.keys file per
+// cluster; a bad file is an error that names the variable, the file and
+// the line.
+func TestLoadKeys(t *testing.T) {
+	_, keys := batontest.MemberKeys(t, 1, 2)
+	var members strings.Builder
+	for _, id := range keys.IDs() {
+		public, _ := keys.PublicKey(id)
+		fmt.Fprintf(&members, "%d %s\n", id, public)
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "OBSERVER_KEYS_DIR") {
+		t.Errorf("LoadKeys(empty dir) = %v, want an error naming OBSERVER_KEYS_DIR", err)
+	}
+	write("prod.keys", members.String())
+	write("README", "not a keys file")
+	got, err := LoadKeys(dir)
+	if err != nil || len(got) != 1 || got["prod"].Len() != 2 {
+		t.Fatalf("LoadKeys = %v, %v; want the keys of prod", got, err)
+	}
+	write("staging.keys", members.String()+"1 UNOTAKEY\n")
+	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "OBSERVER_KEYS_DIR: staging.keys: line 3: duplicate member ID 1") {
+		t.Errorf("LoadKeys(duplicate) = %v, want it to name the variable, file and line", err)
+	}
+	os.Remove(filepath.Join(dir, "staging.keys"))
+	write("a.b.keys", members.String())
+	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "not a cluster name") {
+		t.Errorf("LoadKeys(a.b.keys) = %v, want a bad cluster name", err)
+	}
+	if err := (Config{Secret: "s", NATS: natsconn.Config{URL: "nats://127.0.0.1:4222"}}).Validate(); err == nil || !strings.Contains(err.Error(), "ELECTION_SECRET: the shared secret was replaced by member keys") {
+		t.Errorf("Validate(ELECTION_SECRET) = %v, want a refusal naming it", err)
 	}
 }

@@ -1,0 +1,308 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// Member keys: every member of a cluster has an Ed25519 key pair in the
+// NATS nkeys format (a user seed "SU…", its public key "U…"). A member
+// signs everything it publishes with its seed; a receiver that holds the
+// public keys of the members (the ELECTION_KEYS_FILE) checks that each
+// message is signed by the member it names, so that no client, member or
+// not, can speak for another member.
+//
+// The signature travels in two headers:
+//
+//	Election-Signer: <the signer's member ID, decimal>
+//	Election-Signature: <base64url, no padding, of the 64-byte Ed25519 signature>
+//
+// The signed bytes are the subject, one zero byte and the payload. An
+// announcement is signed as if published on the cluster's leader subject,
+// wherever it travels (published, kept in a stream, or sent as the answer
+// to a query). After decoding, the member the message names (From for an
+// election message, Leader for an announcement) must be the signer.
+const (
+	// SignatureHeader carries the base64url (unpadded) Ed25519 signature.
+	SignatureHeader = "Election-Signature"
+	// SignerHeader carries the signer's member ID.
+	SignerHeader = "Election-Signer"
+)
+
+// signatureSize is the size of an Ed25519 signature.
+const signatureSize = 64
+
+// ErrKeys is wrapped by every error in a seed or member keys file.
+var ErrKeys = errors.New("protocol: member keys")
+
+// signedBytes is what a signature covers: subject, a zero byte, payload.
+func signedBytes(subject string, payload []byte) []byte {
+	b := make([]byte, 0, len(subject)+1+len(payload))
+	b = append(b, subject...)
+	b = append(b, 0)
+	return append(b, payload...)
+}
+
+// Signer signs what one member publishes.
+type Signer struct {
+	id     uint64
+	idText string
+	kp     nkeys.KeyPair
+	public string
+}
+
+// NewSigner returns the signer of member id with the user key pair kp,
+// which must hold a seed.
+func NewSigner(id uint64, kp nkeys.KeyPair) (*Signer, error) {
+	public, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeys, err)
+	}
+	if !nkeys.IsValidPublicUserKey(public) {
+		return nil, fmt.Errorf("%w: not a user key (U…): %s", ErrKeys, public)
+	}
+	if _, err := kp.Seed(); err != nil {
+		return nil, fmt.Errorf("%w: no seed: %v", ErrKeys, err)
+	}
+	return &Signer{id: id, idText: strconv.FormatUint(id, 10), kp: kp, public: public}, nil
+}
+
+// ID is the signer's member ID.
+func (s *Signer) ID() uint64 { return s.id }
+
+// PublicKey is the signer's public key, U….
+func (s *Signer) PublicKey() string { return s.public }
+
+// KeyPair is the signer's key pair, for authenticating to NATS with it.
+func (s *Signer) KeyPair() nkeys.KeyPair { return s.kp }
+
+// Header returns the headers that sign payload published on subject.
+func (s *Signer) Header(subject string, payload []byte) nats.Header {
+	sig, err := s.kp.Sign(signedBytes(subject, payload))
+	if err != nil {
+		panic(fmt.Sprintf("protocol: sign: %v", err)) // a seed checked by NewSigner
+	}
+	h := nats.Header{}
+	h.Set(SignerHeader, s.idText)
+	h.Set(SignatureHeader, base64.RawURLEncoding.EncodeToString(sig))
+	return h
+}
+
+// SignAnnouncement returns the headers that sign an announcement of
+// cluster.
+func (s *Signer) SignAnnouncement(cluster string, data []byte) nats.Header {
+	return s.Header(LeaderSubject(cluster), data)
+}
+
+// MemberKeys holds the public keys of a cluster's members. A nil
+// *MemberKeys is a cluster without keys.
+type MemberKeys struct {
+	keys map[uint64]memberKey
+}
+
+type memberKey struct {
+	public string
+	kp     nkeys.KeyPair
+	line   int // where the file listed it; 0 if not from a file
+}
+
+// NewMemberKeys returns the keys of public, member ID to public user key.
+func NewMemberKeys(public map[uint64]string) (*MemberKeys, error) {
+	k := &MemberKeys{keys: make(map[uint64]memberKey, len(public))}
+	for id, p := range public {
+		if err := k.add(id, p, 0); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+func (k *MemberKeys) add(id uint64, public string, line int) error {
+	if id == 0 {
+		return errors.New("member ID 0: IDs are positive integers")
+	}
+	if prev, dup := k.keys[id]; dup {
+		return fmt.Errorf("duplicate member ID %d (first on line %d)", id, prev.line)
+	}
+	if !nkeys.IsValidPublicKey(public) {
+		return fmt.Errorf("member %d: %q is not a public key in the nkeys format", id, public)
+	}
+	if !nkeys.IsValidPublicUserKey(public) {
+		return fmt.Errorf("member %d: %s is not a user key (U…) but a key of another type", id, public)
+	}
+	kp, err := nkeys.FromPublicKey(public)
+	if err != nil {
+		return fmt.Errorf("member %d: %v", id, err)
+	}
+	k.keys[id] = memberKey{public: public, kp: kp, line: line}
+	return nil
+}
+
+// ParseMemberKeys reads a member keys file: one line per member,
+// "<ID> <public key U…>"; blank lines and lines starting with # are
+// ignored. Its errors name the line.
+func ParseMemberKeys(r io.Reader) (*MemberKeys, error) {
+	k := &MemberKeys{keys: make(map[uint64]memberKey)}
+	sc := bufio.NewScanner(r)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Fields(text)
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("%w: line %d: want \"<ID> <public key>\", got %q", ErrKeys, line, text)
+		}
+		id, err := strconv.ParseUint(fields[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %q is not a positive integer ID", ErrKeys, line, fields[0])
+		}
+		if err := k.add(id, fields[1], line); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrKeys, line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeys, err)
+	}
+	if len(k.keys) == 0 {
+		return nil, fmt.Errorf("%w: no member listed", ErrKeys)
+	}
+	return k, nil
+}
+
+// ReadMemberKeysFile reads the member keys file at path (ParseMemberKeys).
+func ReadMemberKeysFile(path string) (*MemberKeys, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeys, err)
+	}
+	defer f.Close()
+	return ParseMemberKeys(f)
+}
+
+// ReadSeedFile reads a user seed (SU…, as nk -gen user writes it) from
+// path: its first line that is not blank and does not start with #.
+func ReadSeedFile(path string) (nkeys.KeyPair, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrKeys, err)
+	}
+	var seed []byte
+	for line := range bytes.Lines(data) {
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			seed = line
+			break
+		}
+	}
+	if !bytes.HasPrefix(seed, []byte("SU")) {
+		return nil, fmt.Errorf("%w: %s does not hold a user seed (SU…)", ErrKeys, path)
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: not a valid user seed: %v", ErrKeys, path, err)
+	}
+	return kp, nil
+}
+
+// Check reports whether the keys are those of members, and, with a
+// signer, that the signer's public key is the one listed for its ID.
+func (k *MemberKeys) Check(members []uint64, signer *Signer) error {
+	ids := k.IDs()
+	for _, id := range ids {
+		if !slices.Contains(members, id) {
+			return fmt.Errorf("%w: line %d: member %d is not one of the peers %v", ErrKeys, k.keys[id].line, id, members)
+		}
+	}
+	for _, id := range members {
+		if _, ok := k.keys[id]; !ok {
+			return fmt.Errorf("%w: no key for member %d", ErrKeys, id)
+		}
+	}
+	if signer != nil {
+		if listed := k.keys[signer.id]; listed.public != signer.public {
+			return fmt.Errorf("%w: line %d: member %d is listed with %s, but this node's seed is the key of %s", ErrKeys, listed.line, signer.id, listed.public, signer.public)
+		}
+	}
+	return nil
+}
+
+// Len is the number of members with a key.
+func (k *MemberKeys) Len() int {
+	if k == nil {
+		return 0
+	}
+	return len(k.keys)
+}
+
+// IDs are the members with a key, in increasing order.
+func (k *MemberKeys) IDs() []uint64 {
+	if k == nil {
+		return nil
+	}
+	ids := make([]uint64, 0, len(k.keys))
+	for id := range k.keys {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// PublicKey is member id's public key, if it has one.
+func (k *MemberKeys) PublicKey(id uint64) (string, bool) {
+	if k == nil {
+		return "", false
+	}
+	m, ok := k.keys[id]
+	return m.public, ok
+}
+
+// Verify checks that payload, received on subject with header h, is
+// signed by the member its SignerHeader names, and returns that member.
+// A missing, malformed or wrong signature, or a signer without a key, is a
+// *ValidationError with ReasonSignature. The caller then checks that the
+// message names the signer (CheckSigner).
+func (k *MemberKeys) Verify(subject string, payload []byte, h nats.Header) (uint64, error) {
+	signer, signature := h.Get(SignerHeader), h.Get(SignatureHeader)
+	if signer == "" || signature == "" {
+		return 0, reject(ReasonSignature, "message is not signed")
+	}
+	id, err := strconv.ParseUint(signer, 10, 64)
+	if err != nil {
+		return 0, reject(ReasonSignature, "signer %.20q is not a member ID", signer)
+	}
+	key, ok := k.keys[id]
+	if !ok {
+		return 0, reject(ReasonSignature, "signer %d has no key", id)
+	}
+	if base64.RawURLEncoding.DecodedLen(len(signature)) != signatureSize {
+		return 0, reject(ReasonSignature, "signature is not %d bytes of base64url", signatureSize)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(signature)
+	if err != nil {
+		return 0, reject(ReasonSignature, "signature is not base64url")
+	}
+	if key.kp.Verify(signedBytes(subject, payload), sig) != nil {
+		return 0, reject(ReasonSignature, "signature is not member %d's", id)
+	}
+	return id, nil
+}
+
+// CheckSigner reports whether the member a message names is its signer.
+func CheckSigner(signer, named uint64) error {
+	if signer != named {
+		return reject(ReasonSignature, "signed by member %d, but the message is from %d", signer, named)
+	}
+	return nil
+}

@@ -32,7 +32,6 @@ import (
 const (
 	nodesPerCluster = 5
 	natsServers     = 3
-	secret          = "e2e-secret"
 )
 
 var algorithms = []string{"bully", "ring", "paxos"}
@@ -214,7 +213,6 @@ func deploy(t *testing.T) *deployment {
 		"NATS_PASSWORD":            natsconf.LocalPasswords.Observer,
 		"OBSERVER_DATA":            "/data",
 		"OBSERVER_STREAM_REPLICAS": "3",
-		"ELECTION_SECRET":          secret,
 		"HTTP_ADDR":                ":8080",
 	}, nil, "8080/tcp")})[0]
 
@@ -265,7 +263,6 @@ func nodeEnv(alg string, id uint64) map[string]string {
 		"NODE_PEERS":         strings.Join(peers, ","),
 		"ELECTION_ALGORITHM": alg,
 		"ELECTION_CLUSTER":   alg,
-		"ELECTION_SECRET":    secret,
 		"ELECTION_DATA":      "/data",
 		"HTTP_ADDR":          ":8080",
 	}

@@ -103,6 +103,13 @@ func TestConnectionNameProvesNothing(t *testing.T) {
 				append(batontest.AsNode(c.name, 3), leaderName),              // the node user's password
 				append(batontest.AsMember(c.name, c.signers[2]), leaderName), // member 2's own key
 			}
+			// Claiming the leader's key without its seed: the server, which
+			// lists the members as nkey users, refuses the connection.
+			claim := nats.Nkey(c.signers[3].PublicKey(), c.signers[2].KeyPair().Sign)
+			if nc, err := nats.Connect(c.url, append(batontest.AsNode(c.name, 3), claim)...); err == nil {
+				nc.Close()
+				t.Fatal("a client claiming the leader's key without its seed was let in")
+			}
 			for _, opts := range impostors {
 				nc, err := nats.Connect(c.url, opts...)
 				if err != nil {

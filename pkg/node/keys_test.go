@@ -1,0 +1,47 @@
+package node
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// TestMemberKeysConfig: a node takes its key and the members' keys both
+// or neither, and only its own key as listed for its ID.
+func TestMemberKeysConfig(t *testing.T) {
+	members := []uint64{1, 2, 3}
+	nc := connect(t, batontest.StartNATS(t))
+	signers, keys := batontest.MemberKeys(t, members...)
+	_, twoOnly := batontest.MemberKeys(t, 1, 2)
+	for _, tc := range []struct {
+		name   string
+		signer *protocol.Signer
+		keys   *protocol.MemberKeys
+		want   string
+	}{
+		{"key without the members' keys", signers[2], nil, "needs the members' keys"},
+		{"members' keys without a key", nil, keys, "needs the members' keys"},
+		{"another member's key", signers[3], keys, "the key is member 3's, this node is 2"},
+		{"a stranger's key under its ID", batontest.NewSigner(t, 2), keys, "member 2 is listed with"},
+		{"a member without a key", signers[2], twoOnly, "no key for member 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(nc, Config{
+				Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
+				DataDir: t.TempDir(), Signer: tc.signer, Keys: tc.keys,
+			})
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want ErrConfig saying %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(nc, Config{
+		Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
+		DataDir: t.TempDir(), Signer: signers[2], Keys: keys,
+	}); err != nil {
+		t.Errorf("valid keys: %v", err)
+	}
+}

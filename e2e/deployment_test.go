@@ -191,17 +191,20 @@ func deploy(t *testing.T) *deployment {
 
 	var routes []string
 	for i := 1; i <= natsServers; i++ {
-		routes = append(routes, fmt.Sprintf("nats://nats-%d:6222", i))
+		routes = append(routes, fmt.Sprintf("nats://%s:%s@nats-%d:6222", natsconf.RouteUser, natsconf.LocalPasswords.Route, i))
 	}
 	reqs := make([]testcontainers.GenericContainerRequest, 0, natsServers)
 	for i := 1; i <= natsServers; i++ {
 		name := fmt.Sprintf("nats-%d", i)
-		// The image's configuration (deploy/nats.conf) holds the accounts
-		// and users, with the passwords from the environment.
-		reqs = append(reqs, d.request(d.images["nats"], name, natsconf.LocalPasswords.Env(), []string{
-			"--name=" + name, "--cluster_name=baton", "--cluster=nats://0.0.0.0:6222",
-			"--routes=" + strings.Join(routes, ","),
-		}, "8222/tcp"))
+		// The image's configuration (deploy/nats.conf) holds the cluster,
+		// its route user, the accounts and users, with the passwords from
+		// the environment. Its monitoring port listens inside the
+		// container only, so the health check runs there.
+		req := d.request(d.images["nats"], name, natsconf.LocalPasswords.Env(), []string{
+			"--name=" + name, "--routes=" + strings.Join(routes, ","),
+		}, "4222/tcp")
+		req.WaitingFor = wait.ForExec([]string{"/healthcheck", "http://127.0.0.1:8222/healthz"}).WithStartupTimeout(60 * time.Second)
+		reqs = append(reqs, req)
 	}
 	d.nats = d.startAll(reqs)
 

@@ -11,6 +11,12 @@
 //
 // The nodes inherit the environment, so timing variables such as
 // ELECTION_HEARTBEAT_INTERVAL can be set when starting it.
+//
+// With -keys auto (the default) and a node binary that reads member keys,
+// each cluster gets one key per node (in the log directory, keys/<cluster>)
+// and each node connects to NATS as the user of its key, allowed only its
+// own cluster's subjects; a binary built before member keys connects as
+// the shared node user.
 package main
 
 import (
@@ -49,6 +55,7 @@ type config struct {
 	algorithm    string
 	cluster      string
 	logDir       string
+	keys         string
 
 	algorithms []string // one cluster each
 }
@@ -78,6 +85,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.algorithm, "algorithm", string(protocol.Bully), `election algorithm (ELECTION_ALGORITHM), or "all": one cluster per algorithm, named after it`)
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER); ignored with -algorithm all")
 	fs.StringVar(&c.logDir, "logs", "", "directory for the node logs (default: a new temporary directory)")
+	fs.StringVar(&c.keys, "keys", "auto", `member keys: "on", "off", or "auto" (on if the node binary reads ELECTION_KEY_FILE)`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -106,6 +114,9 @@ func parseFlags(args []string) (config, error) {
 	if err := protocol.ValidateCluster(c.cluster); err != nil {
 		return c, fmt.Errorf("-cluster: %w", err)
 	}
+	if !slices.Contains([]string{"on", "off", "auto"}, c.keys) {
+		return c, fmt.Errorf("-keys: %q is not on, off or auto", c.keys)
+	}
 	return c, nil
 }
 
@@ -129,6 +140,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
+	withKeys := cfg.keys == "on"
+	if cfg.keys == "auto" {
+		if withKeys, err = localcluster.KnowsMemberKeys(cfg.binary); err != nil {
+			return err
+		}
+	}
+	members := map[string][]natsconf.Member{}
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
 	exits := make(chan *localcluster.Node, len(cfg.algorithms)*cfg.nodes)
 	var nodes []*localcluster.Node
@@ -145,6 +163,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			addrs[i] = "127.0.0.1:" + strconv.Itoa(port)
 			port++
 		}
+		env, keyDir := localcluster.NodeEnv(), filepath.Join(cfg.logDir, "keys", name)
+		if withKeys {
+			env = nil
+			if members[name], err = localcluster.MakeMemberKeys(keyDir, ids); err != nil {
+				return err
+			}
+		}
 		ns, err := localcluster.NewNodes(localcluster.Spec{
 			Binary:    cfg.binary,
 			NATSURL:   natsURL,
@@ -153,11 +178,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			IDs:       ids,
 			HTTPAddrs: addrs,
 			LogDir:    filepath.Join(cfg.logDir, name),
-			Env:       localcluster.NodeEnv(),
+			Env:       env,
 			Exits:     exits,
 		})
 		if err != nil {
 			return err
+		}
+		if withKeys {
+			for _, n := range ns {
+				for _, kv := range localcluster.MemberEnv(keyDir, n.ID) {
+					n.Setenv(kv)
+				}
+			}
 		}
 		nodes = append(nodes, ns...)
 		clusters = append(clusters, clusterInfo{name, algorithm, addrs[0], addrs[len(addrs)-1]})
@@ -167,7 +199,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(natsDir, 0o755); err != nil {
 		return err
 	}
-	ns, err := localcluster.StartAccountsNATS(natsDir, "127.0.0.1", cfg.natsPort, filepath.Join(natsDir, "jetstream"))
+	ns, err := localcluster.StartMembersNATS(natsDir, "127.0.0.1", cfg.natsPort, filepath.Join(natsDir, "jetstream"), members)
 	if err != nil {
 		return err
 	}
@@ -205,6 +237,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "devcluster: NATS %s (user %s for applications, see deploy/natsconf), Ctrl-C stops\n", natsURL, natsconf.AppUser)
+	if withKeys {
+		fmt.Fprintf(out, "devcluster: member keys in %s; each node connects as the NATS user of its key\n", filepath.Join(cfg.logDir, "keys"))
+	} else {
+		fmt.Fprintln(out, "devcluster: no member keys (the node binary does not read ELECTION_KEY_FILE, or -keys off): the nodes connect as the shared node user")
+	}
 	for _, c := range clusters {
 		fmt.Fprintf(out, "devcluster: cluster %q: %d %s nodes, status at http://%s/status .. http://%s/status, logs in %s\n",
 			c.name, cfg.nodes, c.algorithm, c.first, c.last, filepath.Join(cfg.logDir, c.name))

@@ -29,10 +29,16 @@ const (
 
 // Passwords are the passwords of the users, as the variables Accounts reads
 // them from: NATS_SYS_PASSWORD, NATS_NODE_PASSWORD, NATS_OBSERVER_PASSWORD,
-// NATS_APP_PASSWORD.
+// NATS_APP_PASSWORD; and Route, NATS_ROUTE_PASSWORD, with which the servers
+// of a NATS cluster authenticate their routes to each other (user
+// RouteUser, deploy/nats.conf).
 type Passwords struct {
-	Sys, Node, Observer, App string
+	Sys, Node, Observer, App, Route string
 }
+
+// RouteUser is the user of the routes between the NATS servers of a
+// cluster (deploy/nats.conf).
+const RouteUser = "route"
 
 // Env is the environment the server needs for Accounts.
 func (p Passwords) Env() map[string]string {
@@ -41,11 +47,12 @@ func (p Passwords) Env() map[string]string {
 		"NATS_NODE_PASSWORD":     p.Node,
 		"NATS_OBSERVER_PASSWORD": p.Observer,
 		"NATS_APP_PASSWORD":      p.App,
+		"NATS_ROUTE_PASSWORD":    p.Route,
 	}
 }
 
 // LocalPasswords are passwords for a server on this machine only.
-var LocalPasswords = Passwords{Sys: "sys-local", Node: "node-local", Observer: "observer-local", App: "app-local"}
+var LocalPasswords = Passwords{Sys: "sys-local", Node: "node-local", Observer: "observer-local", App: "app-local", Route: "route-local"}
 
 // Options returns the options of a server listening on host:port (port -1
 // picks a free one) with the accounts of Accounts and passwords, and with
@@ -53,7 +60,16 @@ var LocalPasswords = Passwords{Sys: "sys-local", Node: "node-local", Observer: "
 // configuration into dir, and the passwords into it rather than into the
 // environment.
 func Options(dir, host string, port int, storeDir string, passwords Passwords) (*server.Options, error) {
-	accounts := Accounts
+	return OptionsWithMembers(dir, host, port, storeDir, passwords, nil)
+}
+
+// OptionsWithMembers is Options with a user for each member of each cluster
+// (cluster name → members), as Render writes them.
+func OptionsWithMembers(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string][]Member) (*server.Options, error) {
+	accounts, err := Render(clusters)
+	if err != nil {
+		return nil, err
+	}
 	for name, value := range passwords.Env() {
 		if strings.ContainsAny(value, "\"\\\n") {
 			return nil, fmt.Errorf("natsconf: %s holds a quote, a backslash or a newline", name)

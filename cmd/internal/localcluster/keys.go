@@ -1,0 +1,56 @@
+package localcluster
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/baton-election/baton/deploy/natsconf"
+)
+
+// StartMembersNATS is StartAccountsNATS with a user for each member key of
+// clusters (cluster name → members, natsconf.Render): a node that
+// connects with its key may publish only on its own cluster's subjects.
+// The password users remain.
+func StartMembersNATS(dir, host string, port int, storeDir string, clusters map[string][]natsconf.Member) (*server.Server, error) {
+	opts, err := natsconf.OptionsWithMembers(dir, host, port, storeDir, natsconf.LocalPasswords, clusters)
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
+	}
+	return StartNATSWith(opts)
+}
+
+// MakeMemberKeys makes a key for each of ids in dir (natsconf.GenerateMembers:
+// node-<id>.seed and members.keys), or reads the members of the keys
+// already there.
+func MakeMemberKeys(dir string, ids []uint64) ([]natsconf.Member, error) {
+	if _, err := os.Stat(filepath.Join(dir, natsconf.MembersFile)); err == nil {
+		return natsconf.ReadMembers(dir)
+	}
+	return natsconf.GenerateMembers(dir, ids)
+}
+
+// MemberEnv is the environment by which node id connects with its member
+// key from dir, as MakeMemberKeys left it: ELECTION_KEY_FILE and
+// ELECTION_KEYS_FILE (set with Node.Setenv; not combined with NodeEnv, which
+// a node with a key refuses).
+func MemberEnv(dir string, id uint64) []string {
+	return []string{
+		"ELECTION_KEY_FILE=" + filepath.Join(dir, natsconf.SeedFile(id)),
+		"ELECTION_KEYS_FILE=" + filepath.Join(dir, natsconf.MembersFile),
+	}
+}
+
+// KnowsMemberKeys reports whether the node binary at path reads member
+// keys: whether it names ELECTION_KEY_FILE. A binary built before member
+// keys ignores the variable and must connect with NodeEnv.
+func KnowsMemberKeys(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, fmt.Errorf("localcluster: node binary: %w", err)
+	}
+	return bytes.Contains(data, []byte("ELECTION_KEY_FILE")), nil
+}

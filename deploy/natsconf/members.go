@@ -32,16 +32,9 @@ const MembersFile = "members.keys"
 // SeedFile is the name of node id's seed file.
 func SeedFile(id uint64) string { return fmt.Sprintf("node-%d.seed", id) }
 
-// InboxPrefix is the inbox prefix (nats.CustomInboxPrefix) of member id of
-// cluster: "_INBOX_BATON.<cluster>.<id>". A member user may subscribe under
-// its own prefix only, and no application or observer may publish there;
-// a node that authenticates with its member key must use it for its
-// replies (point-to-point messages, queries, JetStream requests).
-func InboxPrefix(cluster string, id uint64) string {
-	return inboxRoot + "." + cluster + "." + strconv.FormatUint(id, 10)
-}
-
-const inboxRoot = "_INBOX_BATON"
+// InboxPrefix is protocol.InboxPrefix: the inbox prefix of member id of
+// cluster, under which its member user alone may subscribe.
+func InboxPrefix(cluster string, id uint64) string { return protocol.InboxPrefix(cluster, id) }
 
 // maxMembers bounds a members file, so that a wrong file cannot make the
 // configuration grow without bound.
@@ -243,7 +236,7 @@ const memberUser = `      {
         permissions: {
           publish: {
             allow: [ "election.%[1]s.*", "election.%[1]s.node.*",
-                     "_INBOX.>", "` + inboxRoot + `.%[1]s.>",
+                     "_INBOX.>", "` + protocol.InboxRoot + `.%[1]s.>",
                      "$JS.API.STREAM.NAMES", "$JS.API.STREAM.INFO.>",
                      "$JS.API.STREAM.MSG.GET.>", "$JS.API.DIRECT.GET.>" ]
           }

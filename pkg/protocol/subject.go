@@ -151,3 +151,16 @@ func ParseConnectionName(name string) (cluster string, id uint64, ok bool) {
 	}
 	return rest[:i], id, true
 }
+
+// InboxPrefix is the inbox prefix (nats.CustomInboxPrefix) of member id of
+// cluster: "_INBOX_BATON.<cluster>.<id>". Where the NATS server lists the
+// members' keys as users (deploy/natsconf), a member user may subscribe
+// under its own prefix only and no application or observer may publish
+// there, so a node that authenticates with its member key uses it for its
+// replies (queries, JetStream requests).
+func InboxPrefix(cluster string, id uint64) string {
+	return InboxRoot + "." + cluster + "." + strconv.FormatUint(id, 10)
+}
+
+// InboxRoot is the first token of every member's inbox prefix.
+const InboxRoot = "_INBOX_BATON"

@@ -279,7 +279,10 @@ func (c *Config) asNkeyUser() bool {
 func (c *Config) authOptions() []nats.Option {
 	opts := c.NATS.AuthOptions()
 	if c.asNkeyUser() {
-		opts = append(opts, nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign))
+		// The member user may subscribe only under its own inbox prefix
+		// (deploy/natsconf): replies come there.
+		opts = append(opts, nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign),
+			nats.CustomInboxPrefix(protocol.InboxPrefix(c.Cluster, c.ID)))
 	}
 	return opts
 }

@@ -93,5 +93,6 @@ func newMetrics() *metrics {
 		m.dropped.WithLabelValues(string(r))
 	}
 	m.dropped.WithLabelValues(string(ReasonInboxFull))
+	m.dropped.WithLabelValues(string(ReasonReplyNotInbox))
 	return m
 }

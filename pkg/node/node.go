@@ -212,9 +212,9 @@ type Node struct {
 	// ingesting counts the subscription handlers of election messages
 	// running now: settle waits for them to queue what they took.
 	ingesting atomic.Int32
-	status    atomic.Pointer[Status]
-	lease     atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
-	leading   atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
+	// view is the node's status, lease and leadership, published together
+	// (setView); never nil once New returns.
+	view atomic.Pointer[view]
 	// leadership's context ends as the leadership does, before any message
 	// that follows it (a Resign) leaves: Lead's work runs under it.
 	leadership leadership
@@ -332,7 +332,16 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 		Name: "election_subscription_dropped_total",
 		Help: "Messages NATS dropped before the node read them, because a subscription's pending limits were reached.",
 	}, n.slowConsumerDrops))
-	n.setStatus(election.Status{ID: n.id})
+	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "election_is_leader",
+		Help: "1 while this node leads (under a lease, while the lease holds), 0 otherwise.",
+	}, func() float64 {
+		if n.Status().State == election.Leader.String() {
+			return 1
+		}
+		return 0
+	}))
+	n.setView(election.Status{ID: n.id}, time.Time{}, nil)
 	return n, nil
 }
 
@@ -432,7 +441,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	n.machine = machine
 	n.stamp = protocol.NewStamp(inc)
 	n.incarnation, n.startedAt = inc, started
-	n.setStatus(machine.Status())
+	n.setView(machine.Status(), time.Time{}, nil)
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
 		"leader_found", learned.Leader, "leader_term", learned.Term, "last_announced_term", learned.Last,
 		"learn_took", took.Round(time.Millisecond), "incarnation", inc)

@@ -12,7 +12,9 @@
 // own time-outs fire, instead of timing out on messages waiting in its
 // queue. When a deadline comes with nothing queued, a node that does not
 // lead first flushes its connection and handles what that brings (settle):
-// a message still unread in its socket counts as arrived in time.
+// a message still unread in its socket is handled before the deadline's
+// tick, though what is measured from its arrival (a Paxos grant) is
+// measured from when it really arrived.
 //
 // NATS subscription callbacks never block. Each checks a message, cheapest
 // check first, and queues it without waiting: its size; with member keys,
@@ -545,12 +547,16 @@ const maxSettleYields = 64
 // subscriptions' handlers queue it, and hands it to the machine as if it
 // had arrived in time: after every tick before the deadline's, which the
 // loop gives next (so a heartbeat of a new leader, read there, is not
-// followed at once by the silence it ended). On a loaded machine a node is often
-// descheduled past its deadline while the leader's heartbeat, or a higher
+// followed at once by the silence it ended). On a loaded machine a node is
+// often descheduled past its deadline while the leader's heartbeat, or a higher
 // node's Answer, waits unread in its socket: without this it would time
 // out a leader that is alive, or declare itself while a higher node is
-// alive. A leader's deadlines are its own heartbeats and lease; it does
-// not flush for them.
+// alive. Only the order is moved, not the time: each message still
+// carries the time it arrived, and what is measured from the arrival (a
+// Paxos acceptor's grant, election.ArrivalStepper) is measured from
+// there, so a grant never ends before the lease argument assumes. A
+// leader's deadlines are its own heartbeats and lease; it does not flush
+// for them.
 func (n *Node) settle(clock *ticker) error {
 	if n.machine.Status().Role == election.Leader {
 		return nil
@@ -648,6 +654,9 @@ func (c *ticker) advance(t time.Time) int {
 	return k
 }
 
+// tickOf is the machine's tick in which t falls on the monotonic clock.
+func (c *ticker) tickOf(t time.Time) int { return int(t.Sub(c.base) / c.tick) }
+
 // at is the time of the machine's tick t on the monotonic clock.
 func (c *ticker) at(t int) time.Time { return c.base.Add(time.Duration(t) * c.tick) }
 
@@ -677,7 +686,10 @@ func (n *Node) handle(ev event) {
 		return
 	}
 	n.log.Debug("receive", "msg", ev.msg)
-	n.machine.Step(ev.msg)
+	// With the tick it arrived in, which is later than the machine's when
+	// settle hands it over before the deadline's tick: a Paxos grant is
+	// counted from the arrival.
+	election.StepAt(n.machine, ev.msg, n.clock.tickOf(ev.at))
 }
 
 // fail stops a node whose data directory failed: it must not go on acting

@@ -220,6 +220,32 @@ type Machine interface {
 	Status() Status
 }
 
+// ArrivalStepper is implemented by a machine whose safety depends on when a
+// message really arrived, not only on the order of events: a Paxos
+// acceptor counts the lease it grants from the arrival of the Propose.
+//
+// A driver may hand a machine a message before ticks that fell due before
+// the message arrived: the runtime does so when it settles at a deadline
+// (what a flush brought is handled before the deadline's tick, so that a
+// leader heard there is not timed out at once). It then calls StepAt with
+// arrived, the tick of the node's clock (counted as Status.LeaseUntil is)
+// in which the message arrived; the machine uses the later of arrived and
+// its own tick for what must be measured from the arrival, and its own
+// tick for the rest. Step(m) is StepAt(m, the machine's current tick).
+type ArrivalStepper interface {
+	StepAt(m protocol.Message, arrived int)
+}
+
+// StepAt hands m to machine, arrived in tick arrived of the node's clock,
+// with StepAt if machine implements ArrivalStepper, else with Step.
+func StepAt(machine Machine, m protocol.Message, arrived int) {
+	if a, ok := machine.(ArrivalStepper); ok {
+		a.StepAt(m, arrived)
+		return
+	}
+	machine.Step(m)
+}
+
 // Timing holds an algorithm's time-outs, in ticks.
 type Timing struct {
 	// HeartbeatTicks is how often a leader broadcasts a heartbeat.

@@ -94,31 +94,25 @@ func (n *Node) commit() error {
 	return nil
 }
 
-// show publishes the machine's status to /status, the metrics and the
-// query responder.
+// show publishes the machine's status to /status, the metrics, the query
+// responder and Lead, as one value (setView): the leadership and its
+// lease together.
 func (n *Node) show(st election.Status) {
-	var until *time.Time
+	var until time.Time
 	if st.Role == election.Leader && st.LeaseUntil != 0 && n.clock != nil {
-		t := n.clock.at(st.LeaseUntil)
-		until = &t
+		until = n.clock.at(st.LeaseUntil)
 	}
-	n.lease.Store(until)
 	// What queries are answered with: this node's announcement, while it
 	// leads under that announcement's term.
+	var leading *announcement
 	if n.current != nil && st.Role == election.Leader && st.Term == n.current.term {
-		n.leading.Store(n.current)
+		leading = n.current
 		n.leadership.begin(n.current)
 	} else {
-		n.leading.Store(nil)
 		n.leadership.end()
 	}
-	n.setStatus(st) // last: it wakes the watchers, which read the above
+	n.setView(st, until, leading) // last: it wakes the watchers
 	n.metrics.term.Set(float64(st.Term))
-	if st.Role == election.Leader {
-		n.metrics.isLeader.Set(1)
-	} else {
-		n.metrics.isLeader.Set(0)
-	}
 }
 
 // leadingNow returns this node's announcement if it leads now: for an
@@ -126,14 +120,7 @@ func (n *Node) show(st election.Status) {
 // clock, whatever the machine last said (a node resumed from a pause
 // must not act on a lease that ended meanwhile).
 func (n *Node) leadingNow() *announcement {
-	a := n.leading.Load()
-	if a == nil {
-		return nil
-	}
-	if until := n.lease.Load(); until != nil && !time.Now().Before(*until) {
-		return nil
-	}
-	return a
+	return n.view.Load().leadingAt(time.Now())
 }
 
 // record turns one event of the machine into logs and metrics.

@@ -36,22 +36,51 @@ type Status struct {
 // reported as leader, even before its own goroutine has noticed (after a
 // pause, say).
 func (n *Node) Status() Status {
-	st := *n.status.Load()
-	if st.State != election.Leader.String() {
-		return st
+	st, _ := n.view.Load().at(time.Now())
+	return st
+}
+
+// view is what the node shows of itself, published as one immutable value
+// (Node.view): its status, the end of its lease and the announcement that
+// queries are answered with belong to the same moment. Every reader
+// (/status, the metrics, the query responder, Lead) loads it once, so none
+// sees a leadership with the lease of another moment, such as a node still
+// leading whose lease was already cleared.
+type view struct {
+	status Status // LeaseRemainingMS is not set here
+	// leaseUntil is, while the node leads under a lease (Paxos), when the
+	// lease ends on the monotonic clock; zero otherwise.
+	leaseUntil time.Time
+	// leading is this node's announcement while it leads under its term,
+	// nil otherwise.
+	leading *announcement
+}
+
+// at is the status v shows at now, and the end of the lease it leads
+// under (zero if none): a lease that has ended by now shows as a follower
+// without a leader.
+func (v *view) at(now time.Time) (Status, time.Time) {
+	st := v.status
+	if st.State != election.Leader.String() || v.leaseUntil.IsZero() {
+		return st, time.Time{}
 	}
-	until := n.lease.Load()
-	if until == nil {
-		return st
-	}
-	left := time.Until(*until)
+	left := v.leaseUntil.Sub(now)
 	if left <= 0 {
 		st.State, st.Leader = election.Follower.String(), nil
-		return st
+		return st, time.Time{}
 	}
 	ms := left.Milliseconds()
 	st.LeaseRemainingMS = &ms
-	return st
+	return st, v.leaseUntil
+}
+
+// leadingAt is this node's announcement if v shows it leading at now, and
+// nil otherwise (its lease has ended, say).
+func (v *view) leadingAt(now time.Time) *announcement {
+	if v.leading == nil || (!v.leaseUntil.IsZero() && !now.Before(v.leaseUntil)) {
+		return nil
+	}
+	return v.leading
 }
 
 // ETag names the leadership view of a status (leader, term and state),
@@ -68,12 +97,12 @@ func (s Status) ETag() string {
 // MaxStatusWait bounds the wait of GET /status?wait=.
 const MaxStatusWait = 5 * time.Minute
 
-func (n *Node) setStatus(st election.Status) {
-	if old := n.status.Load(); old != nil && old.Term == st.Term && old.State == st.Role.String() &&
-		(old.Leader == nil) == (st.Leader == 0) && (old.Leader == nil || *old.Leader == st.Leader) {
-		return // unchanged: nothing to store, nobody to wake
-	}
-	s := &Status{
+// setView publishes the status st, with the end of its lease (zero if
+// none) and the announcement queries are answered with (nil unless it
+// leads), as one value, and wakes the watchers if the leadership view
+// changed.
+func (n *Node) setView(st election.Status, leaseUntil time.Time, leading *announcement) {
+	s := Status{
 		ID:        n.id,
 		Cluster:   n.cfg.Cluster,
 		Algorithm: n.cfg.Algorithm,
@@ -84,8 +113,10 @@ func (n *Node) setStatus(st election.Status) {
 		leader := st.Leader
 		s.Leader = &leader
 	}
-	n.status.Store(s)
-	n.changed()
+	old := n.view.Swap(&view{status: s, leaseUntil: leaseUntil, leading: leading})
+	if old == nil || old.status.ETag() != s.ETag() {
+		n.changed()
+	}
 }
 
 // Healthy reports whether the node is running and connected to NATS.
@@ -133,10 +164,11 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 		defer n.unwatch(changed)
 		deadline := time.NewTimer(wait)
 		defer deadline.Stop()
-		for st = n.Status(); match == st.ETag(); st = n.Status() {
+		var until time.Time
+		for st, until = n.view.Load().at(time.Now()); match == st.ETag(); st, until = n.view.Load().at(time.Now()) {
 			var leaseEnd <-chan time.Time
-			if until := n.lease.Load(); st.LeaseRemainingMS != nil && until != nil {
-				t := time.NewTimer(time.Until(*until)) // a lease that ends changes the state
+			if !until.IsZero() {
+				t := time.NewTimer(time.Until(until)) // a lease that ends changes the state
 				defer t.Stop()
 				leaseEnd = t.C
 			}

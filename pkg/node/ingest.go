@@ -114,6 +114,10 @@ func (n *Node) onQuery(msg *nats.Msg) {
 	if msg.Reply == "" || n.stopping.Load() {
 		return
 	}
+	if !inboxReply(msg.Reply) {
+		n.drop(ReasonReplyNotInbox, msg.Subject, nil)
+		return
+	}
 	a := n.leadingNow()
 	if a == nil {
 		return

@@ -22,7 +22,6 @@ type metrics struct {
 	connectionEvents  prometheus.Gauge
 	leaderDisconnects prometheus.Counter
 	peerDisconnects   prometheus.Counter
-	isLeader          prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -76,13 +75,9 @@ func newMetrics() *metrics {
 			Name: "election_term",
 			Help: "Term of the leadership this node last accepted or claimed.",
 		}),
-		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "election_is_leader",
-			Help: "1 while this node leads, 0 otherwise.",
-		}),
 	}
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
-		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.unreachable, m.term, m.isLeader, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
+		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {
@@ -93,5 +88,6 @@ func newMetrics() *metrics {
 		m.dropped.WithLabelValues(string(r))
 	}
 	m.dropped.WithLabelValues(string(ReasonInboxFull))
+	m.dropped.WithLabelValues(string(ReasonReplyNotInbox))
 	return m
 }

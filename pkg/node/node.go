@@ -12,7 +12,9 @@
 // own time-outs fire, instead of timing out on messages waiting in its
 // queue. When a deadline comes with nothing queued, a node that does not
 // lead first flushes its connection and handles what that brings (settle):
-// a message still unread in its socket counts as arrived in time.
+// a message still unread in its socket is handled before the deadline's
+// tick, though what is measured from its arrival (a Paxos grant) is
+// measured from when it really arrived.
 //
 // NATS subscription callbacks never block. Each checks a message, cheapest
 // check first, and queues it without waiting: its size; with member keys,
@@ -212,9 +214,9 @@ type Node struct {
 	// ingesting counts the subscription handlers of election messages
 	// running now: settle waits for them to queue what they took.
 	ingesting atomic.Int32
-	status    atomic.Pointer[Status]
-	lease     atomic.Pointer[time.Time]    // while leading under a lease (Paxos): when it ends, on the monotonic clock
-	leading   atomic.Pointer[announcement] // answers queries: this node's leadership, nil unless it leads
+	// view is the node's status, lease and leadership, published together
+	// (setView); never nil once New returns.
+	view atomic.Pointer[view]
 	// leadership's context ends as the leadership does, before any message
 	// that follows it (a Resign) leaves: Lead's work runs under it.
 	leadership leadership
@@ -332,7 +334,16 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 		Name: "election_subscription_dropped_total",
 		Help: "Messages NATS dropped before the node read them, because a subscription's pending limits were reached.",
 	}, n.slowConsumerDrops))
-	n.setStatus(election.Status{ID: n.id})
+	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "election_is_leader",
+		Help: "1 while this node leads (under a lease, while the lease holds), 0 otherwise.",
+	}, func() float64 {
+		if n.Status().State == election.Leader.String() {
+			return 1
+		}
+		return 0
+	}))
+	n.setView(election.Status{ID: n.id}, time.Time{}, nil)
 	return n, nil
 }
 
@@ -432,7 +443,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	n.machine = machine
 	n.stamp = protocol.NewStamp(inc)
 	n.incarnation, n.startedAt = inc, started
-	n.setStatus(machine.Status())
+	n.setView(machine.Status(), time.Time{}, nil)
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
 		"leader_found", learned.Leader, "leader_term", learned.Term, "last_announced_term", learned.Last,
 		"learn_took", took.Round(time.Millisecond), "incarnation", inc)
@@ -536,12 +547,16 @@ const maxSettleYields = 64
 // subscriptions' handlers queue it, and hands it to the machine as if it
 // had arrived in time: after every tick before the deadline's, which the
 // loop gives next (so a heartbeat of a new leader, read there, is not
-// followed at once by the silence it ended). On a loaded machine a node is often
-// descheduled past its deadline while the leader's heartbeat, or a higher
+// followed at once by the silence it ended). On a loaded machine a node is
+// often descheduled past its deadline while the leader's heartbeat, or a higher
 // node's Answer, waits unread in its socket: without this it would time
 // out a leader that is alive, or declare itself while a higher node is
-// alive. A leader's deadlines are its own heartbeats and lease; it does
-// not flush for them.
+// alive. Only the order is moved, not the time: each message still
+// carries the time it arrived, and what is measured from the arrival (a
+// Paxos acceptor's grant, election.ArrivalStepper) is measured from
+// there, so a grant never ends before the lease argument assumes. A
+// leader's deadlines are its own heartbeats and lease; it does not flush
+// for them.
 func (n *Node) settle(clock *ticker) error {
 	if n.machine.Status().Role == election.Leader {
 		return nil
@@ -639,6 +654,9 @@ func (c *ticker) advance(t time.Time) int {
 	return k
 }
 
+// tickOf is the machine's tick in which t falls on the monotonic clock.
+func (c *ticker) tickOf(t time.Time) int { return int(t.Sub(c.base) / c.tick) }
+
 // at is the time of the machine's tick t on the monotonic clock.
 func (c *ticker) at(t int) time.Time { return c.base.Add(time.Duration(t) * c.tick) }
 
@@ -668,7 +686,10 @@ func (n *Node) handle(ev event) {
 		return
 	}
 	n.log.Debug("receive", "msg", ev.msg)
-	n.machine.Step(ev.msg)
+	// With the tick it arrived in, which is later than the machine's when
+	// settle hands it over before the deadline's tick: a Paxos grant is
+	// counted from the arrival.
+	election.StepAt(n.machine, ev.msg, n.clock.tickOf(ev.at))
 }
 
 // fail stops a node whose data directory failed: it must not go on acting

@@ -121,9 +121,10 @@ func (n *Node) Lead(ctx context.Context, cb Callbacks) error {
 				cancel() // ended meanwhile: the change wakes this loop again
 			}
 		}
-		if until := n.lease.Load(); leading && until != nil {
-			// Look again when the lease ends, unless it is renewed first.
-			leaseTimer = time.AfterFunc(time.Until(*until), func() { notify(changed) })
+		if until := n.view.Load().leaseUntil; leading && !until.IsZero() {
+			// Look again when the lease ends (at once if it just has),
+			// unless it is renewed first.
+			leaseTimer = time.AfterFunc(time.Until(until), func() { notify(changed) })
 		}
 		select {
 		case <-ctx.Done():

@@ -39,9 +39,12 @@
 //
 // Let L be LeaseTicks and L' = LeaderLeaseTicks = LeaderLease(L, ρ), where ρ
 // bounds how far the rate of any node's clock may be from real time. An
-// acceptor that accepts a proposal at (real) time t_a holds a grant until
-// its clock has advanced L + 1 ticks (the extra tick covers reading its
-// clock in whole ticks), that is, at least until t_a + L/(1+ρ). A leader
+// acceptor that accepts a proposal that arrived at (real) time t_a holds
+// a grant until its clock has advanced L + 1 ticks from the tick t_a fell
+// in (the extra tick covers reading its clock in whole ticks), that is,
+// at least until t_a + L/(1+ρ): counted from the arrival, which a driver
+// passes with StepAt when it hands the Propose over before ticks that
+// fell due before the arrival, never from the earlier tick. A leader
 // that sent that proposal at t_s <= t_a counts on it until its clock has
 // advanced L' ticks from the tick it read when it sent, that is, at most
 // until t_s + (L'+1)/(1-ρ) <= t_s + L/(1+ρ). So a leader's lease, built on
@@ -131,6 +134,7 @@ type Machine struct {
 	// Acceptor.
 	grantUntil  int    // tick at which the grant of the accepted proposal ends; 0: none
 	grantInc    uint64 // incarnation of the process the grant went to, 0 if unknown
+	late        int    // while StepAt runs: ticks between the current tick and the message's arrival
 	restartWait int    // tick before which this restarted acceptor promises nothing
 
 	// Proposer.
@@ -259,8 +263,19 @@ func (m *Machine) Due() int {
 	return 1 << 30 // campaigning with no wait: only messages move it
 }
 
-// Step handles a message.
-func (m *Machine) Step(msg protocol.Message) {
+// Step handles a message that arrived in the current tick.
+func (m *Machine) Step(msg protocol.Message) { m.StepAt(msg, m.now) }
+
+// StepAt handles a message that arrived in tick arrived of this node's
+// clock, which may be later than the ticks given so far (a driver that
+// settles at a deadline hands over what a flush brought before the
+// deadline's tick): a grant is counted from the later of the two, so that
+// it never ends before L+1 ticks after the Propose really arrived. Every
+// other reaction (hearing the leader, time-outs) uses the current tick.
+// It implements election.ArrivalStepper.
+func (m *Machine) StepAt(msg protocol.Message, arrived int) {
+	m.late = max(0, arrived-m.now)
+	defer func() { m.late = 0 }()
 	if !m.c.Receive(msg) {
 		return
 	}
@@ -543,7 +558,10 @@ func (m *Machine) acceptPropose(from, inc, b uint64) protocol.Message {
 		a = election.AcceptorState{Promised: b, Accepted: b, Value: from}
 		m.c.SetAcceptor(a)
 	}
-	m.grantUntil, m.grantInc = m.now+m.c.Timing().LeaseTicks+1, inc
+	// From the tick the Propose arrived in, which is later than the
+	// current tick when the driver hands it over before ticks that fell
+	// due before it arrived.
+	m.grantUntil, m.grantInc = m.now+m.late+m.c.Timing().LeaseTicks+1, inc
 	return protocol.Message{Type: protocol.TypeAccepted, Term: b}
 }
 

@@ -401,6 +401,46 @@ func (c *Cluster) Resume(id uint64) {
 	}
 }
 
+// ResumeSettling resumes a paused node as its runtime does when its
+// machine's deadline came while it was descheduled and the copies that
+// arrived meanwhile wait unread in its socket (node.settle): a node that
+// does not lead gets the ticks before its deadline's, then those copies,
+// in order, each with the tick of its own clock in which it arrived
+// (election.StepAt), then the rest of its ticks. A leader, or a node
+// whose deadline has not come or that has nothing waiting, resumes as
+// with Resume. It reports whether the node settled.
+func (c *Cluster) ResumeSettling(id uint64) bool {
+	n := c.node(id)
+	if !n.paused {
+		return false
+	}
+	deadline := n.given + n.m.Due()
+	if n.status.Role == election.Leader || len(n.backlog) == 0 || int64(deadline) > n.clock/ppm {
+		c.Resume(id)
+		return false
+	}
+	n.paused = false
+	c.logf("resume %d past its deadline (tick %d of its clock, now %d), settling %d copies first", id, deadline, n.clock/ppm, len(n.backlog))
+	for n.up() && n.given < deadline-1 {
+		n.given++
+		n.m.Tick()
+		n.ticking = true
+		c.collectTick(n, n.given+election.StaleTicks <= deadline-1)
+		n.ticking = false
+	}
+	backlog := n.backlog
+	n.backlog = nil
+	c.backlog += len(backlog)
+	for _, e := range backlog {
+		if !n.up() || n.paused {
+			return true
+		}
+		c.deliverTo(n, e)
+	}
+	c.tickNode(n)
+	return true
+}
+
 // Resign makes node id leave cleanly: its machine resigns, its last
 // messages are sent, and then the process is gone.
 func (c *Cluster) Resign(id uint64) {
@@ -522,6 +562,11 @@ type event struct {
 	to   uint64           // receiver of a copy, or node told of an unreachable or down peer
 	msg  protocol.Message // the copy; for unreachable and down, msg.To is the peer
 	inc  int              // for unreachable and down: the incarnation of the node told
+	// arrived is the tick of the receiver's clock in which the copy
+	// reached it (the runtime's time of arrival): what is measured from
+	// the arrival is measured from there, even when the copy is handed
+	// over before ticks that fell due earlier (ResumeSettling).
+	arrived int
 }
 
 // handle delivers a copy or an unreachable notice.
@@ -555,12 +600,14 @@ func (c *Cluster) handle(e *event) {
 	case c.groups[e.msg.From] != c.groups[e.to]:
 		c.logf("drop %v at %d: partitioned", e.msg, e.to)
 	case n.paused:
+		e.arrived = int(n.clock / ppm)
 		if len(n.backlog) < MaxBacklog {
 			n.backlog = append(n.backlog, e)
 		} else {
 			c.logf("drop %v at %d: its queue is full", e.msg, e.to)
 		}
 	default:
+		e.arrived = int(n.clock / ppm)
 		c.deliverTo(n, e)
 	}
 }
@@ -574,7 +621,7 @@ func (c *Cluster) deliverTo(n *node, e *event) {
 	if !protocol.Steady(e.msg) {
 		c.delivered++
 	}
-	n.m.Step(e.msg)
+	election.StepAt(n.m, e.msg, e.arrived)
 	c.collect(n)
 }
 

@@ -30,8 +30,12 @@
 // the term of the last announcement, as the runtime reads it from the
 // stream before it starts. WipeDisk loses a disk (a new container). Nodes
 // resign (Resign, then the process is gone), pause (no ticks, no
-// deliveries: copies queue; the clock goes on) and resume (first the ticks
-// of the pause in one burst, then the queued copies, in order), and are
+// deliveries: copies queue; the clock goes on) and resume, either as a
+// paused process (Resume: first the ticks of the pause in one burst, then
+// the queued copies, in order) or as a node descheduled past its deadline
+// while copies wait in its socket (ResumeSettling, the runtime's settle:
+// the ticks before the deadline's, then the copies, each with the tick of
+// its clock in which it arrived, then the rest of the ticks), and are
 // partitioned into groups that cannot reach each other until the
 // partition heals. When a point-to-point copy finds its receiver down, the
 // transport may tell the sender, one tick later, that the receiver is

@@ -246,8 +246,14 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 					c.Start(id)
 				}
 			case c.Paused(id):
+				// As a paused process resumes, or as a node descheduled
+				// past its deadline settles what waits in its socket.
 				if rng.Float64() < f.resume {
-					c.Resume(id)
+					if rng.IntN(2) == 0 {
+						c.Resume(id)
+					} else {
+						c.ResumeSettling(id)
+					}
 				}
 			case c.Up(id) && rng.Float64() < f.crash:
 				c.Crash(id)

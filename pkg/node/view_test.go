@@ -1,0 +1,88 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// TestStatusNeverLeaderWithoutLease reads the status, the query
+// responder's view and the metric of a Paxos node while its goroutine
+// makes it lead under short leases, which end, and stop leading, over and
+// over: a status that says leader always has a lease that holds, and the
+// query responder answers only then. Before the leadership and the lease
+// were one value, a reader could take the leadership of one moment with
+// the lease of the next (cleared): leader, with no lease.
+func TestStatusNeverLeaderWithoutLease(t *testing.T) {
+	n, err := NewWithTransport(unused{}, Config{
+		Cluster:   "view",
+		Algorithm: protocol.Paxos,
+		Election:  electionConfig(1, []uint64{1, 2, 3}),
+		DataDir:   t.TempDir(),
+		Logger:    testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	n.clock = &ticker{tick: time.Millisecond, base: time.Now()}
+	n.current = &announcement{term: 7}
+	leader := election.Status{ID: 1, Leader: 1, Term: 7, Role: election.Leader}
+	follower := election.Status{ID: 1, Term: 7, Role: election.Follower}
+
+	const rounds = 20000
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() { // the node's goroutine
+		defer wg.Done()
+		defer close(done)
+		for i := range rounds {
+			lease := leader
+			// Leases that end now, soon, or later: some end while they
+			// are being read.
+			lease.LeaseUntil = int(time.Since(n.clock.base)/time.Millisecond) + i%3
+			n.show(lease)
+			n.show(follower)
+		}
+	}()
+	var bad []string
+	var mu sync.Mutex
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				st := n.Status()
+				if st.State == election.Leader.String() && (st.LeaseRemainingMS == nil || *st.LeaseRemainingMS < 0) {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("%+v", st))
+					mu.Unlock()
+				}
+				if v := n.view.Load(); v.leadingAt(time.Now()) != nil && v.leaseUntil.IsZero() {
+					mu.Lock()
+					bad = append(bad, "answers queries without a lease")
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("%d reads showed a leader without a lease that holds, first %s", len(bad), bad[0])
+	}
+	if got := n.Status(); got.State != election.Follower.String() {
+		t.Errorf("after the last round: state %s, want follower", got.State)
+	}
+}
+
+// unused is a Transport for a node that is never run.
+type unused struct{ Transport }

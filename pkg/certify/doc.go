@@ -58,7 +58,8 @@
 // exist: n − f ≥ Quorum(n), so the honest members alone can form one.)
 // TestQuorumIntersection checks the count for every n from 4 to 13 over
 // every pair of quorums; TestNoTwoCertifiedLeaders checks the conclusion
-// with signatures.
+// for every set of liars and every way the honest members vote, n = 4 to
+// 7, and once with signatures.
 //
 // # Evidence
 //
@@ -75,7 +76,10 @@
 // field names). Numbers are JSON numbers, signatures standard base64 with
 // padding (64 bytes), digests lower-case hex (32 bytes). The decoders
 // refuse unknown fields, missing or misplaced fields, trailing data and
-// inputs over MaxJSONSize; they check shapes, not signatures.
+// inputs over MaxJSONSize; they check shapes, not signatures. Field names
+// are written in lower case; reading, they match as Go's encoding/json
+// matches them, ignoring case. The JSON form is not what is signed: a
+// reader rebuilds the encoding from the fields.
 //
 // # What is assumed
 //

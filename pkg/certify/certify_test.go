@@ -391,6 +391,13 @@ func TestKeysRefused(t *testing.T) {
 	if got := keys.IDs(); !reflect.DeepEqual(got, []uint64{2, 5}) {
 		t.Errorf("IDs: got %v, want [2 5]", got)
 	}
+	want, _ := user(5).PublicKey()
+	if got, ok := keys.PublicKey(5); !ok || got != want {
+		t.Errorf("PublicKey(5): got %q, %v, want %q, true", got, ok, want)
+	}
+	if got, ok := keys.PublicKey(3); ok {
+		t.Errorf("PublicKey(3): got %q, true, want no key", got)
+	}
 }
 
 func TestCertificate(t *testing.T) {

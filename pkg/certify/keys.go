@@ -32,7 +32,8 @@ type Members interface {
 }
 
 // Keys holds the public keys of a cluster's members. It implements
-// Members. Build it with NewKeys; the zero Keys has no members.
+// Members. Build it with NewKeys; the zero Keys has no members. It is not
+// changed after NewKeys, so it is safe for concurrent use.
 type Keys struct {
 	keys map[uint64]nkeys.KeyPair
 }
@@ -87,6 +88,17 @@ func (k *Keys) Size() int { return len(k.keys) }
 func (k *Keys) Has(id uint64) bool {
 	_, ok := k.keys[id]
 	return ok
+}
+
+// PublicKey returns member id's public key ("U…"), or false if id is not
+// a member.
+func (k *Keys) PublicKey(id uint64) (string, bool) {
+	pair, ok := k.keys[id]
+	if !ok {
+		return "", false
+	}
+	public, err := pair.PublicKey()
+	return public, err == nil
 }
 
 // IDs returns the members' IDs in ascending order.

@@ -1,6 +1,7 @@
 package certify
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -36,11 +37,11 @@ type Certificate struct {
 	// Votes are the signatures of Vote(Cluster, member, Term, Leader),
 	// one per member, in ascending order of member as NewCertificate
 	// builds them (VerifyCertificate accepts any order).
-	Votes []VoteSignature
+	Votes []MemberSignature
 }
 
-// VoteSignature is one member's signature in a certificate.
-type VoteSignature struct {
+// MemberSignature is one member's signature in a certificate.
+type MemberSignature struct {
 	// Member is the ID of the member that voted.
 	Member uint64
 	// Signature is its signature of the vote, SignatureSize bytes.
@@ -79,17 +80,9 @@ func NewCertificate(votes []SignedStatement) (Certificate, error) {
 			return Certificate{}, fmt.Errorf("%w: member %d votes twice", ErrCertificate, s.Member)
 		}
 		seen[s.Member] = true
-		c.Votes = append(c.Votes, VoteSignature{Member: s.Member, Signature: slices.Clone(v.Signature)})
+		c.Votes = append(c.Votes, MemberSignature{Member: s.Member, Signature: slices.Clone(v.Signature)})
 	}
-	slices.SortFunc(c.Votes, func(a, b VoteSignature) int {
-		switch {
-		case a.Member < b.Member:
-			return -1
-		case a.Member > b.Member:
-			return 1
-		}
-		return 0
-	})
+	sortByMember(c.Votes)
 	return c, nil
 }
 
@@ -106,13 +99,19 @@ func (c Certificate) validateShape() error {
 	if c.Leader == 0 {
 		return errors.New("leader 0; IDs are ≥ 1")
 	}
-	if len(c.Votes) == 0 || len(c.Votes) > MaxMembers {
-		return fmt.Errorf("%d votes, want 1 to %d", len(c.Votes), MaxMembers)
+	return validateSignatures(c.Votes, "votes")
+}
+
+// validateSignatures checks 1–MaxMembers signatures of distinct members,
+// each of SignatureSize bytes.
+func validateSignatures(sigs []MemberSignature, what string) error {
+	if len(sigs) == 0 || len(sigs) > MaxMembers {
+		return fmt.Errorf("%d %s, want 1 to %d", len(sigs), what, MaxMembers)
 	}
-	seen := make(map[uint64]bool, len(c.Votes))
-	for _, v := range c.Votes {
+	seen := make(map[uint64]bool, len(sigs))
+	for _, v := range sigs {
 		if v.Member == 0 {
-			return errors.New("a vote of member 0; IDs are ≥ 1")
+			return errors.New("a signature of member 0; IDs are ≥ 1")
 		}
 		if seen[v.Member] {
 			return fmt.Errorf("member %d signs twice", v.Member)
@@ -125,6 +124,46 @@ func (c Certificate) validateShape() error {
 	return nil
 }
 
+// checkMembers checks n, that need (named needName) ≤ len(sigs) ≤ n, and that every
+// signer is a member.
+func checkMembers(members Members, sigs []MemberSignature, need int, needName, what string) error {
+	n := members.Size()
+	if n < 1 || n > MaxMembers {
+		return fmt.Errorf("%d members, want 1 to %d", n, MaxMembers)
+	}
+	if len(sigs) > n {
+		return fmt.Errorf("%d %s among %d members", len(sigs), what, n)
+	}
+	if len(sigs) < need {
+		return fmt.Errorf("%d %s, %s of %d members is %d", len(sigs), what, needName, n, need)
+	}
+	for _, v := range sigs {
+		if !members.Has(v.Member) {
+			return fmt.Errorf("signer: %w: %d", ErrUnknownMember, v.Member)
+		}
+	}
+	return nil
+}
+
+// checkSignatures checks each member's signature of its statement.
+func checkSignatures(members Members, sigs []MemberSignature, statement func(member uint64) Statement) error {
+	for _, v := range sigs {
+		data, err := statement(v.Member).Encode()
+		if err != nil {
+			return err
+		}
+		if err := verify(members, v.Member, data, v.Signature); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortByMember sorts signatures in ascending order of member.
+func sortByMember(sigs []MemberSignature) {
+	slices.SortFunc(sigs, func(a, b MemberSignature) int { return cmp.Compare(a.Member, b.Member) })
+}
+
 // VerifyCertificate checks that c certifies c.Leader in c.Term of
 // c.Cluster among members: the leader is a member; the signers are
 // distinct members, at least Quorum(n) and at most n of them; every
@@ -134,35 +173,18 @@ func (c Certificate) validateShape() error {
 // (or uses VerifyCertificateFor). The error wraps ErrCertificate, and
 // ErrUnknownMember or ErrSignature where one applies.
 func VerifyCertificate(members Members, c Certificate) error {
-	n := members.Size()
-	if n < 1 || n > MaxMembers {
-		return fmt.Errorf("%w: %d members, want 1 to %d", ErrCertificate, n, MaxMembers)
-	}
 	if err := c.validateShape(); err != nil {
-		return fmt.Errorf("%w: %v", ErrCertificate, err)
+		return fmt.Errorf("%w: %w", ErrCertificate, err)
 	}
-	if len(c.Votes) > n {
-		return fmt.Errorf("%w: %d votes among %d members", ErrCertificate, len(c.Votes), n)
-	}
-	if q := Quorum(n); len(c.Votes) < q {
-		return fmt.Errorf("%w: %d votes, a quorum of %d members is %d", ErrCertificate, len(c.Votes), n, q)
+	n := members.Size()
+	if err := checkMembers(members, c.Votes, Quorum(n), "a quorum", "votes"); err != nil {
+		return fmt.Errorf("%w: %w", ErrCertificate, err)
 	}
 	if !members.Has(c.Leader) {
 		return fmt.Errorf("%w: leader: %w: %d", ErrCertificate, ErrUnknownMember, c.Leader)
 	}
-	for _, v := range c.Votes {
-		if !members.Has(v.Member) {
-			return fmt.Errorf("%w: signer: %w: %d", ErrCertificate, ErrUnknownMember, v.Member)
-		}
-	}
-	for _, v := range c.Votes {
-		data, err := c.Vote(v.Member).Encode()
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrCertificate, err)
-		}
-		if err := verify(members, v.Member, data, v.Signature); err != nil {
-			return fmt.Errorf("%w: vote for %d in term %d: %w", ErrCertificate, c.Leader, c.Term, err)
-		}
+	if err := checkSignatures(members, c.Votes, c.Vote); err != nil {
+		return fmt.Errorf("%w: vote for %d in term %d: %w", ErrCertificate, c.Leader, c.Term, err)
 	}
 	return nil
 }

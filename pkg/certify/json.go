@@ -163,9 +163,9 @@ func (c *Certificate) UnmarshalJSON(data []byte) error {
 	if err := strict(data, &w); err != nil {
 		return fmt.Errorf("%w: %v", ErrCertificate, err)
 	}
-	out := Certificate{Cluster: w.Cluster, Term: w.Term, Leader: w.Leader, Votes: make([]VoteSignature, len(w.Votes))}
+	out := Certificate{Cluster: w.Cluster, Term: w.Term, Leader: w.Leader, Votes: make([]MemberSignature, len(w.Votes))}
 	for i, v := range w.Votes {
-		out.Votes[i] = VoteSignature(v)
+		out.Votes[i] = MemberSignature(v)
 	}
 	if err := out.validateShape(); err != nil {
 		return fmt.Errorf("%w: %v", ErrCertificate, err)

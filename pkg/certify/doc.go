@@ -61,6 +61,11 @@
 // for every set of liars and every way the honest members vote, n = 4 to
 // 7, and once with signatures.
 //
+// A TimeoutCertificate holds the signed time-outs of one term by distinct
+// members; VerifyTimeoutCertificate checks that there are as many as the
+// caller's rule asks, F(n)+1 (one honest member gave up, so the liars
+// alone cannot move terms on) or Quorum(n).
+//
 // # Evidence
 //
 // Two signed statements of one member that no honest member makes both

@@ -57,6 +57,11 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(ev)
+	to, err := c.timeouts(f, 9, 1, 2).MarshalJSON()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(to)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if cert, err := certify.DecodeCertificate(data); err == nil {
 			js, err := cert.MarshalJSON()
@@ -79,6 +84,17 @@ func FuzzDecodeJSON(f *testing.F) {
 				t.Fatalf("statement %s: round trip gave %+v, %v", data, back, err)
 			}
 			_ = s.Verify(c.keys)
+		}
+		if tc, err := certify.DecodeTimeoutCertificate(data); err == nil {
+			js, err := tc.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := certify.DecodeTimeoutCertificate(js)
+			if err != nil || !reflect.DeepEqual(back, tc) {
+				t.Fatalf("time-outs %s: round trip gave %+v, %v", data, back, err)
+			}
+			_ = certify.VerifyTimeoutCertificate(c.keys, tc, 2)
 		}
 		if e, err := certify.DecodeEvidence(data); err == nil {
 			if !certify.Contradicts(e.First.Statement, e.Second.Statement) {

@@ -187,6 +187,59 @@ func DecodeCertificate(data []byte) (Certificate, error) {
 	return c, nil
 }
 
+// timeoutsJSON is the JSON form of a time-out certificate.
+type timeoutsJSON struct {
+	Cluster  string     `json:"cluster"`
+	Term     uint64     `json:"term"`
+	Timeouts []voteJSON `json:"timeouts"`
+}
+
+// MarshalJSON renders c as
+//
+//	{"cluster":"default","term":7,"timeouts":[{"member":1,"signature":"<base64>"},…]}
+//
+// where each signature is the member's over Timeout(cluster, member,
+// term).Encode().
+func (c TimeoutCertificate) MarshalJSON() ([]byte, error) {
+	w := timeoutsJSON{Cluster: c.Cluster, Term: c.Term, Timeouts: make([]voteJSON, len(c.Timeouts))}
+	for i, v := range c.Timeouts {
+		w.Timeouts[i] = voteJSON(v)
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes and checks its shape,
+// not the signatures.
+func (c *TimeoutCertificate) UnmarshalJSON(data []byte) error {
+	var w timeoutsJSON
+	if err := strict(data, &w); err != nil {
+		return fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	out := TimeoutCertificate{Cluster: w.Cluster, Term: w.Term, Timeouts: make([]MemberSignature, len(w.Timeouts))}
+	for i, v := range w.Timeouts {
+		out.Timeouts[i] = MemberSignature(v)
+	}
+	if err := out.validateShape(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	*c = out
+	return nil
+}
+
+// DecodeTimeoutCertificate reads a time-out certificate's JSON form (see
+// MarshalJSON). It checks the shape; VerifyTimeoutCertificate checks the
+// rest.
+func DecodeTimeoutCertificate(data []byte) (TimeoutCertificate, error) {
+	if len(data) > MaxJSONSize {
+		return TimeoutCertificate{}, fmt.Errorf("%w: %d bytes, at most %d", ErrCertificate, len(data), MaxJSONSize)
+	}
+	var c TimeoutCertificate
+	if err := c.UnmarshalJSON(data); err != nil {
+		return TimeoutCertificate{}, err
+	}
+	return c, nil
+}
+
 // evidenceJSON is the JSON form of evidence.
 type evidenceJSON struct {
 	Member uint64           `json:"member"`

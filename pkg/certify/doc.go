@@ -14,7 +14,8 @@
 //   - KindTimeout: the member gives up on Term (its leader timed out);
 //   - KindRelay: the member says that the value whose SHA-256 is Digest
 //     reached it along Path as order Order of Term's leader (Path[0] is
-//     the leader that issued it, the last member of Path is the member).
+//     the leader that issued it, the last member of Path is the member;
+//     the leader's own issue is the relay along the path [leader]).
 //
 // A member signs the statement's canonical encoding (Encode), version 1,
 // with Ed25519. Every number is big-endian of fixed width; a string is
@@ -56,6 +57,7 @@
 // votes for both, so whatever the f liars sign, no two certificates of
 // one term name different leaders. (A quorum also needs no liar's vote to
 // exist: n − f ≥ Quorum(n), so the honest members alone can form one.)
+// With more than F(n) liars none of this holds.
 // TestQuorumIntersection checks the count for every n from 4 to 13 over
 // every pair of quorums; TestNoTwoCertifiedLeaders checks the conclusion
 // for every set of liars and every way the honest members vote, n = 4 to

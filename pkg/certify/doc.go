@@ -1,0 +1,99 @@
+// Package certify holds the signed statements of a cluster's members, the
+// certificates that make a leader's term believable, and the evidence that
+// a member lied. It is pure: no I/O, no goroutines, no clock. Keys are
+// Ed25519 user keys in the NATS nkeys format (public keys "U…", seeds
+// "SU…"); the package takes them through the small interfaces Signer,
+// Verifier and Members, so that any key store plugs in (Keys is the one
+// built on nkeys key pairs).
+//
+// # Statements
+//
+// A Statement is what one member says, of one Kind, within one cluster:
+//
+//   - KindVote: the member votes for Leader in Term;
+//   - KindTimeout: the member gives up on Term (its leader timed out);
+//   - KindRelay: the member says that the value whose SHA-256 is Digest
+//     reached it along Path as order Order of Term's leader (Path[0] is
+//     the leader that issued it, the last member of Path is the member;
+//     the leader's own issue is the relay along the path [leader]).
+//
+// A member signs the statement's canonical encoding (Encode), version 1,
+// with Ed25519. Every number is big-endian of fixed width; a string is
+// its length (uint16) and its bytes:
+//
+//	field        bytes         kinds
+//	prefix       16            all: the ASCII "baton-certify-v1" (Prefix)
+//	kind         1             all: 1 vote, 2 time-out, 3 relay
+//	cluster      2 + len       all: uint16 length, then the name (1–255 bytes of [A-Za-z0-9_-])
+//	member       8             all: uint64, ≥ 1
+//	term         8             all: uint64, ≥ 1
+//	leader       8             vote: uint64, ≥ 1
+//	order        8             relay: uint64
+//	path         2 + 8·len     relay: uint16 count (1–MaxMembers), then that many uint64 IDs, distinct, ≥ 1, the last = member
+//	digest       32            relay: SHA-256 of the value (Digest)
+//
+// Nothing follows. The prefix keeps a signature over a statement from
+// being read as anything else signed with the same key; the cluster name
+// keeps it from counting in another cluster. DecodeStatement reads the
+// encoding back and refuses anything Encode would not have produced, so
+// one statement has exactly one encoding. The example of the package
+// prints an encoding and its signature, byte for byte, for other
+// implementations to check theirs against.
+//
+// # Certificates
+//
+// With n members, at most F(n) = ⌊(n−1)/3⌋ of them may lie. A Certificate
+// for (cluster, term, leader) holds the vote signatures of Quorum(n) =
+// ⌈(n+f+1)/2⌉ distinct members, f = F(n). VerifyCertificate checks that
+// every signer is a distinct known member, that there are at least
+// Quorum(n) of them and at most n, that the leader is a member, and every
+// signature.
+//
+// Why a certificate makes a leader unique per term: two quorums Q1 and Q2
+// of the n members share |Q1| + |Q2| − n ≥ 2·⌈(n+f+1)/2⌉ − n ≥ f+1
+// members. At most f members lie, so at least one member in both is
+// honest, and an honest member signs at most one vote per term. Two
+// certificates of one term for different leaders would need that member's
+// votes for both, so whatever the f liars sign, no two certificates of
+// one term name different leaders. (A quorum also needs no liar's vote to
+// exist: n − f ≥ Quorum(n), so the honest members alone can form one.)
+// With more than F(n) liars none of this holds.
+// TestQuorumIntersection checks the count for every n from 4 to 13 over
+// every pair of quorums; TestNoTwoCertifiedLeaders checks the conclusion
+// for every set of liars and every way the honest members vote, n = 4 to
+// 7, and once with signatures.
+//
+// A TimeoutCertificate holds the signed time-outs of one term by distinct
+// members; VerifyTimeoutCertificate checks that there are as many as the
+// caller's rule asks, F(n)+1 (one honest member gave up, so the liars
+// alone cannot move terms on) or Quorum(n).
+//
+// # Evidence
+//
+// Two signed statements of one member that no honest member makes both
+// of are Evidence of its lying (Contradicts): two votes in one term for
+// different leaders, or two relays of one order along one path with
+// different values. VerifyEvidence checks both signatures, so evidence
+// convicts only the member whose key signed it.
+//
+// # JSON
+//
+// Certificates, signed statements and evidence have a JSON form for
+// announcements and the observer (see the MarshalJSON methods for the
+// field names). Numbers are JSON numbers, signatures standard base64 with
+// padding (64 bytes), digests lower-case hex (32 bytes). The decoders
+// refuse unknown fields, missing or misplaced fields, trailing data and
+// inputs over MaxJSONSize; they check shapes, not signatures. Field names
+// are written in lower case; reading, they match as Go's encoding/json
+// matches them, ignoring case. The JSON form is not what is signed: a
+// reader rebuilds the encoding from the fields.
+//
+// # What is assumed
+//
+// Each member's seed stays with that member: a lie signed with a member's
+// key counts as that member's. The members' public keys are the same at
+// every reader. A member that also authenticates to NATS with its key
+// signs the server's nonce with it; statements cannot be forged that way
+// by a server that sends an ordinary nonce, but one that chose the nonce
+// could ask for any bytes, so the NATS servers are trusted not to.
+package certify

@@ -6,8 +6,11 @@
 // one line per leader change as the announcements arrive on
 // election.*.leader; the processes' output goes to one log file each.
 //
-// Ctrl-C (SIGINT) or SIGTERM stops it: SIGTERM to every node, which hands
-// leadership over and exits; then the observer and the NATS server.
+// Ctrl-C (SIGINT), SIGTERM or SIGHUP stops it: SIGTERM to every node,
+// which hands leadership over and exits; then the observer and the NATS
+// server. On Linux the same happens when the process that started it
+// exits (go tool task run killed, or given SIGINT three times), and the
+// nodes and the observer are killed if it dies without stopping them.
 //
 // The nodes inherit the environment, so timing variables such as
 // ELECTION_HEARTBEAT_INTERVAL can be set when starting it.
@@ -61,8 +64,15 @@ type config struct {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	// The process that started this one (the task runner, a shell) may die
+	// without passing a signal on: the task runner only reports the first
+	// two SIGINTs it gets alone and exits at the third. Stop then as on
+	// SIGTERM, so that no node outlives it.
+	if err := localcluster.DieWithParent(syscall.SIGTERM); err != nil {
+		fmt.Fprintln(os.Stderr, "devcluster:", err)
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "devcluster:", err)
 		stop()
@@ -80,7 +90,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.binary, "binary", "bin/node", "path of the node binary")
 	fs.StringVar(&c.observer, "observer", "bin/observer", `path of the observer binary ("" runs none)`)
 	fs.IntVar(&c.observerPort, "observer-port", 8080, "HTTP port of the observer's page on 127.0.0.1")
-	fs.IntVar(&c.natsPort, "nats-port", 4222, "port of the embedded NATS server on 127.0.0.1")
+	fs.IntVar(&c.natsPort, "nats-port", 4222, "port of the embedded NATS server on 127.0.0.1 (-1: a free port)")
 	fs.IntVar(&c.httpPort, "http-port", 8081, "HTTP port of node 1; node i listens on http-port+i-1")
 	fs.StringVar(&c.algorithm, "algorithm", string(protocol.Bully), `election algorithm (ELECTION_ALGORITHM), or "all": one cluster per algorithm, named after it`)
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER); ignored with -algorithm all")
@@ -91,6 +101,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.natsPort != -1 && (c.natsPort < 1 || c.natsPort > 65535) {
+		return c, fmt.Errorf("-nats-port %d is not a port (or -1 for a free one)", c.natsPort)
 	}
 	if c.nodes < 1 {
 		return c, fmt.Errorf("-nodes must be at least 1, got %d", c.nodes)
@@ -204,6 +217,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer localcluster.StopNATS(ns)
+	// The server's own address: the port it took if -nats-port is -1.
+	natsURL = ns.ClientURL()
+	for _, n := range nodes {
+		n.Setenv("NATS_URL=" + natsURL)
+	}
 
 	nc, err := nats.Connect(natsURL, nats.Name("devcluster"), localcluster.AsApp())
 	if err != nil {

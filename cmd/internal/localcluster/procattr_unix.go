@@ -10,3 +10,8 @@ import "syscall"
 func ChildProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// DieWithParent asks the system to send sig to this process when the
+// process that started it exits; this system has no such request, so it
+// does nothing.
+func DieWithParent(sig syscall.Signal) error { return nil }

@@ -1,7 +1,8 @@
 // Package bully implements the Bully election algorithm as a pure state
 // machine (see package election for the interface, terms and guarantees).
 //
-// The rules, from the reference notes:
+// The rules of the textbook algorithm (Garcia-Molina, 1982; see
+// docs/algorithms.md#references):
 //
 //   - A node that suspects the leader (its heartbeats stopped), that starts
 //     or restarts, or whose leader resigned, holds an election: it sends
@@ -57,7 +58,7 @@
 //   - A node that starts asks who leads (election.Config.Found) before its
 //     machine starts. A live leader with a higher ID it follows at once:
 //     its election would end with that leader. A working lower leader it
-//     challenges at once, as the notes say. When nobody answers (the
+//     challenges at once, as the rules say. When nobody answers (the
 //     cluster starts, or has no leader), it acts as after a failure: the
 //     highest member holds its election after T, and every other defers
 //     by (r+1)·T, r being its higher members, so that nodes that start

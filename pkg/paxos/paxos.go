@@ -3,8 +3,9 @@
 // one leader at any instant, whatever the network and the scheduler do,
 // under a stated bound on how fast clocks may drift.
 //
-// Every node is a proposer, an acceptor and a learner (reference notes,
-// note 004): a quorum is a majority of the n configured members
+// Every node is a proposer, an acceptor and a learner, the three roles of
+// Paxos Made Simple (Lamport, 2001; see docs/algorithms.md#references): a
+// quorum is a majority of the n configured members
 // (n >= 2f+1 tolerates f failures), and a side of a partition without a
 // majority never elects.
 //

@@ -2,8 +2,9 @@
 // machine (see package election for the interface, terms and guarantees).
 //
 // Nodes form a ring ordered by ID; each sends to its successor, the next
-// higher ID (the highest wraps round to the lowest). The rules, from the
-// reference notes:
+// higher ID (the highest wraps round to the lowest). The rules of the
+// textbook algorithm (Chang and Roberts, 1979; see
+// docs/algorithms.md#references):
 //
 //   - An initiator marks itself participating and sends Election carrying
 //     its own ID to its successor.
@@ -16,7 +17,7 @@
 //     non-participating and forwards it, unless it is the leader.
 //   - Dead successors are skipped.
 //
-// What the notes leave to the implementation:
+// What these rules leave to the implementation:
 //
 //   - Failure detection. Every ring message is acknowledged (Ack); a
 //     successor that does not acknowledge in time, or that the transport
@@ -53,7 +54,7 @@
 //   - Telling everybody. A node that wins also broadcasts a heartbeat at
 //     once, so every node learns the new leader after one message instead
 //     of one hop per node; the Elected round still goes round the ring as
-//     the notes say, and stops at the first node that already knows (a
+//     the rules say, and stops at the first node that already knows (a
 //     node passes each leadership on once).
 //   - One round after a failure. When the leader fails or resigns, every
 //     follower learns it at about the same moment. The highest live node

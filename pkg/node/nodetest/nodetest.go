@@ -13,7 +13,8 @@
 // which the connection reports the status CLOSED. Publishing is
 // synchronous up to the subscriptions' queues, so Flush has nothing to
 // wait for, unless Unread keeps a connection's messages waiting for its
-// next Flush, as unread in its socket. There are no streams: LearnTerm asks the current leader only.
+// next Flush, as unread in its socket. There are no streams: Learn asks
+// the current leader only.
 //
 // Every goroutine belongs to a subscription and returns once it is
 // unsubscribed, drained or its connection closed; the network leaves none

@@ -4,7 +4,7 @@
 // goroutines, no clock. The caller carries the messages and tells each
 // machine when a round's deadline has passed.
 //
-// The rules, from the reference notes: a leader (the commander) and
+// The rules, from the paper: a leader (the commander) and
 // followers (the lieutenants); the leader issues a value; the followers
 // relay it to the rest; traitors may send wrong values; N ≥ 3f+1. What
 // OM(m) guarantees when at most m of the N ≥ 3m+1 members are traitors:

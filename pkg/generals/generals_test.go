@@ -83,7 +83,7 @@ func eachCombination(n, m int, fn func(w *world)) {
 	}
 }
 
-// TestOneTraitorAmongFour checks the notes' N ≥ 3f+1 at its smallest,
+// TestOneTraitorAmongFour checks the paper's N ≥ 3f+1 at its smallest,
 // N = 4, f = 1, exhaustively: whichever member is the commander, whichever
 // member lies (the commander or any lieutenant), whatever it tells each
 // member (A, B, RETREAT, nothing, too late), every loyal lieutenant decides
@@ -115,7 +115,7 @@ func TestOneTraitorAmongFour(t *testing.T) {
 
 // TestThreeGeneralsCounterexample searches every lie of one traitor among
 // three members running OM(1) and finds one that breaks IC1 or IC2: one
-// traitor needs four members, hence N ≥ 3f+1 in the notes.
+// traitor needs four members, hence N ≥ 3f+1 in the paper.
 func TestThreeGeneralsCounterexample(t *testing.T) {
 	if _, err := New(Config{Members: 3, Commander: 0, Self: 1}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("New with 3 members: err %v, want ErrConfig", err)

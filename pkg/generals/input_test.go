@@ -153,9 +153,9 @@ func TestRelayAndCopies(t *testing.T) {
 	}
 }
 
-// TestDeadlines: the notes' followers relay what they receive; a member
-// that receives nothing relays the default at each round's end, decides
-// the default after the last, and refuses what comes late.
+// TestDeadlines: the paper's lieutenants relay what they receive; a
+// member that receives nothing relays the default at each round's end,
+// decides the default after the last, and refuses what comes late.
 func TestDeadlines(t *testing.T) {
 	mc, _ := New(Config{Members: 4, Commander: 0, Self: 1, Default: "retreat"})
 	if mc.Rounds() != 2 {

@@ -43,6 +43,12 @@ type Core struct {
 	sinceSuspect int
 	calm         int
 
+	// Received terms may raise maxTerm only as fast as each sender's
+	// credit allows (see Receive): now counts this node's ticks, credit
+	// holds what each sender may still raise it by.
+	now    uint64
+	credit map[uint64]termCredit
+
 	saved   election.HardState // the hard state last handed to the driver
 	out     []protocol.Message
 	claimed uint64
@@ -68,6 +74,7 @@ func NewCore(cfg election.Config) (*Core, error) {
 		accept:  cfg.State.Acceptor,
 		saved:   cfg.State,
 		gone:    make(map[uint64]absence),
+		credit:  make(map[uint64]termCredit),
 		found:   cfg.Found,
 		timeout: cfg.Timing.LeaderTimeoutTicks,
 	}, nil
@@ -182,17 +189,75 @@ func (c *Core) NextSeq() uint64 {
 	return c.seq
 }
 
+// Bounds of how far received terms may move a node (see Receive).
+const (
+	// TermBurst is how far one sender's messages may raise a node's
+	// highest term at once: far more than honest elections ever climb
+	// between two of its messages (each claim is at most one round of
+	// the members above the last).
+	TermBurst uint64 = 1 << 36
+	// TermRate is how much of that each sender's credit regains per
+	// tick. A member that lies for ever with the highest terms it may
+	// send raises the others' terms by TermBurst once and by TermRate a
+	// tick after: 2^62 is then 2^42 ticks away, over a thousand years of
+	// 10 ms ticks.
+	TermRate uint64 = 1 << 20
+)
+
+// termCredit is how far a sender's messages may still raise this node's
+// highest term, as of tick at.
+type termCredit struct {
+	left uint64
+	at   uint64
+}
+
+// CountTick counts a tick of this node's clock: every algorithm calls it
+// from its Tick. It only refills the senders' term credit.
+func (c *Core) CountTick() { c.now++ }
+
+// raise raises maxTerm to term, a term received from sender, as far as the
+// sender's credit allows, and reports whether it reached term.
+func (c *Core) raise(sender, term uint64) bool {
+	if term <= c.maxTerm {
+		return true
+	}
+	cr, ok := c.credit[sender]
+	if !ok {
+		cr = termCredit{left: TermBurst, at: c.now}
+	}
+	if elapsed := c.now - cr.at; elapsed >= TermBurst/TermRate {
+		cr.left = TermBurst
+	} else {
+		cr.left = min(TermBurst, cr.left+elapsed*TermRate)
+	}
+	cr.at = c.now
+	rise := term - c.maxTerm
+	reached := rise <= cr.left
+	rise = min(rise, cr.left)
+	cr.left -= rise
+	c.maxTerm += rise // at most term, so at most protocol.MaxTerm
+	c.credit[sender] = cr
+	return reached
+}
+
 // Receive does what every message does to a node before its algorithm
 // looks at it: it learns the message's term and that its sender is alive.
 // It reports false for messages the algorithm must ignore: those from this
 // node itself, those with a term above protocol.MaxTerm (Validate drops
-// them; this keeps the ceiling whatever the driver does), and everything
-// once this node has resigned.
+// them; this keeps the ceiling whatever the driver does), everything once
+// this node has resigned, and those whose term is further above this
+// node's highest term than their sender's credit: a member that lies
+// about terms must not exhaust them. Such a message raises the highest
+// term by the credit left, so that a node far behind an honest cluster
+// (a long partition, a restart without data that learnt nothing) still
+// catches up, by TermBurst at once and TermRate a tick after.
 func (c *Core) Receive(m protocol.Message) bool {
 	if c.left || m.From == c.id || m.Term > protocol.MaxTerm {
 		return false
 	}
-	c.maxTerm = max(c.maxTerm, m.Term)
+	if !c.raise(m.From, m.Term) {
+		return false
+	}
 	if m.Type != protocol.TypeResign {
 		delete(c.gone, m.From)
 		if m.From == c.suspected {

@@ -202,13 +202,21 @@ func TestClaimKeepsCurrentTerm(t *testing.T) {
 // Terms are bounded: no claim goes above protocol.MaxTerm, and a node
 // whose next term would be above it does not claim at all.
 func TestClaimNeverWraps(t *testing.T) {
-	c := newTestCore(t, 9) // owns terms 3, 6, 9, ...
-	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: protocol.MaxTerm - 2})
+	// Received terms cannot bring a node there (TestTermJumpsBounded);
+	// a stored state can.
+	atTerm := func(id, max uint64) *Core {
+		c, err := NewCore(election.Config{ID: id, Members: testMembers, Timing: election.DefaultTiming(len(testMembers)),
+			State: election.HardState{MaxTerm: max}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := atTerm(9, protocol.MaxTerm-2) // owns terms 3, 6, 9, ...
 	if got := c.nextTerm(); got != 0 && got > protocol.MaxTerm {
 		t.Fatalf("nextTerm after %d: got %d, above the ceiling", protocol.MaxTerm-2, got)
 	}
-	c = newTestCore(t, 9)
-	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: protocol.MaxTerm})
+	c = atTerm(9, protocol.MaxTerm)
 	if got := c.Claim(); got != 0 {
 		t.Errorf("claim after the ceiling: got term %d, want no claim (0)", got)
 	}
@@ -401,5 +409,62 @@ func TestLeaderTimeoutNotRaisedByAReturn(t *testing.T) {
 	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: 3})
 	if c.LeaderTimeout() != base {
 		t.Errorf("after a paused leader's return: time-out %d, want %d", c.LeaderTimeout(), base)
+	}
+}
+
+// A member that lies as itself cannot exhaust the terms: the six messages
+// of issue 14 (an Election, a Coordinator and a heartbeat at 2^62, twice)
+// raise a node's highest term by TermBurst, not to the ceiling, so it can
+// still claim; a liar that goes on raises it by TermRate a tick.
+func TestTermJumpsBounded(t *testing.T) {
+	c := newTestCore(t, 9)
+	for range 2 {
+		for _, typ := range []protocol.Type{protocol.TypeElection, protocol.TypeCoordinator, protocol.TypeHeartbeat} {
+			if c.Receive(protocol.Message{Type: typ, From: 4, Term: protocol.MaxTerm}) {
+				t.Errorf("%s at the ceiling from one sender: accepted", typ)
+			}
+		}
+	}
+	if got := c.MaxTerm(); got != TermBurst {
+		t.Fatalf("highest term after six lies: got %d, want %d", got, TermBurst)
+	}
+	if got := c.Claim(); got == 0 || got <= TermBurst {
+		t.Fatalf("claim after six lies: got %d, want a term above %d", got, TermBurst)
+	}
+	for range 100 {
+		c.CountTick()
+		c.Receive(protocol.Message{Type: protocol.TypeHeartbeat, From: 4, Term: protocol.MaxTerm})
+	}
+	if got, limit := c.MaxTerm(), TermBurst+100*TermRate+uint64(len(testMembers)); got > limit {
+		t.Errorf("highest term after 100 ticks of lies: got %d, want at most %d", got, limit)
+	}
+}
+
+// The bound is per sender and refills: an honest node far behind (a long
+// partition, a restart that learnt nothing) still catches up, and one
+// sender's lies do not spend another's credit. Terms never go backwards.
+func TestTermJumpsCatchUp(t *testing.T) {
+	c := newTestCore(t, 4)
+	c.Receive(protocol.Message{Type: protocol.TypeHeartbeat, From: 2, Term: protocol.MaxTerm})
+	high := 3*TermBurst + 9 // owned by 9
+	last := c.MaxTerm()
+	for tick := 0; ; tick++ {
+		if tick > int(3*TermBurst/TermRate)+1 {
+			t.Fatalf("no catch-up to term %d after %d ticks: highest %d", high, tick, c.MaxTerm())
+		}
+		if c.Receive(protocol.Message{Type: protocol.TypeHeartbeat, From: 9, Term: high}) {
+			break
+		}
+		if c.MaxTerm() < last {
+			t.Fatalf("highest term went back from %d to %d", last, c.MaxTerm())
+		}
+		last = c.MaxTerm()
+		c.CountTick()
+	}
+	if v := c.Claimed(9, 9, high, true); v != Accepted {
+		t.Errorf("claim of %d after catching up: verdict %v, want Accepted", high, v)
+	}
+	if c.Leader() != 9 || c.Term() != high {
+		t.Errorf("after catching up: leader %d term %d, want 9 and %d", c.Leader(), c.Term(), high)
 	}
 }

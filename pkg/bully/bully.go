@@ -151,6 +151,7 @@ func (m *Machine) Tick() {
 	if m.c.Left() {
 		return
 	}
+	m.c.CountTick()
 	if m.age < m.c.Timing().LeaderTimeoutTicks {
 		m.age++
 	}

@@ -207,6 +207,7 @@ func (m *Machine) Tick() {
 	if m.c.Left() {
 		return
 	}
+	m.c.CountTick()
 	m.now++
 	t := m.c.Timing()
 	switch {

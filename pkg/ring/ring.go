@@ -149,6 +149,7 @@ func (m *Machine) Tick() {
 	if m.c.Left() {
 		return
 	}
+	m.c.CountTick()
 	m.tickPending()
 	switch m.c.Role() {
 	case election.Leader:

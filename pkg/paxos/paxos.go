@@ -649,8 +649,12 @@ func (m *Machine) onNack(msg protocol.Message) {
 
 // onResign handles a node that left or handed over: an acceptor releases
 // the lease it granted to it, and a follower of it elects a successor.
+// Only the process that holds the grant releases it: a Resign from
+// another incarnation with the same ID (a replacement stopped while the
+// leader still runs) would free the acceptor to promise another leader
+// while the holder still counts on its lease.
 func (m *Machine) onResign(msg protocol.Message) {
-	if a := m.c.Acceptor(); a.Accepted == msg.Term && a.Value == msg.From {
+	if a := m.c.Acceptor(); a.Accepted == msg.Term && a.Value == msg.From && msg.Inc == m.grantInc {
 		m.grantUntil = 0 // released
 	}
 	m.released = msg.From

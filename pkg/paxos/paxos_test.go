@@ -273,7 +273,9 @@ func TestResignReleasesLease(t *testing.T) {
 	p.Seq = 1
 	a.Step(p)
 	a.Ready()
-	a.Step(rd.Messages[0])
+	resign := rd.Messages[0]
+	resign.Inc = p.Inc // the same process, as the runtime stamps it
+	a.Step(resign)
 	a.Ready()
 	a.Step(msg(protocol.TypePrepare, 8, 0, 9))
 	if got := show(a.Ready().Messages); !slices.Equal(got, []string{"promise→8:9"}) {
@@ -476,5 +478,33 @@ func TestLateNackDoesNotRestartPhase2(t *testing.T) {
 	}
 	if rd := m.Ready(); rd.Claimed != 5 || m.Status().Role != election.Leader {
 		t.Errorf("acceptances after the late refusal: claimed %d, status %+v; want leader of term 5", rd.Claimed, m.Status())
+	}
+}
+
+// Only the process that holds a grant releases it: a Resign with the
+// holder's ID from another incarnation (a replacement process stopped
+// while the leader runs) leaves the grant, and the acceptor promises no
+// one else while it lasts.
+func TestResignOfAnotherIncarnationKeepsGrant(t *testing.T) {
+	a := newNode(t, 2, election.HardState{})
+	a.Start()
+	a.Ready()
+	p := msg(protocol.TypePropose, 8, 0, 4)
+	p.Seq = 1
+	a.Step(p)
+	a.Ready()
+	r := msg(protocol.TypeResign, 8, 0, 4)
+	r.Inc = 999 // node 8's ID, another process
+	a.Step(r)
+	a.Ready()
+	a.Step(msg(protocol.TypePrepare, 9, 0, 5))
+	if got := show(a.Ready().Messages); !slices.Equal(got, []string{"nack→9:4"}) {
+		t.Fatalf("Prepare after a Resign from another process of the holder: got %v, want a nack", got)
+	}
+	a.Step(msg(protocol.TypeResign, 8, 0, 4)) // the holder itself
+	a.Ready()
+	a.Step(msg(protocol.TypePrepare, 9, 0, 5))
+	if got := show(a.Ready().Messages); !slices.Equal(got, []string{"promise→9:5"}) {
+		t.Errorf("Prepare after the holder's own Resign: got %v, want a promise", got)
 	}
 }

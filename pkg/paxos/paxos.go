@@ -534,7 +534,10 @@ func (m *Machine) onPropose(msg protocol.Message) {
 	// A leader that holds its lease (whether or not this acceptor could
 	// accept its proposal).
 	m.heard = m.now
-	if msg.Term >= m.c.Term() && m.phase != leading {
+	if msg.Term >= m.c.Term() && (m.phase == idle || msg.From > m.c.ID()) {
+		// Not a lower node's while this one campaigns: it may still lead
+		// with its own ballot, below that term, and a node's term never
+		// goes backwards.
 		m.c.Follow(msg.From, msg.Term)
 	}
 	switch {

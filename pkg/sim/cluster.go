@@ -122,6 +122,7 @@ type Cluster struct {
 	elections int               // elections the machines reported starting
 	backlog   int               // copies handed to nodes when they resumed
 	err       error
+	tap       func(to uint64, m protocol.Message) // sees copies for nodes that are down (Tap)
 }
 
 type node struct {
@@ -591,6 +592,9 @@ func (c *Cluster) handle(e *event) {
 	switch {
 	case !n.up():
 		c.logf("drop %v at %d: down", e.msg, e.to)
+		if c.tap != nil && c.groups[e.msg.From] == c.groups[e.to] {
+			c.tap(e.to, e.msg)
+		}
 		if e.msg.To != 0 && c.rng.Float64() < c.net.Unreachable {
 			sender := c.node(e.msg.From)
 			if sender.up() {

@@ -71,6 +71,7 @@ type window struct {
 	inc  uint64
 	top  uint64                    // highest N accepted of inc
 	seen [ReplayWindow / 64]uint64 // bit k: top-k arrived
+	last time.Time                 // receiver's clock when a message of inc was last accepted
 }
 
 // NewReplayGuard returns a guard that accepts messages dated at most maxAge
@@ -92,16 +93,28 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 	if age > g.maxAge || -age > g.maxAge {
 		return reject(ReasonExpired, "%s from %d sent %v ago, outside ±%v", m.Type, m.From, age.Round(time.Millisecond), g.maxAge)
 	}
+	// Incarnations are the senders' wall clocks at start (nanoseconds):
+	// one far ahead of this receiver's clock is a lie, which would mute
+	// every later incarnation of its sender here.
+	if ahead := 2 * g.maxAge; m.Inc > uint64(max(0, now.Add(ahead).UnixNano())) {
+		return reject(ReasonInvalidField, "%s from %d of incarnation %d, more than %v ahead of this receiver's clock", m.Type, m.From, m.Inc, ahead)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.peers[m.From]
+	// A lower incarnation is a new process whose clock is behind the old
+	// one's start (a restart without data on another host), not a replay,
+	// once the incarnation it replaces has been silent for twice MaxAge:
+	// a message of an even older process was sent before that one started,
+	// and is by then older than MaxAge.
+	renewed := w != nil && m.Inc < w.inc && now.Sub(w.last) > 2*g.maxAge
 	switch {
-	case w == nil || m.Inc > w.inc:
+	case w == nil || m.Inc > w.inc || renewed:
 		// The first message of a sender (or of its new incarnation) is the
 		// floor: every earlier number counts as received, so that messages
 		// sent before this receiver heard the sender cannot be replayed to
 		// it. Only a copy that overtook the very first is lost by this.
-		w = &window{inc: m.Inc, top: m.N}
+		w = &window{inc: m.Inc, top: m.N, last: now}
 		for i := range w.seen {
 			w.seen[i] = ^uint64(0)
 		}
@@ -113,6 +126,7 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 		w.shift(m.N - w.top)
 		w.top = m.N
 		w.seen[0] |= 1
+		w.last = now
 		return nil
 	}
 	behind := w.top - m.N
@@ -124,6 +138,7 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 		return reject(ReasonReplayed, "%s from %d number %d already received", m.Type, m.From, m.N)
 	}
 	w.seen[word] |= 1 << bit
+	w.last = now
 	return nil
 }
 

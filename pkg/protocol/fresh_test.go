@@ -122,3 +122,72 @@ func TestCheckAddressee(t *testing.T) {
 		t.Errorf("Incarnation: got %d, want 9", got)
 	}
 }
+
+// A member's incarnation far ahead of the receiver's clock is refused, not
+// adopted: adopted, it would drop every later incarnation of that member
+// as a replay, until the receiver restarts.
+func TestReplayGuardFarFutureIncarnation(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	g := NewReplayGuard(2 * time.Second)
+	inc := uint64(now.Add(-time.Minute).UnixNano())
+	m := Message{V: Version, Type: TypeHeartbeat, From: 1, Term: 5, Inc: inc, N: 1, TS: now.UnixMilli()}
+	if err := g.Check(m, now); err != nil {
+		t.Fatalf("an incarnation started a minute ago: %v", err)
+	}
+	for _, far := range []uint64{1<<64 - 1, uint64(now.Add(time.Hour).UnixNano())} {
+		lie := m
+		lie.Inc, lie.N = far, 2
+		if err := g.Check(lie, now); ReasonOf(err) != ReasonInvalidField {
+			t.Errorf("incarnation %d: got %v, want reason %s", far, err, ReasonInvalidField)
+		}
+	}
+	if got := g.Incarnation(1); got != inc {
+		t.Errorf("incarnation kept: got %d, want %d", got, inc)
+	}
+	next := m
+	next.N = 3
+	if err := g.Check(next, now); err != nil {
+		t.Errorf("the member's own next message after the lies: %v", err)
+	}
+	near := m
+	near.Inc, near.N = uint64(now.Add(3*time.Second).UnixNano()), 1 // a clock ahead within the bound
+	if err := g.Check(near, now); err != nil {
+		t.Errorf("an incarnation 3 s ahead (clocks apart within twice MaxAge): %v", err)
+	}
+}
+
+// A node restarted without its data on a host whose clock is behind the
+// old process's start has a lower incarnation: it is refused while the old
+// one may still be heard (a replay of the old process's messages cannot
+// be told from it), and accepted once the old one has been silent for
+// twice MaxAge, for good.
+func TestReplayGuardLowerIncarnationAfterSilence(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	maxAge := 2 * time.Second
+	g := NewReplayGuard(maxAge)
+	msg := func(inc, n uint64, at time.Time) Message {
+		return Message{V: Version, Type: TypeHeartbeat, From: 1, Term: 5, Inc: inc, N: n, TS: at.UnixMilli()}
+	}
+	old := uint64(start.UnixNano())
+	if err := g.Check(msg(old, 1, start), start); err != nil {
+		t.Fatal(err)
+	}
+	lower := old - uint64(time.Second)
+	soon := start.Add(maxAge)
+	if err := g.Check(msg(lower, 1, soon), soon); ReasonOf(err) != ReasonReplayed {
+		t.Errorf("lower incarnation while the old one was heard within twice MaxAge: got %v, want %s", err, ReasonReplayed)
+	}
+	later := start.Add(2*maxAge + time.Millisecond)
+	if err := g.Check(msg(lower, 2, later), later); err != nil {
+		t.Fatalf("lower incarnation after the old one fell silent: %v", err)
+	}
+	if got := g.Incarnation(1); got != lower {
+		t.Errorf("incarnation now: got %d, want %d", got, lower)
+	}
+	if err := g.Check(msg(lower, 3, later), later); err != nil {
+		t.Errorf("its next message: %v", err)
+	}
+	if err := g.Check(msg(lower, 2, later), later); ReasonOf(err) != ReasonReplayed {
+		t.Errorf("a copy of its message: got %v, want %s", err, ReasonReplayed)
+	}
+}

@@ -508,3 +508,34 @@ func TestResignOfAnotherIncarnationKeepsGrant(t *testing.T) {
 		t.Errorf("Prepare after the holder's own Resign: got %v, want a promise", got)
 	}
 }
+
+// A candidate in Phase 2 does not follow a lower node's Propose of a
+// higher ballot (a liar's, which no majority promised): it may still lead
+// with its own ballot, and its term must never go backwards.
+func TestCandidateKeepsItsTermAgainstLowerPropose(t *testing.T) {
+	m := newNode(t, 9, election.HardState{})
+	m.Start()
+	m.Ready()
+	for _, id := range []uint64{2, 4} {
+		m.Step(msg(protocol.TypePromise, id, 9, 5))
+	}
+	rd := m.Ready()
+	if got := show(rd.Messages); !slices.Equal(got, []string{"propose:5"}) {
+		t.Fatalf("with promises from a majority: got %v, want [propose:5]", got)
+	}
+	seq := rd.Messages[0].Seq
+	lie := msg(protocol.TypePropose, 8, 0, 9) // ballot 9 is node 8's
+	lie.Candidate, lie.Seq = 8, 1
+	m.Step(lie)
+	m.Ready()
+	before := m.Status().Term
+	for _, id := range []uint64{2, 4} {
+		a := msg(protocol.TypeAccepted, id, 9, 5)
+		a.Seq = seq
+		m.Step(a)
+	}
+	m.Ready()
+	if st := m.Status(); st.Term < before {
+		t.Errorf("term went back from %d to %d (status %+v)", before, st.Term, st)
+	}
+}

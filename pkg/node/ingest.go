@@ -24,8 +24,13 @@ func (n *Node) onMessage(msg *nats.Msg) {
 		n.drop(reason, msg.Subject, err)
 		return
 	}
+	claim := m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator
+	if !n.senders.admit(m.From, claim, len(n.members), time.Now()) {
+		n.drop(ReasonSenderLimit, msg.Subject, nil)
+		return
+	}
 	queue := n.inbox
-	if m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator {
+	if claim {
 		queue = n.claims
 	}
 	select {

@@ -89,5 +89,6 @@ func newMetrics() *metrics {
 	}
 	m.dropped.WithLabelValues(string(ReasonInboxFull))
 	m.dropped.WithLabelValues(string(ReasonReplyNotInbox))
+	m.dropped.WithLabelValues(string(ReasonSenderLimit))
 	return m
 }

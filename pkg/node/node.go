@@ -206,6 +206,7 @@ type Node struct {
 
 	claims   chan event // heartbeats and Coordinators
 	inbox    chan event // everything else
+	senders  senders    // each member's share of them (fair.go)
 	replyTo  string     // prefix of the reply subjects of point-to-point messages
 	replies  replies
 	running  atomic.Bool

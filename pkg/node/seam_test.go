@@ -522,11 +522,14 @@ func TestSeamFloodFillsInboxClaimsGetThrough(t *testing.T) {
 		// what was queued behind it or arrived while it drained its inbox
 		// (one batch, at most MaxBatch in all); then at most inboxSize
 		// wait in its inbox. The rest is dropped.
+		// (Beyond its sender's share, the flood is dropped before it
+		// reaches the inbox: sender_limit.)
 		drops := metric(t, reg, "election_messages_dropped_total", "reason", "inbox_full")
+		limited := metric(t, reg, "election_messages_dropped_total", "reason", string(node.ReasonSenderLimit))
 		queued := metric(t, reg, "election_messages_received_total", "type", "election") - elections
-		if drops+queued != flood || queued < 1+inboxSize || queued > node.MaxBatch+inboxSize {
-			t.Errorf("elections of the flood: %v queued and %v dropped as inbox_full, want %d in all with %d to %d queued",
-				queued, drops, flood, 1+inboxSize, node.MaxBatch+inboxSize)
+		if drops+limited+queued != flood || queued < 1+inboxSize || queued > node.MaxBatch+inboxSize {
+			t.Errorf("elections of the flood: %v queued, %v dropped as inbox_full and %v as sender_limit, want %d in all with %d to %d queued",
+				queued, drops, limited, flood, 1+inboxSize, node.MaxBatch+inboxSize)
 		}
 		if got := metric(t, reg, "election_subscription_dropped_total"); got != 0 {
 			t.Errorf("subscription drops: %v, want none (the inbox is the bound that holds)", got)

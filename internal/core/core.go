@@ -103,11 +103,14 @@ func (c *Core) ReportElection() { c.report(election.ElectionStarted, 0, 0) }
 
 // FollowFound makes a node that starts follow the leadership it found
 // (election.Config.Found), if that leader has a higher ID, owns its term
-// and its term is not older than this node's, and reports whether it does.
-// The algorithm then holds no election: it would end with that leader.
+// and its term is not older than this node's nor further above its
+// highest term than TermBurst (a member's word, as a message is), and
+// reports whether it does. The algorithm then holds no election: it would
+// end with that leader.
 func (c *Core) FollowFound() bool {
 	f := c.found
-	if c.left || f.Leader <= c.id || f.Term > protocol.MaxTerm || f.Term < c.term || c.Owner(f.Term) != f.Leader {
+	if c.left || f.Leader <= c.id || f.Term > protocol.MaxTerm || f.Term < c.term || f.Term > c.maxTerm+TermBurst ||
+		c.Owner(f.Term) != f.Leader {
 		return false
 	}
 	c.follow(f.Leader, f.Term)

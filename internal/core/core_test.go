@@ -468,3 +468,26 @@ func TestTermJumpsCatchUp(t *testing.T) {
 		t.Errorf("after catching up: leader %d term %d, want 9 and %d", c.Leader(), c.Term(), high)
 	}
 }
+
+// A leadership found at start whose term is further above the node's
+// highest term than TermBurst is not followed: it is a member's word, as
+// a message is, and following it would move the node's terms to it.
+func TestFollowFoundBounded(t *testing.T) {
+	// Members 2, 4, 9: 9 owns the multiples of 3.
+	for _, tc := range []struct {
+		term uint64
+		want bool
+	}{{TermBurst - TermBurst%3, true}, {protocol.MaxTerm - protocol.MaxTerm%3, false}} {
+		c, err := NewCore(election.Config{ID: 2, Members: testMembers, Timing: election.DefaultTiming(len(testMembers)),
+			Found: election.Leadership{Leader: 9, Term: tc.term}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.FollowFound(); got != tc.want {
+			t.Errorf("found term %d from highest term 0: followed %v, want %v", tc.term, got, tc.want)
+		}
+		if !tc.want && c.MaxTerm() != 0 {
+			t.Errorf("found term %d not followed: highest term %d, want 0", tc.term, c.MaxTerm())
+		}
+	}
+}

@@ -197,3 +197,28 @@ func TestQueryWithoutLeaderFailsFast(t *testing.T) {
 		t.Fatalf("leader.Current with every node gone: got %+v, %v; want the stream's last announcement", a, err)
 	}
 }
+
+// A member's announcement near the ceiling, kept by the stream, does not
+// leave a node that starts without data with no term to claim: what the
+// cluster says moves its terms no further than a member's messages may.
+func TestFreshNodeBoundsLearnedTerm(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := connect(t, url)
+	batontest.LeaderStream(t, nc)
+	c := cluster{url: url, name: "ceiling", algorithm: protocol.Bully, members: []uint64{1, 2, 3}}
+	data, err := protocol.EncodeAnnouncement(protocol.Announcement{Cluster: c.name, Leader: 1, Term: protocol.MaxTerm - 2,
+		Algorithm: protocol.Bully, At: protocol.Timestamp{Time: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish(protocol.LeaderSubject(c.name), data); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	alone := map[uint64]*running{2: c.start(t, 2)}
+	if got := awaitAgreement(t, alone, 2); got > protocol.MaxTerm/2 {
+		t.Errorf("fresh node 2 after an announcement at %d: term %d, want one far from the ceiling", protocol.MaxTerm-2, got)
+	}
+}

@@ -100,6 +100,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/bully"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/paxos"
@@ -424,6 +425,11 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	learned := n.learn(ctx)
 	took := time.Since(asked)
 	state := saved.HardState
+	// What the cluster says moves the terms no further than one member's
+	// messages may (core.TermBurst): an announcement or an answer is a
+	// member's word too, and one near the ceiling would leave this node
+	// no term to claim. It catches up from the messages if it is behind.
+	learned = learned.Bounded(state.MaxTerm + core.TermBurst)
 	state.MaxTerm = max(state.MaxTerm, learned.MaxTerm())
 	started := n.cfg.Now()
 	inc := max(uint64(started.UnixNano()), saved.Incarnation+1)

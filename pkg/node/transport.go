@@ -74,6 +74,16 @@ type Learned struct {
 // MaxTerm is the highest term learned.
 func (l Learned) MaxTerm() uint64 { return max(l.Term, l.Last) }
 
+// Bounded is l without what lies above limit: a leader whose term is above
+// it is forgotten, a last announced term above it is cut to it.
+func (l Learned) Bounded(limit uint64) Learned {
+	if l.Term > limit {
+		l.Leader, l.Term = 0, 0
+	}
+	l.Last = min(l.Last, limit)
+	return l
+}
+
 // Subscription is one subscription of a Transport.
 type Subscription interface {
 	Unsubscribe() error

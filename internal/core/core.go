@@ -48,6 +48,10 @@ type Core struct {
 	// holds what each sender may still raise it by.
 	now    uint64
 	credit map[uint64]termCredit
+	// claimInc is the incarnation of each member's last heartbeat,
+	// Coordinator or Paxos Propose: the process that claims for it (see
+	// SameClaimant).
+	claimInc map[uint64]uint64
 
 	saved   election.HardState // the hard state last handed to the driver
 	out     []protocol.Message
@@ -65,18 +69,19 @@ func NewCore(cfg election.Config) (*Core, error) {
 	}
 	index, _ := slices.BinarySearch(members, cfg.ID)
 	return &Core{
-		id:      cfg.ID,
-		members: members,
-		index:   index,
-		timing:  cfg.Timing,
-		term:    cfg.State.Term,
-		maxTerm: cfg.State.MaxTerm,
-		accept:  cfg.State.Acceptor,
-		saved:   cfg.State,
-		gone:    make(map[uint64]absence),
-		credit:  make(map[uint64]termCredit),
-		found:   cfg.Found,
-		timeout: cfg.Timing.LeaderTimeoutTicks,
+		id:       cfg.ID,
+		members:  members,
+		index:    index,
+		timing:   cfg.Timing,
+		term:     cfg.State.Term,
+		maxTerm:  cfg.State.MaxTerm,
+		accept:   cfg.State.Acceptor,
+		saved:    cfg.State,
+		gone:     make(map[uint64]absence),
+		credit:   make(map[uint64]termCredit),
+		claimInc: make(map[uint64]uint64),
+		found:    cfg.Found,
+		timeout:  cfg.Timing.LeaderTimeoutTicks,
 	}, nil
 }
 
@@ -260,6 +265,9 @@ func (c *Core) Receive(m protocol.Message) bool {
 	}
 	if !c.raise(m.From, m.Term) {
 		return false
+	}
+	if m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator || m.Type == protocol.TypePropose {
+		c.claimInc[m.From] = m.Inc
 	}
 	if m.Type != protocol.TypeResign {
 		delete(c.gone, m.From)
@@ -576,10 +584,25 @@ func (c *Core) Staled(m protocol.Message) (reclaim bool) {
 	return true
 }
 
+// SameClaimant reports whether m comes from the process (incarnation)
+// whose heartbeat, Coordinator or Propose this node last heard from m's
+// sender, or
+// from any if it heard none. A Resign from another process with the same
+// ID (a replacement stopped while the leader still runs) is not the
+// leader's.
+func (c *Core) SameClaimant(m protocol.Message) bool {
+	inc, ok := c.claimInc[m.From]
+	return !ok || inc == m.Inc
+}
+
 // Resigned applies a Resign from a peer and reports whether it was this
 // node's leader, in which case the leader is now undefined and the
-// algorithm must elect a new one at once.
+// algorithm must elect a new one at once. A Resign from another process
+// than the one that claims for its sender (SameClaimant) changes nothing.
 func (c *Core) Resigned(m protocol.Message) bool {
+	if !c.SameClaimant(m) {
+		return false
+	}
 	c.MarkDeparted(m.From)
 	if m.From != c.leader || m.Term != c.term {
 		return false

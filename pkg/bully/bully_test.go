@@ -509,3 +509,26 @@ func TestBullyColdStart(t *testing.T) {
 		t.Errorf("node 2 that heard 9 lead: status %+v, want a follower of 9", st)
 	}
 }
+
+// A Resign from another process with the leader's ID (a replacement
+// stopped while the leader runs: another incarnation than the one whose
+// Coordinator and heartbeats this node follows) does not end the
+// leadership; the leader's own Resign does.
+func TestBullyResignOfAnotherIncarnation(t *testing.T) {
+	m := newNode(t, 4)
+	c := msg(protocol.TypeCoordinator, 9, 0, 3)
+	c.Inc = 5
+	m.Step(c)
+	m.Ready()
+	r := msg(protocol.TypeResign, 9, 0, 3)
+	r.Inc = 6
+	m.Step(r)
+	if rd := m.Ready(); len(rd.Messages) != 0 || m.Status().Leader != 9 {
+		t.Fatalf("after a Resign of another process of 9: sent %v, leader %d; want nothing sent and 9 still leading", types(rd.Messages), m.Status().Leader)
+	}
+	r.Inc = 5
+	m.Step(r)
+	if rd := m.Ready(); m.Status().Leader != 4 || !slices.Contains(types(rd.Messages), "coordinator") {
+		t.Errorf("after 9's own Resign: sent %v, leader %d; want 4 to claim", types(rd.Messages), m.Status().Leader)
+	}
+}

@@ -660,6 +660,9 @@ func (m *Machine) onResign(msg protocol.Message) {
 	if a := m.c.Acceptor(); a.Accepted == msg.Term && a.Value == msg.From && msg.Inc == m.grantInc {
 		m.grantUntil = 0 // released
 	}
+	if !m.c.SameClaimant(msg) {
+		return // another process than the leader's with its ID
+	}
 	m.released = msg.From
 	if msg.Candidate == 0 {
 		m.c.MarkDeparted(msg.From) // it left; a hand-over names its successor

@@ -539,3 +539,29 @@ func TestCandidateKeepsItsTermAgainstLowerPropose(t *testing.T) {
 		t.Errorf("term went back from %d to %d (status %+v)", before, st.Term, st)
 	}
 }
+
+// A follower does not give up its leader on a Resign from another process
+// with the leader's ID; it does on the leader's own.
+func TestFollowerIgnoresResignOfAnotherIncarnation(t *testing.T) {
+	f := newNode(t, 2, election.HardState{})
+	f.Start()
+	f.Ready()
+	p := msg(protocol.TypePropose, 9, 0, 5)
+	p.Candidate, p.Seq = 9, 1
+	f.Step(p)
+	f.Ready()
+	if f.Status().Leader != 9 {
+		t.Fatalf("after 9's renewal: leader %d, want 9", f.Status().Leader)
+	}
+	r := msg(protocol.TypeResign, 9, 0, 5)
+	r.Inc = 999
+	f.Step(r)
+	if rd := f.Ready(); f.Status().Leader != 9 || len(rd.Messages) != 0 {
+		t.Fatalf("after a Resign of another process of 9: leader %d, sent %v; want 9 and nothing", f.Status().Leader, show(rd.Messages))
+	}
+	f.Step(msg(protocol.TypeResign, 9, 0, 5))
+	f.Ready()
+	if f.Status().Leader == 9 {
+		t.Errorf("after 9's own Resign: still following 9")
+	}
+}

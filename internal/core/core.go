@@ -43,11 +43,12 @@ type Core struct {
 	sinceSuspect int
 	calm         int
 
-	// Received terms may raise maxTerm only as fast as each sender's
-	// credit allows (see Receive): now counts this node's ticks, credit
-	// holds what each sender may still raise it by.
-	now    uint64
-	credit map[uint64]termCredit
+	// Received terms may raise maxTerm only as fast as the credit allows
+	// (see Receive): now counts this node's ticks, credit is what they
+	// may still raise it by as of tick creditAt.
+	now      uint64
+	credit   uint64
+	creditAt uint64
 	// claimInc is the incarnation of each member's last heartbeat,
 	// Coordinator or Paxos Propose: the process that claims for it (see
 	// SameClaimant).
@@ -78,7 +79,7 @@ func NewCore(cfg election.Config) (*Core, error) {
 		accept:   cfg.State.Acceptor,
 		saved:    cfg.State,
 		gone:     make(map[uint64]absence),
-		credit:   make(map[uint64]termCredit),
+		credit:   TermBurst,
 		claimInc: make(map[uint64]uint64),
 		found:    cfg.Found,
 		timeout:  cfg.Timing.LeaderTimeoutTicks,
@@ -199,54 +200,45 @@ func (c *Core) NextSeq() uint64 {
 
 // Bounds of how far received terms may move a node (see Receive).
 const (
-	// TermBurst is how far one sender's messages may raise a node's
-	// highest term at once: far more than honest elections ever climb
-	// between two of its messages (each claim is at most one round of
-	// the members above the last).
-	TermBurst uint64 = 1 << 36
-	// TermRate is how much of that each sender's credit regains per
-	// tick. A member that lies for ever with the highest terms it may
-	// send raises the others' terms by TermBurst once and by TermRate a
-	// tick after: 2^62 is then 2^42 ticks away, over a thousand years of
-	// 10 ms ticks.
-	TermRate uint64 = 1 << 20
+	// TermBurst is how far received terms may raise a node's highest
+	// term at once: far more than honest elections ever climb in a
+	// while (each claim is at most one round of the members above the
+	// last; 2^30 is ten million elections of 101 members).
+	TermBurst uint64 = 1 << 30
+	// TermRate is how much of that the node's credit regains per tick,
+	// so that a full burst returns in TermBurst/TermRate = 64 ticks. A
+	// member that lies for ever with the highest terms it may send
+	// raises a node's terms by TermBurst once and by TermRate a tick
+	// after: 2^62 is then 2^38 ticks away, 87 years of 10 ms ticks.
+	TermRate uint64 = 1 << 24
 )
 
-// termCredit is how far a sender's messages may still raise this node's
-// highest term, as of tick at.
-type termCredit struct {
-	left uint64
-	at   uint64
-}
-
-// CountTick counts a tick of this node's clock: every algorithm calls it
-// from its Tick. It only refills the senders' term credit.
-func (c *Core) CountTick() { c.now++ }
-
-// raise raises maxTerm to term, a term received from sender, as far as the
-// sender's credit allows, and reports whether it reached term.
-func (c *Core) raise(sender, term uint64) bool {
+// raise raises maxTerm to term, a received term, as far as the node's
+// credit allows, and reports whether it reached term. The credit is one
+// for all senders: honest nodes that pass on what a liar told them must
+// not add up to more than the liar could move each node alone, or the
+// honest nodes' terms drift apart faster than any of them catches up.
+func (c *Core) raise(term uint64) bool {
 	if term <= c.maxTerm {
 		return true
 	}
-	cr, ok := c.credit[sender]
-	if !ok {
-		cr = termCredit{left: TermBurst, at: c.now}
-	}
-	if elapsed := c.now - cr.at; elapsed >= TermBurst/TermRate {
-		cr.left = TermBurst
+	if elapsed := c.now - c.creditAt; elapsed >= TermBurst/TermRate {
+		c.credit = TermBurst
 	} else {
-		cr.left = min(TermBurst, cr.left+elapsed*TermRate)
+		c.credit = min(TermBurst, c.credit+elapsed*TermRate)
 	}
-	cr.at = c.now
+	c.creditAt = c.now
 	rise := term - c.maxTerm
-	reached := rise <= cr.left
-	rise = min(rise, cr.left)
-	cr.left -= rise
+	reached := rise <= c.credit
+	rise = min(rise, c.credit)
+	c.credit -= rise
 	c.maxTerm += rise // at most term, so at most protocol.MaxTerm
-	c.credit[sender] = cr
 	return reached
 }
+
+// CountTick counts a tick of this node's clock: every algorithm calls it
+// from its Tick. It only refills the term credit.
+func (c *Core) CountTick() { c.now++ }
 
 // Receive does what every message does to a node before its algorithm
 // looks at it: it learns the message's term and that its sender is alive.
@@ -254,16 +246,16 @@ func (c *Core) raise(sender, term uint64) bool {
 // node itself, those with a term above protocol.MaxTerm (Validate drops
 // them; this keeps the ceiling whatever the driver does), everything once
 // this node has resigned, and those whose term is further above this
-// node's highest term than their sender's credit: a member that lies
-// about terms must not exhaust them. Such a message raises the highest
-// term by the credit left, so that a node far behind an honest cluster
-// (a long partition, a restart without data that learnt nothing) still
-// catches up, by TermBurst at once and TermRate a tick after.
+// node's highest term than its credit: a member that lies about terms
+// must not exhaust them. Such a message raises the highest term by the
+// credit left, so that a node far behind an honest cluster (a long
+// partition, a restart without data that learnt nothing) still catches
+// up, by TermBurst at once and TermRate a tick after.
 func (c *Core) Receive(m protocol.Message) bool {
 	if c.left || m.From == c.id || m.Term > protocol.MaxTerm {
 		return false
 	}
-	if !c.raise(m.From, m.Term) {
+	if !c.raise(m.Term) {
 		return false
 	}
 	if m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator || m.Type == protocol.TypePropose {

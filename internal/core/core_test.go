@@ -440,9 +440,9 @@ func TestTermJumpsBounded(t *testing.T) {
 	}
 }
 
-// The bound is per sender and refills: an honest node far behind (a long
-// partition, a restart that learnt nothing) still catches up, and one
-// sender's lies do not spend another's credit. Terms never go backwards.
+// The credit refills: an honest node far behind (a long partition, a
+// restart that learnt nothing, a liar that spent its credit) still
+// catches up, at TermRate a tick. Terms never go backwards.
 func TestTermJumpsCatchUp(t *testing.T) {
 	c := newTestCore(t, 4)
 	c.Receive(protocol.Message{Type: protocol.TypeHeartbeat, From: 2, Term: protocol.MaxTerm})

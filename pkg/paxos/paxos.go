@@ -534,10 +534,14 @@ func (m *Machine) onPropose(msg protocol.Message) {
 	// A leader that holds its lease (whether or not this acceptor could
 	// accept its proposal).
 	m.heard = m.now
-	if msg.Term >= m.c.Term() && (m.phase == idle || msg.From > m.c.ID()) {
+	if msg.Term >= m.c.Term() && (m.phase == idle || msg.From > m.c.ID()) && reply.Type == protocol.TypeAccepted {
 		// Not a lower node's while this one campaigns: it may still lead
 		// with its own ballot, below that term, and a node's term never
-		// goes backwards.
+		// goes backwards. And only a proposal this acceptor accepted: one
+		// it refused (a ballot below its promise: an old leader, or a
+		// member that lies) would raise its term above the ballot of the
+		// leader it does accept, which nothing would then tell to move
+		// on (its renewals are accepted), and it could never follow it.
 		m.c.Follow(msg.From, msg.Term)
 	}
 	switch {

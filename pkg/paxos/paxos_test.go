@@ -565,3 +565,25 @@ func TestFollowerIgnoresResignOfAnotherIncarnation(t *testing.T) {
 		t.Errorf("after 9's own Resign: still following 9")
 	}
 }
+
+// A follower follows only a proposal its acceptor accepted: one it refused
+// (a ballot below its promise) would raise its term above the ballot of
+// the leader it does accept, and nothing would then tell that leader to
+// move on.
+func TestFollowerFollowsOnlyAcceptedProposals(t *testing.T) {
+	f := newNode(t, 2, election.HardState{})
+	f.Start()
+	f.Ready()
+	f.Step(msg(protocol.TypePrepare, 9, 0, 10))
+	f.Ready()
+	p := msg(protocol.TypePropose, 8, 0, 9) // below the promise of 10
+	p.Candidate, p.Seq = 8, 1
+	f.Step(p)
+	rd := f.Ready()
+	if got := show(rd.Messages); !slices.Equal(got, []string{"nack→8:10"}) {
+		t.Fatalf("Propose below the promise: got %v, want a nack", got)
+	}
+	if st := f.Status(); st.Leader == 8 || st.Term == 9 {
+		t.Errorf("after a refused Propose: leader %d term %d, want neither 8 nor 9", st.Leader, st.Term)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -229,8 +230,7 @@ type HostileConfig struct {
 // delays within TMax. Every invariant is checked after every step (terms
 // never go backwards, no term has two honest leaders, with leases no two
 // honest nodes lead at once); once the liar is silent the honest members
-// must agree on the highest honest ID within Bound plus the ticks it lied
-// (HostileBound).
+// must agree on the highest honest ID within HostileBound.
 func RunHostile(seed uint64, spec Spec, n int, hc HostileConfig, trace io.Writer) Result {
 	rng := rand.New(rand.NewPCG(seed, 0x6c696172))
 	if n <= 0 {
@@ -346,11 +346,10 @@ func RunHostile(seed uint64, spec Spec, n int, hc HostileConfig, trace io.Writer
 
 // HostileBound is how many ticks after a liar that lied for lieTicks falls
 // silent the honest members of a cluster of n agree: B, plus, at worst,
-// the ticks it lied. Its lies may have raised some honest nodes' terms
-// further than others', by up to core.TermBurst at once and
-// core.TermRate a tick; what one honest sender's messages can close at
-// once is TermBurst, the rest TermRate a tick, as fast as the lies opened
-// it.
+// the ticks it lied and the ticks a node's term credit takes to refill.
+// Its lies may have raised some honest nodes' terms further than others'
+// (by core.TermBurst at once and core.TermRate a tick), and the nodes
+// behind catch up at that pace.
 func HostileBound(spec Spec, n int, t election.Timing, lieTicks int) int {
-	return Bound(spec, n, t) + lieTicks
+	return Bound(spec, n, t) + lieTicks + int(core.TermBurst/core.TermRate)
 }

@@ -124,6 +124,21 @@
 // messages of single elections at 5, 25 and 101 members against
 // MessageBound and StartBound.
 //
+// # A member that lies
+//
+// RunHostile runs a cluster of 3 to MaxSmall members where one member, at
+// random, does not run but lies as itself through Cluster.Inject for up to
+// MaxLieTicks ticks: near-ceiling terms, incarnation jumps, resignations,
+// replays of its own messages, floods, claims, and answers to what it
+// receives (Cluster.Tap), on a reliable network. Every invariant above is
+// checked after every step; once it falls silent the honest members must
+// agree on the highest honest ID within HostileBound: B, plus the ticks
+// it lied and the ticks a node's term credit takes to refill, since its
+// terms may have moved some honest nodes further than others and they
+// catch up at the pace the credit allows. SIM_HOSTILE_SEEDS sets the
+// number of hostile seeds (200 by default, 50 with -short or -race) and
+// SIM_HOSTILE_SEED=N replays one.
+//
 // # Replaying
 //
 // A failing random run is replayed with tracing on, and the test prints its

@@ -216,8 +216,9 @@ func (l *liar) answer(in protocol.Message) protocol.Message {
 type HostileConfig struct {
 	// Acceptor lets the liar answer Prepare and Propose as a Paxos
 	// acceptor that promises and accepts anything. Majorities of an odd
-	// number of members may share only the liar, so this breaks the
-	// exclusivity of Paxos leaders (docs/fault-model.md).
+	// number of members may share only the liar, so this can break the
+	// exclusivity of Paxos leaders there (seed 1652 of 3 members does;
+	// docs/fault-model.md); with an even number it cannot.
 	Acceptor bool
 }
 

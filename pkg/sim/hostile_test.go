@@ -12,8 +12,9 @@ import (
 )
 
 // hostileSeeds is how many seeds of the hostile run go test runs per
-// algorithm; SIM_HOSTILE_SEEDS changes it (SIM_HOSTILE_SEEDS=2000 is the
-// longer run), SIM_HOSTILE_SEED=N runs seed N alone and prints its trace.
+// algorithm (50 with -short or the race detector); SIM_HOSTILE_SEEDS
+// changes it (SIM_HOSTILE_SEEDS=2000 is the longer run), SIM_HOSTILE_SEED=N
+// runs seed N alone and prints its trace.
 const hostileSeeds = 200
 
 func TestHostileBully(t *testing.T) { runHostile(t, bullySpec, sim.HostileConfig{}) }
@@ -42,8 +43,8 @@ func runHostileSize(t *testing.T, spec sim.Spec, hc sim.HostileConfig, n int) {
 		return
 	}
 	seeds := hostileSeeds
-	if testing.Short() {
-		seeds = 50
+	if testing.Short() || raceSeeds < defaultSeeds {
+		seeds = 50 // the race detector slows the simulator tenfold
 	}
 	if v, ok := envInt(t, "SIM_HOSTILE_SEEDS"); ok {
 		seeds = v

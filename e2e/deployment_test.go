@@ -169,6 +169,7 @@ type deployment struct {
 	nats     []testcontainers.Container
 	nodes    map[string]map[uint64]testcontainers.Container // algorithm → ID → container
 	observer testcontainers.Container
+	keys     string // each cluster's member keys (<keys>/<alg>/) and the NATS accounts
 }
 
 // deploy starts NATS, both clusters and the observer, and waits until every
@@ -189,6 +190,26 @@ func deploy(t *testing.T) *deployment {
 		}
 	})
 
+	// Every member has its own key (as in Compose): the NATS servers list
+	// each public key as a user confined to its cluster, the nodes sign
+	// with their seeds, the observer checks with the public keys.
+	d.keys = t.TempDir()
+	members := map[string][]natsconf.Member{}
+	for _, alg := range algorithms {
+		ms, err := natsconf.GenerateMembers(filepath.Join(d.keys, alg), memberIDs())
+		if err != nil {
+			t.Fatalf("member keys of %s: %v", alg, err)
+		}
+		members[alg] = ms
+	}
+	accounts, err := natsconf.Render(members)
+	if err != nil {
+		t.Fatalf("render the NATS accounts: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(d.keys, "accounts.conf"), []byte(accounts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	var routes []string
 	for i := 1; i <= natsServers; i++ {
 		routes = append(routes, fmt.Sprintf("nats://%s:%s@nats-%d:6222", natsconf.RouteUser, natsconf.LocalPasswords.Route, i))
@@ -203,6 +224,7 @@ func deploy(t *testing.T) *deployment {
 		req := d.request(d.images["nats"], name, natsconf.LocalPasswords.Env(), []string{
 			"--name=" + name, "--routes=" + strings.Join(routes, ","),
 		}, "4222/tcp")
+		req.Files = []testcontainers.ContainerFile{{HostFilePath: filepath.Join(d.keys, "accounts.conf"), ContainerFilePath: "/etc/nats/accounts.conf", FileMode: 0o644}}
 		req.WaitingFor = wait.ForExec([]string{"/healthcheck", "http://127.0.0.1:8222/healthz"}).WithStartupTimeout(60 * time.Second)
 		reqs = append(reqs, req)
 	}
@@ -210,14 +232,19 @@ func deploy(t *testing.T) *deployment {
 
 	// The observer comes up before the nodes, so that its stream captures
 	// the very first election.
-	d.observer = d.startAll([]testcontainers.GenericContainerRequest{d.request(d.images["observer"], "observer", map[string]string{
+	obs := d.request(d.images["observer"], "observer", map[string]string{
 		"NATS_URL":                 natsURLs(),
 		"NATS_USER":                natsconf.ObserverUser,
 		"NATS_PASSWORD":            natsconf.LocalPasswords.Observer,
 		"OBSERVER_DATA":            "/data",
 		"OBSERVER_STREAM_REPLICAS": "3",
+		"OBSERVER_KEYS_DIR":        "/run/baton/keys",
 		"HTTP_ADDR":                ":8080",
-	}, nil, "8080/tcp")})[0]
+	}, nil, "8080/tcp")
+	for _, alg := range algorithms {
+		obs.Files = append(obs.Files, testcontainers.ContainerFile{HostFilePath: filepath.Join(d.keys, alg, natsconf.MembersFile), ContainerFilePath: "/run/baton/keys/" + alg + ".keys", FileMode: 0o644})
+	}
+	d.observer = d.startAll([]testcontainers.GenericContainerRequest{obs})[0]
 
 	type key struct {
 		alg string
@@ -229,7 +256,12 @@ func deploy(t *testing.T) *deployment {
 		d.nodes[alg] = map[uint64]testcontainers.Container{}
 		for id := uint64(1); id <= nodesPerCluster; id++ {
 			keys = append(keys, key{alg, id})
-			nodeReqs = append(nodeReqs, d.request(d.images["node"], nodeName(alg, id), nodeEnv(alg, id), nil, "8080/tcp"))
+			req := d.request(d.images["node"], nodeName(alg, id), nodeEnv(alg, id), nil, "8080/tcp")
+			req.Files = []testcontainers.ContainerFile{
+				{HostFilePath: filepath.Join(d.keys, alg, natsconf.SeedFile(id)), ContainerFilePath: "/run/baton/node.seed", FileMode: 0o600},
+				{HostFilePath: filepath.Join(d.keys, alg, natsconf.MembersFile), ContainerFilePath: "/run/baton/members.keys", FileMode: 0o644},
+			}
+			nodeReqs = append(nodeReqs, req)
 		}
 	}
 	started := d.startAll(nodeReqs)
@@ -253,6 +285,17 @@ func natsURLs() string {
 
 func nodeName(alg string, id uint64) string { return fmt.Sprintf("%s-%d", alg, id) }
 
+// memberIDs lists the IDs of a cluster's members.
+func memberIDs() []uint64 {
+	var ids []uint64
+	for id := uint64(1); id <= nodesPerCluster; id++ {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// nodeEnv is the environment of node id of cluster alg: it signs with its
+// member key and connects to NATS as the user of that key.
 func nodeEnv(alg string, id uint64) map[string]string {
 	var peers []string
 	for p := 1; p <= nodesPerCluster; p++ {
@@ -260,8 +303,8 @@ func nodeEnv(alg string, id uint64) map[string]string {
 	}
 	return map[string]string{
 		"NATS_URL":           natsURLs(),
-		"NATS_USER":          natsconf.NodeUser,
-		"NATS_PASSWORD":      natsconf.LocalPasswords.Node,
+		"ELECTION_KEY_FILE":  "/run/baton/node.seed",
+		"ELECTION_KEYS_FILE": "/run/baton/members.keys",
 		"NODE_ID":            strconv.FormatUint(id, 10),
 		"NODE_PEERS":         strings.Join(peers, ","),
 		"ELECTION_ALGORITHM": alg,

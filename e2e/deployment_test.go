@@ -23,8 +23,8 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"github.com/baton-election/baton/deploy/natsconf"
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/internal/natsconf"
 )
 
 // The deployment under test mirrors compose.yaml: three NATS servers with
@@ -102,7 +102,7 @@ func doBuildImages() (map[string]string, error) {
 		}
 	}
 	// The NATS server's configuration, at the paths its Dockerfile copies.
-	for _, file := range []string{"deploy/nats.conf", "deploy/natsconf/accounts.conf"} {
+	for _, file := range []string{"deploy/nats.conf", "internal/natsconf/accounts.conf"} {
 		data, err := os.ReadFile(filepath.Join(root, file))
 		if err != nil {
 			return nil, err

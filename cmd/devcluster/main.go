@@ -40,7 +40,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/cmd/internal/localcluster"
-	"github.com/baton-election/baton/deploy/natsconf"
+	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -159,7 +159,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	members := map[string][]natsconf.Member{}
+	members := map[string]*protocol.MemberKeys{}
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
 	exits := make(chan *localcluster.Node, len(cfg.algorithms)*cfg.nodes)
 	var nodes []*localcluster.Node
@@ -254,7 +254,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "devcluster: NATS %s (user %s for applications, see deploy/natsconf), Ctrl-C stops\n", natsURL, natsconf.AppUser)
+	fmt.Fprintf(out, "devcluster: NATS %s (user %s for applications, see internal/natsconf), Ctrl-C stops\n", natsURL, natsconf.AppUser)
 	if withKeys {
 		fmt.Fprintf(out, "devcluster: member keys in %s; each node connects as the NATS user of its key\n", filepath.Join(cfg.logDir, "keys"))
 	} else {

@@ -13,28 +13,18 @@
 //
 // It refuses to overwrite: if any of these files exists, it writes
 // nothing. The names and the format are stable (docs/configuration.md):
-// the NATS configuration lists the same public keys as nkey users.
+// the NATS configuration lists the same public keys as nkey users
+// (cmd/natsconf, which makes keys the same way where they are missing).
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 
-	"github.com/nats-io/nkeys"
+	"github.com/baton-election/baton/internal/memberkeys"
 )
-
-// MembersFile is the name of the member keys file.
-const MembersFile = "members.keys"
-
-// SeedFile is the name of member id's seed file.
-func SeedFile(id uint64) string { return fmt.Sprintf("node-%d.seed", id) }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -54,89 +44,15 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "keys: -out: required")
 		return 2
 	}
-	ids, err := parsePeers(*peers)
+	ids, err := memberkeys.ParseIDs(*peers)
 	if err != nil {
 		fmt.Fprintf(stderr, "keys: -peers: %v\n", err)
 		return 2
 	}
-	if err := generate(*out, ids); err != nil {
+	if _, err := memberkeys.Generate(*out, ids); err != nil {
 		fmt.Fprintf(stderr, "keys: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "keys: wrote %s and %d seeds in %s\n", MembersFile, len(ids), *out)
+	fmt.Fprintf(stderr, "keys: wrote %s and %d seeds in %s\n", memberkeys.MembersFile, len(ids), *out)
 	return 0
-}
-
-func parsePeers(s string) ([]uint64, error) {
-	if s == "" {
-		return nil, errors.New("required")
-	}
-	var ids []uint64
-	for raw := range strings.SplitSeq(s, ",") {
-		id, err := strconv.ParseUint(strings.TrimSpace(raw), 10, 64)
-		if err != nil || id == 0 {
-			return nil, fmt.Errorf("%q is not a positive integer", raw)
-		}
-		if slices.Contains(ids, id) {
-			return nil, fmt.Errorf("%d appears twice", id)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
-
-// generate writes a new key for each of ids, and the members file, into
-// dir. It writes nothing if any of the files exists.
-func generate(dir string, ids []uint64) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	names := []string{MembersFile}
-	for _, id := range ids {
-		names = append(names, SeedFile(id))
-	}
-	for _, name := range names {
-		if _, err := os.Lstat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("%s exists (or cannot be checked: %v): keys are never overwritten; remove them first or choose another -out", filepath.Join(dir, name), err)
-		}
-	}
-	var members strings.Builder
-	members.WriteString("# <member ID> <public key>: ELECTION_KEYS_FILE of every node of the cluster\n")
-	for _, id := range ids {
-		kp, err := nkeys.CreateUser()
-		if err != nil {
-			return err
-		}
-		seed, err := kp.Seed()
-		if err != nil {
-			return err
-		}
-		public, err := kp.PublicKey()
-		if err != nil {
-			return err
-		}
-		if err := writeNew(filepath.Join(dir, SeedFile(id)), append(seed, '\n'), 0o600); err != nil {
-			return err
-		}
-		fmt.Fprintf(&members, "%d %s\n", id, public)
-	}
-	return writeNew(filepath.Join(dir, MembersFile), []byte(members.String()), 0o644)
-}
-
-// writeNew creates path, which must not exist, with data and mode, and
-// syncs it.
-func writeNew(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/baton-election/baton/deploy/natsconf"
+	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -54,7 +54,7 @@ func WithUser(user, password string) NATSOption {
 }
 
 // WithAccounts configures the server with the deployment's accounts and
-// users (deploy/natsconf) and the local passwords: clients connect as
+// users (internal/natsconf) and the local passwords: clients connect as
 // natsconf.NodeUser and the others, and the application account receives
 // its connection events. It replaces the options set before it.
 func WithAccounts() NATSOption {

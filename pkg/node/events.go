@@ -18,7 +18,7 @@ import (
 // name within a millisecond or two, where a peer notices missing heartbeats
 // only after the leader time-out. A deployment delivers these events to the
 // application account by exporting them from the system account and
-// importing them under the same subject names (see deploy/natsconf); a node
+// importing them under the same subject names (see internal/natsconf); a node
 // then subscribes to $SYS.ACCOUNT.*.DISCONNECT and reports every member
 // whose connection closed to its machine as down (election.Machine.PeerDown).
 //

@@ -21,7 +21,7 @@ func slowTiming() election.Timing {
 }
 
 // TestConnectionEventsReplaceACrashedLeader crashes the leader on a server
-// configured as the deployment's (deploy/natsconf): the others stop
+// configured as the deployment's (internal/natsconf): the others stop
 // following it because its connection closed, not because it fell silent,
 // and elect the next, for Bully and the ring. Paxos waits for the lease, which the
 // event does not shorten (see pkg/paxos), so it is not run here.

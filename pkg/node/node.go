@@ -183,7 +183,7 @@ type Config struct {
 	// ConnectionEvents is ConnectionEventsAuto (the default, if empty) or
 	// ConnectionEventsOff: whether the node follows the NATS server's
 	// connection events to notice at once that a member's connection
-	// closed (see events.go and deploy/natsconf).
+	// closed (see events.go and internal/natsconf).
 	ConnectionEvents string
 	// Probe, if set, opens a connection to the node's NATS server under
 	// the given connection name and closes it. The node uses it at start

@@ -46,6 +46,10 @@ const signatureSize = 64
 // ErrKeys is wrapped by every error in a seed or member keys file.
 var ErrKeys = errors.New("protocol: member keys")
 
+// MaxMemberKeys bounds the members of a member keys file, so that a wrong
+// file cannot make a process hold keys without bound.
+const MaxMemberKeys = 1024
+
 // signedBytes is what a signature covers: subject, a zero byte, payload.
 func signedBytes(subject string, payload []byte) []byte {
 	b := make([]byte, 0, len(subject)+1+len(payload))
@@ -119,6 +123,9 @@ type memberKey struct {
 
 // NewMemberKeys returns the keys of public, member ID to public user key.
 func NewMemberKeys(public map[uint64]string) (*MemberKeys, error) {
+	if len(public) > MaxMemberKeys {
+		return nil, fmt.Errorf("%w: %d members, more than %d", ErrKeys, len(public), MaxMemberKeys)
+	}
 	k := &MemberKeys{keys: make(map[uint64]memberKey, len(public))}
 	for id, p := range public {
 		if err := k.add(id, p, 0); err != nil {
@@ -140,6 +147,11 @@ func (k *MemberKeys) add(id uint64, public string, line int) error {
 	}
 	if !nkeys.IsValidPublicUserKey(public) {
 		return fmt.Errorf("member %d: %s is not a user key (U…) but a key of another type", id, public)
+	}
+	for other, m := range k.keys {
+		if m.public == public {
+			return fmt.Errorf("member %d has the key of member %d: each member needs its own", id, other)
+		}
 	}
 	kp, err := nkeys.FromPublicKey(public)
 	if err != nil {
@@ -164,6 +176,9 @@ func ParseMemberKeys(r io.Reader) (*MemberKeys, error) {
 		if len(fields) != 2 {
 			return nil, fmt.Errorf("%w: line %d: want \"<ID> <public key>\", got %q", ErrKeys, line, text)
 		}
+		if len(k.keys) == MaxMemberKeys {
+			return nil, fmt.Errorf("%w: line %d: more than %d members", ErrKeys, line, MaxMemberKeys)
+		}
 		id, err := strconv.ParseUint(fields[0], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %q is not a positive integer ID", ErrKeys, line, fields[0])
@@ -185,10 +200,14 @@ func ParseMemberKeys(r io.Reader) (*MemberKeys, error) {
 func ReadMemberKeysFile(path string) (*MemberKeys, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrKeys, err)
+		return nil, fmt.Errorf("%w: %w", ErrKeys, err)
 	}
 	defer f.Close()
-	return ParseMemberKeys(f)
+	k, err := ParseMemberKeys(f)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s)", err, path)
+	}
+	return k, nil
 }
 
 // ReadSeedFile reads a user seed (SU…, as nk -gen user writes it) from

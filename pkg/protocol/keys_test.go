@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,11 +214,56 @@ func TestParseMemberKeys(t *testing.T) {
 		{"bad key", "1 " + one.PublicKey() + "\n2 UNOTAKEY\n", "line 2: member 2: \"UNOTAKEY\" is not a public key"},
 		{"seed instead of key", "1 SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU\n", "line 1: member 1"},
 		{"account key", "1 " + accountKey + "\n", "line 1: member 1: " + accountKey + " is not a user key"},
+		{"duplicate key", "1 " + one.PublicKey() + "\n2 " + one.PublicKey() + "\n", "line 2: member 2 has the key of member 1"},
+		{"too many", strings.Repeat("# x\n", 3) + manyMembers(t, MaxMemberKeys+1), fmt.Sprintf("line %d: more than %d members", 3+MaxMemberKeys+1, MaxMemberKeys)},
 	} {
 		_, err := ParseMemberKeys(strings.NewReader(tc.text))
 		if !errors.Is(err, ErrKeys) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an ErrKeys containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// manyMembers is a member keys file of n members, each with its own key.
+func manyMembers(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	for id := 1; id <= n; id++ {
+		fmt.Fprintf(&b, "%d %s\n", id, testSigner(t, uint64(id)).PublicKey())
+	}
+	return b.String()
+}
+
+// A file of MaxMemberKeys members is read; NewMemberKeys is bounded and
+// refuses a shared key as the file does.
+func TestMemberKeysBounds(t *testing.T) {
+	k, err := ParseMemberKeys(strings.NewReader(manyMembers(t, MaxMemberKeys)))
+	if err != nil || k.Len() != MaxMemberKeys {
+		t.Fatalf("ParseMemberKeys(%d members) = %v", MaxMemberKeys, err)
+	}
+	one := testSigner(t, 1).PublicKey()
+	if _, err := NewMemberKeys(map[uint64]string{1: one, 2: one}); err == nil || !strings.Contains(err.Error(), "has the key of member") {
+		t.Errorf("NewMemberKeys with a shared key: %v; want refused", err)
+	}
+	public := make(map[uint64]string, MaxMemberKeys+1)
+	for id := uint64(1); id <= MaxMemberKeys+1; id++ {
+		public[id] = one
+	}
+	if _, err := NewMemberKeys(public); !errors.Is(err, ErrKeys) || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("NewMemberKeys(%d members) = %v; want refused", len(public), err)
+	}
+}
+
+// A missing file is os.ErrNotExist, and an error names the file.
+func TestReadMemberKeysFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadMemberKeysFile(filepath.Join(dir, "none")); !errors.Is(err, ErrKeys) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v; want ErrKeys and os.ErrNotExist", err)
+	}
+	bad := filepath.Join(dir, "bad.keys")
+	os.WriteFile(bad, []byte("1\n"), 0o600)
+	if _, err := ReadMemberKeysFile(bad); !errors.Is(err, ErrKeys) || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("bad file: %v; want its name and line", err)
 	}
 }
 

@@ -154,7 +154,7 @@ func ParseConnectionName(name string) (cluster string, id uint64, ok bool) {
 
 // InboxPrefix is the inbox prefix (nats.CustomInboxPrefix) of member id of
 // cluster: "_INBOX_BATON.<cluster>.<id>". Where the NATS server lists the
-// members' keys as users (deploy/natsconf), a member user may subscribe
+// members' keys as users (internal/natsconf), a member user may subscribe
 // under its own prefix only and no application or observer may publish
 // there, so a node that authenticates with its member key uses it for its
 // replies (queries, JetStream requests).

@@ -280,7 +280,7 @@ func (c *Config) authOptions() []nats.Option {
 	opts := c.NATS.AuthOptions()
 	if c.asNkeyUser() {
 		// The member user may subscribe only under its own inbox prefix
-		// (deploy/natsconf): replies come there.
+		// (internal/natsconf): replies come there.
 		opts = append(opts, nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign),
 			nats.CustomInboxPrefix(protocol.InboxPrefix(c.Cluster, c.ID)))
 	}

@@ -8,14 +8,16 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/baton-election/baton/deploy/natsconf"
+	"github.com/baton-election/baton/internal/memberkeys"
+	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // StartMembersNATS is StartAccountsNATS with a user for each member key of
-// clusters (cluster name → members, natsconf.Render): a node that
+// clusters (cluster name → member keys, natsconf.Render): a node that
 // connects with its key may publish only on its own cluster's subjects.
 // The password users remain.
-func StartMembersNATS(dir, host string, port int, storeDir string, clusters map[string][]natsconf.Member) (*server.Server, error) {
+func StartMembersNATS(dir, host string, port int, storeDir string, clusters map[string]*protocol.MemberKeys) (*server.Server, error) {
 	opts, err := natsconf.OptionsWithMembers(dir, host, port, storeDir, natsconf.LocalPasswords, clusters)
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
@@ -23,14 +25,15 @@ func StartMembersNATS(dir, host string, port int, storeDir string, clusters map[
 	return StartNATSWith(opts)
 }
 
-// MakeMemberKeys makes a key for each of ids in dir (natsconf.GenerateMembers:
-// node-<id>.seed and members.keys), or reads the members of the keys
-// already there.
-func MakeMemberKeys(dir string, ids []uint64) ([]natsconf.Member, error) {
-	if _, err := os.Stat(filepath.Join(dir, natsconf.MembersFile)); err == nil {
-		return natsconf.ReadMembers(dir)
+// MakeMemberKeys makes a key for each of ids in dir (memberkeys.Generate:
+// node-<id>.seed and members.keys), or reads the keys already there, which
+// must be those of ids (memberkeys.Ensure).
+func MakeMemberKeys(dir string, ids []uint64) (*protocol.MemberKeys, error) {
+	keys, _, err := memberkeys.Ensure(dir, ids)
+	if err != nil {
+		return nil, fmt.Errorf("localcluster: %w", err)
 	}
-	return natsconf.GenerateMembers(dir, ids)
+	return keys, nil
 }
 
 // MemberEnv is the environment by which node id connects with its member
@@ -39,8 +42,8 @@ func MakeMemberKeys(dir string, ids []uint64) ([]natsconf.Member, error) {
 // a node with a key refuses).
 func MemberEnv(dir string, id uint64) []string {
 	return []string{
-		"ELECTION_KEY_FILE=" + filepath.Join(dir, natsconf.SeedFile(id)),
-		"ELECTION_KEYS_FILE=" + filepath.Join(dir, natsconf.MembersFile),
+		"ELECTION_KEY_FILE=" + filepath.Join(dir, memberkeys.SeedFile(id)),
+		"ELECTION_KEYS_FILE=" + filepath.Join(dir, memberkeys.MembersFile),
 	}
 }
 

@@ -32,8 +32,17 @@ func TestMakeMemberKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := MakeMemberKeys(dir, []uint64{1, 2, 3})
-	if err != nil || !slices.Equal(first, again) {
+	if err != nil || !slices.Equal(first.IDs(), again.IDs()) {
 		t.Fatalf("second MakeMemberKeys: %v, %v; want the keys of the first", again, err)
+	}
+	for _, id := range first.IDs() {
+		a, _ := first.PublicKey(id)
+		if b, _ := again.PublicKey(id); a != b {
+			t.Errorf("member %d: %s, then %s; want the same key", id, a, b)
+		}
+	}
+	if _, err := MakeMemberKeys(dir, []uint64{1, 2}); err == nil {
+		t.Error("MakeMemberKeys for other members than the keys': no error")
 	}
 	env := MemberEnv(dir, 2)
 	want := []string{"ELECTION_KEY_FILE=" + filepath.Join(dir, "node-2.seed"), "ELECTION_KEYS_FILE=" + filepath.Join(dir, "members.keys")}

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/baton-election/baton/deploy/natsconf"
+	"github.com/baton-election/baton/internal/natsconf"
 )
 
 // ErrNATSNotReady is returned when the embedded server does not accept
@@ -54,7 +54,7 @@ func StopNATS(s *server.Server) {
 }
 
 // StartAccountsNATS starts an embedded NATS server configured as a
-// deployment (deploy/natsconf): a system account that delivers the
+// deployment (internal/natsconf): a system account that delivers the
 // application account's connection events, and users for the nodes, the
 // observer and applications, with the local passwords. The configuration
 // is written into dir; JetStream is stored in storeDir unless it is empty.

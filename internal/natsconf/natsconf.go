@@ -1,7 +1,8 @@
 // Package natsconf holds the NATS accounts, users and permissions of a
-// deployment (accounts.conf, which deploy/nats.conf includes), so that the
-// embedded servers of the local run, the benchmark and the tests run with
-// the same configuration as Compose.
+// deployment (accounts.conf, which deploy/nats.conf includes; the NATS
+// image copies it from here), so that the embedded servers of the local
+// run, the benchmark and the tests run with the same configuration as
+// Compose.
 package natsconf
 
 import (
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Accounts is accounts.conf.
@@ -65,7 +68,7 @@ func Options(dir, host string, port int, storeDir string, passwords Passwords) (
 
 // OptionsWithMembers is Options with a user for each member of each cluster
 // (cluster name → members), as Render writes them.
-func OptionsWithMembers(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string][]Member) (*server.Options, error) {
+func OptionsWithMembers(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string]*protocol.MemberKeys) (*server.Options, error) {
 	accounts, err := Render(clusters)
 	if err != nil {
 		return nil, err

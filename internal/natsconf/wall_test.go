@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // member is a member's key pair, made for a test.
@@ -44,9 +46,16 @@ func (m member) pub(t *testing.T) string {
 // startMembers starts a server with the accounts of Render for members.
 func startMembers(t *testing.T, members ...member) *server.Server {
 	t.Helper()
-	clusters := map[string][]Member{}
+	public := map[string]map[uint64]string{}
 	for _, m := range members {
-		clusters[m.cluster] = append(clusters[m.cluster], Member{ID: m.id, Key: m.pub(t)})
+		if public[m.cluster] == nil {
+			public[m.cluster] = map[uint64]string{}
+		}
+		public[m.cluster][m.id] = m.pub(t)
+	}
+	clusters := map[string]*protocol.MemberKeys{}
+	for cluster, p := range public {
+		clusters[cluster] = keys(t, p)
 	}
 	opts, err := OptionsWithMembers(t.TempDir(), "127.0.0.1", -1, t.TempDir(), LocalPasswords, clusters)
 	if err != nil {
@@ -234,11 +243,11 @@ func deployServer(t *testing.T, name string, routes ...*url.URL) *server.Server 
 		t.Setenv(k, v)
 	}
 	dir := t.TempDir()
-	conf, err := os.ReadFile("../nats.conf")
+	conf, err := os.ReadFile("../../deploy/nats.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts, err := Render(map[string][]Member{"a": {{ID: 1, Key: newMember(t, "a", 1).pub(t)}}})
+	accounts, err := Render(map[string]*protocol.MemberKeys{"a": keys(t, map[uint64]string{1: newMember(t, "a", 1).pub(t)})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,13 @@
-// Command gen makes the member keys of clusters where they are missing and
+// Command natsconf makes the member keys of clusters where they are missing and
 // renders the NATS accounts configuration that lists them as users
 // (natsconf.Render): for each -cluster name=ID,ID,…, the directory
 // <dir>/<name> holds node-<id>.seed (ELECTION_KEY_FILE) and members.keys
-// (ELECTION_KEYS_FILE); keys already there (from an earlier run or from
-// the keys command) are kept and used. The configuration goes to
+// (ELECTION_KEYS_FILE), made as the keys command makes them; keys already
+// there (from an earlier run or from the keys command) are kept and used,
+// and must be those of the members named. The configuration goes to
 // <dir>/accounts.conf, where Compose mounts it over the image's copy.
 //
-//	go run ./deploy/natsconf/gen -dir .keys -cluster bully=1,2,3,4,5 -cluster ring=1,2,3,4,5
+//	go run ./cmd/natsconf -dir .keys -cluster bully=1,2,3,4,5 -cluster ring=1,2,3,4,5
 package main
 
 import (
@@ -15,10 +16,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
-	"github.com/baton-election/baton/deploy/natsconf"
+	"github.com/baton-election/baton/internal/memberkeys"
+	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -37,13 +38,9 @@ func (c clusters) Set(v string) error {
 	if _, dup := c[name]; dup {
 		return fmt.Errorf("cluster %s given twice", name)
 	}
-	var ids []uint64
-	for f := range strings.SplitSeq(list, ",") {
-		id, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
-		if err != nil || id == 0 {
-			return fmt.Errorf("cluster %s: %q is not a positive ID", name, f)
-		}
-		ids = append(ids, id)
+	ids, err := memberkeys.ParseIDs(list)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", name, err)
 	}
 	c[name] = ids
 	return nil
@@ -51,13 +48,13 @@ func (c clusters) Set(v string) error {
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "natsconf gen:", err)
+		fmt.Fprintln(os.Stderr, "natsconf:", err)
 		os.Exit(2)
 	}
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	fs := flag.NewFlagSet("natsconf", flag.ContinueOnError)
 	dir := fs.String("dir", ".keys", "directory of the keys (one subdirectory per cluster) and of accounts.conf")
 	cs := clusters{}
 	fs.Var(cs, "cluster", "a cluster and its member IDs, name=ID,ID,… (repeat for each cluster)")
@@ -70,23 +67,17 @@ func run(args []string) error {
 	if len(cs) == 0 {
 		return errors.New("no -cluster given")
 	}
-	members := map[string][]natsconf.Member{}
+	members := map[string]*protocol.MemberKeys{}
 	for name, ids := range cs {
 		d := filepath.Join(*dir, name)
-		ms, err := natsconf.ReadMembers(d)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			if ms, err = natsconf.GenerateMembers(d, ids); err != nil {
-				return err
-			}
+		keys, made, err := memberkeys.Ensure(d, ids)
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", name, err)
+		}
+		members[name] = keys
+		if made {
 			fmt.Printf("made the keys of cluster %s in %s\n", name, d)
-		case err != nil:
-			return err
 		}
-		if len(ms) != len(ids) {
-			return fmt.Errorf("cluster %s: %s lists %d members, -cluster names %d", name, d, len(ms), len(ids))
-		}
-		members[name] = ms
 	}
 	conf, err := natsconf.Render(members)
 	if err != nil {

@@ -1,0 +1,138 @@
+// Package memberkeys makes and reads the key files of a cluster's members
+// in a directory: node-<id>.seed, each member's user seed (its
+// ELECTION_KEY_FILE), and members.keys, the public key of every member
+// (every node's ELECTION_KEYS_FILE, in the format protocol.ParseMemberKeys
+// reads). The keys command, the NATS configuration generator and the
+// local cluster all make their keys here.
+package memberkeys
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/internal/atomicfile"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// MembersFile is the name of the member keys file in a directory.
+const MembersFile = "members.keys"
+
+// SeedFile is the name of member id's seed file in a directory.
+func SeedFile(id uint64) string { return fmt.Sprintf("node-%d.seed", id) }
+
+// header is the first line of a members file that Generate writes.
+const header = "# <member ID> <public key>: ELECTION_KEYS_FILE of every node of the cluster\n"
+
+// ErrExists is wrapped by the error of Generate when a file it would write
+// is already there.
+var ErrExists = errors.New("memberkeys: keys are never overwritten")
+
+// Generate makes a user key for each of ids (positive, distinct, in the
+// order the members file lists them) in dir, created with mode 0700 if
+// missing: node-<id>.seed (mode 0600) for each, then members.keys (mode
+// 0644), each written atomically and synced. It writes nothing if any of
+// these files exists.
+func Generate(dir string, ids []uint64) (*protocol.MemberKeys, error) {
+	if len(ids) == 0 || len(ids) > protocol.MaxMemberKeys {
+		return nil, fmt.Errorf("memberkeys: %d members; want 1 to %d", len(ids), protocol.MaxMemberKeys)
+	}
+	seen := make(map[uint64]bool, len(ids))
+	names := []string{MembersFile}
+	for _, id := range ids {
+		if id == 0 || seen[id] {
+			return nil, fmt.Errorf("memberkeys: member ID %d is zero or listed twice", id)
+		}
+		seen[id] = true
+		names = append(names, SeedFile(id))
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+			if err == nil {
+				return nil, fmt.Errorf("%w: %s exists; remove the cluster's keys first or choose another directory", ErrExists, path)
+			}
+			return nil, fmt.Errorf("memberkeys: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("memberkeys: %w", err)
+	}
+	var members strings.Builder
+	members.WriteString(header)
+	for _, id := range ids {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, fmt.Errorf("memberkeys: %w", err)
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, fmt.Errorf("memberkeys: %w", err)
+		}
+		public, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("memberkeys: %w", err)
+		}
+		if err := atomicfile.Write(filepath.Join(dir, SeedFile(id)), append(seed, '\n'), 0o600); err != nil {
+			return nil, fmt.Errorf("memberkeys: %w", err)
+		}
+		fmt.Fprintf(&members, "%d %s\n", id, public)
+	}
+	// The members file last: without it, the seeds are used by no one.
+	if err := atomicfile.Write(filepath.Join(dir, MembersFile), []byte(members.String()), 0o644); err != nil {
+		return nil, fmt.Errorf("memberkeys: %w", err)
+	}
+	return protocol.ParseMemberKeys(strings.NewReader(members.String()))
+}
+
+// Read reads dir/members.keys (protocol.ReadMemberKeysFile).
+func Read(dir string) (*protocol.MemberKeys, error) {
+	return protocol.ReadMemberKeysFile(filepath.Join(dir, MembersFile))
+}
+
+// Ensure returns the keys of the members ids in dir: those of the
+// members.keys already there, which must list exactly ids, or, if there is
+// none, new ones (Generate; made is then true).
+func Ensure(dir string, ids []uint64) (keys *protocol.MemberKeys, made bool, err error) {
+	keys, err = Read(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		keys, err = Generate(dir, ids)
+		return keys, err == nil, err
+	case err != nil:
+		return nil, false, err
+	}
+	if err := keys.Check(ids, nil); err != nil {
+		return nil, false, fmt.Errorf("%w (in %s; remove it to make new keys)", err, filepath.Join(dir, MembersFile))
+	}
+	return keys, false, nil
+}
+
+// ParseIDs reads a comma-separated list of member IDs, such as 1,2,3:
+// positive integers, each once.
+func ParseIDs(s string) ([]uint64, error) {
+	if s == "" {
+		return nil, errors.New("no member IDs")
+	}
+	var ids []uint64
+	for raw := range strings.SplitSeq(s, ",") {
+		id, err := strconv.ParseUint(strings.TrimSpace(raw), 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%q is not a positive integer", raw)
+		}
+		if slices.Contains(ids, id) {
+			return nil, fmt.Errorf("%d appears twice", id)
+		}
+		if len(ids) == protocol.MaxMemberKeys {
+			return nil, fmt.Errorf("more than %d members", protocol.MaxMemberKeys)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}

@@ -1,0 +1,142 @@
+package memberkeys
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// The files made are what a node reads: each seed, private, is the key the
+// members file lists for its member, and the directory holds nothing else.
+func TestGenerate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bully")
+	made, err := Generate(dir, []uint64{3, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := Read(dir)
+	if err != nil || !slices.Equal(read.IDs(), []uint64{1, 2, 3}) {
+		t.Fatalf("Read: %v, %v", read.IDs(), err)
+	}
+	for _, id := range []uint64{1, 2, 3} {
+		path := filepath.Join(dir, SeedFile(id))
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("seed of %d: %v, %v; want mode 0600", id, fi, err)
+		}
+		kp, err := protocol.ReadSeedFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := protocol.NewSigner(id, kp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := read.Check([]uint64{1, 2, 3}, s); err != nil {
+			t.Errorf("member %d: %v", id, err)
+		}
+		if got, _ := made.PublicKey(id); got != s.PublicKey() {
+			t.Errorf("member %d: Generate returned %s, the seed is %s", id, got, s.PublicKey())
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 4 {
+		t.Errorf("%d files in %s, want 3 seeds and %s", len(entries), dir, MembersFile)
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, MembersFile))
+	if lines := strings.Split(string(data), "\n"); len(lines) != 5 || !strings.HasPrefix(lines[0], "#") || !strings.HasPrefix(lines[1], "3 U") {
+		t.Errorf("%s: %q; want a comment, then the members in the order given", MembersFile, data)
+	}
+}
+
+// Generate writes nothing if any file it would write is there: the
+// members file or one seed.
+func TestGenerateNeverOverwrites(t *testing.T) {
+	for _, existing := range []string{MembersFile, SeedFile(2)} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, existing)
+		os.WriteFile(path, []byte("old\n"), 0o600)
+		if _, err := Generate(dir, []uint64{1, 2}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s there: %v; want ErrExists naming it", existing, err)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("%s there: %d files after the refusal, want 1", existing, len(entries))
+		}
+		if data, _ := os.ReadFile(path); string(data) != "old\n" {
+			t.Errorf("%s changed: %q", existing, data)
+		}
+	}
+}
+
+func TestGenerateBadIDs(t *testing.T) {
+	for _, ids := range [][]uint64{nil, {1, 1}, {0}, make([]uint64, protocol.MaxMemberKeys+1)} {
+		dir := filepath.Join(t.TempDir(), "keys")
+		if _, err := Generate(dir, ids); err == nil {
+			t.Errorf("Generate(%d IDs %v…): no error", len(ids), ids[:min(len(ids), 2)])
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Generate(%d IDs): made the directory (%v)", len(ids), err)
+		}
+	}
+}
+
+// Ensure makes keys once and reads them back after; keys of other members
+// are an error, not replaced.
+func TestEnsure(t *testing.T) {
+	dir := t.TempDir()
+	first, made, err := Ensure(dir, []uint64{1, 2, 3})
+	if err != nil || !made {
+		t.Fatalf("first Ensure: made %v, %v; want new keys", made, err)
+	}
+	again, made, err := Ensure(dir, []uint64{1, 2, 3})
+	if err != nil || made {
+		t.Fatalf("second Ensure: made %v, %v; want the keys read", made, err)
+	}
+	for _, id := range []uint64{1, 2, 3} {
+		a, _ := first.PublicKey(id)
+		b, _ := again.PublicKey(id)
+		if a != b || a == "" {
+			t.Errorf("member %d: %q, then %q; want the same key", id, a, b)
+		}
+	}
+	if _, _, err := Ensure(dir, []uint64{1, 2, 3, 4}); !errors.Is(err, protocol.ErrKeys) || !strings.Contains(err.Error(), "no key for member 4") {
+		t.Errorf("Ensure with a new member: %v; want the mismatch", err)
+	}
+	os.WriteFile(filepath.Join(dir, MembersFile), []byte("1 nope\n"), 0o644)
+	if _, _, err := Ensure(dir, []uint64{1}); !errors.Is(err, protocol.ErrKeys) || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("Ensure over a bad file: %v; want its error", err)
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	if ids, err := ParseIDs(" 3,1 ,2"); err != nil || !slices.Equal(ids, []uint64{3, 1, 2}) {
+		t.Errorf("ParseIDs: %v, %v; want [3 1 2]", ids, err)
+	}
+	many := strings.Repeat("1,", protocol.MaxMemberKeys)
+	for _, tc := range []struct{ in, want string }{
+		{"", "no member IDs"},
+		{"1,x", `"x" is not`},
+		{"1,,2", `"" is not`},
+		{"0", `"0" is not`},
+		{"-1", `"-1" is not`},
+		{"2,1,2", "2 appears twice"},
+		{many[:len(many)-1], "1 appears twice"},
+	} {
+		if _, err := ParseIDs(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseIDs(%.20q): %v; want an error with %q", tc.in, err, tc.want)
+		}
+	}
+	var b strings.Builder
+	for id := 1; id <= protocol.MaxMemberKeys+1; id++ {
+		fmt.Fprintf(&b, ",%d", id)
+	}
+	if _, err := ParseIDs(b.String()[1:]); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("ParseIDs(%d IDs): %v; want refused", protocol.MaxMemberKeys+1, err)
+	}
+}

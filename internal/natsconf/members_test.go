@@ -1,0 +1,39 @@
+package natsconf
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// keys returns the member keys of public, member ID to public key.
+func keys(t *testing.T, public map[uint64]string) *protocol.MemberKeys {
+	t.Helper()
+	k, err := protocol.NewMemberKeys(public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestRenderRefuses(t *testing.T) {
+	const key = "UATDRDH3U7URFCT34LEE5UAAJW7UWE72SEXB5ASN3YC4LDKLQWEVRPL2"
+	one := keys(t, map[uint64]string{1: key})
+	for _, c := range []struct {
+		clusters map[string]*protocol.MemberKeys
+		want     string
+	}{
+		{map[string]*protocol.MemberKeys{"a b": one}, "cluster name"},
+		{map[string]*protocol.MemberKeys{"a": nil}, "no member keys"},
+		{map[string]*protocol.MemberKeys{"a": one, "b": one}, "has the key of a/1"},
+	} {
+		if _, err := Render(c.clusters); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Render(%v): %v; want an error with %q", c.clusters, err, c.want)
+		}
+	}
+	plain, err := Render(nil)
+	if err != nil || strings.Contains(plain, "nkey:") || strings.Contains(plain, memberMarker) {
+		t.Errorf("Render(nil): %v; want the password users alone", err)
+	}
+}

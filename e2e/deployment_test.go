@@ -24,7 +24,9 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/internal/memberkeys"
 	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // The deployment under test mirrors compose.yaml: three NATS servers with
@@ -194,9 +196,9 @@ func deploy(t *testing.T) *deployment {
 	// each public key as a user confined to its cluster, the nodes sign
 	// with their seeds, the observer checks with the public keys.
 	d.keys = t.TempDir()
-	members := map[string][]natsconf.Member{}
+	members := map[string]*protocol.MemberKeys{}
 	for _, alg := range algorithms {
-		ms, err := natsconf.GenerateMembers(filepath.Join(d.keys, alg), memberIDs())
+		ms, err := memberkeys.Generate(filepath.Join(d.keys, alg), memberIDs())
 		if err != nil {
 			t.Fatalf("member keys of %s: %v", alg, err)
 		}
@@ -242,7 +244,7 @@ func deploy(t *testing.T) *deployment {
 		"HTTP_ADDR":                ":8080",
 	}, nil, "8080/tcp")
 	for _, alg := range algorithms {
-		obs.Files = append(obs.Files, testcontainers.ContainerFile{HostFilePath: filepath.Join(d.keys, alg, natsconf.MembersFile), ContainerFilePath: "/run/baton/keys/" + alg + ".keys", FileMode: 0o644})
+		obs.Files = append(obs.Files, testcontainers.ContainerFile{HostFilePath: filepath.Join(d.keys, alg, memberkeys.MembersFile), ContainerFilePath: "/run/baton/keys/" + alg + ".keys", FileMode: 0o644})
 	}
 	d.observer = d.startAll([]testcontainers.GenericContainerRequest{obs})[0]
 
@@ -258,8 +260,8 @@ func deploy(t *testing.T) *deployment {
 			keys = append(keys, key{alg, id})
 			req := d.request(d.images["node"], nodeName(alg, id), nodeEnv(alg, id), nil, "8080/tcp")
 			req.Files = []testcontainers.ContainerFile{
-				{HostFilePath: filepath.Join(d.keys, alg, natsconf.SeedFile(id)), ContainerFilePath: "/run/baton/node.seed", FileMode: 0o600},
-				{HostFilePath: filepath.Join(d.keys, alg, natsconf.MembersFile), ContainerFilePath: "/run/baton/members.keys", FileMode: 0o644},
+				{HostFilePath: filepath.Join(d.keys, alg, memberkeys.SeedFile(id)), ContainerFilePath: "/run/baton/node.seed", FileMode: 0o600},
+				{HostFilePath: filepath.Join(d.keys, alg, memberkeys.MembersFile), ContainerFilePath: "/run/baton/members.keys", FileMode: 0o644},
 			}
 			nodeReqs = append(nodeReqs, req)
 		}

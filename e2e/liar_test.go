@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/baton-election/baton/deploy/natsconf"
+	"github.com/baton-election/baton/internal/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -69,7 +69,7 @@ type memberClient struct {
 // with that member's seed.
 func (d *deployment) member(alg string, id uint64) *memberClient {
 	d.t.Helper()
-	kp, err := protocol.ReadSeedFile(filepath.Join(d.keys, alg, natsconf.SeedFile(id)))
+	kp, err := protocol.ReadSeedFile(filepath.Join(d.keys, alg, memberkeys.SeedFile(id)))
 	if err != nil {
 		d.t.Fatal(err)
 	}

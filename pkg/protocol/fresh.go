@@ -89,9 +89,12 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 	if m.Inc == 0 || m.N == 0 || m.TS <= 0 {
 		return reject(ReasonInvalidField, "%s from %d has no incarnation, number or timestamp", m.Type, m.From)
 	}
-	age := now.Sub(time.UnixMilli(m.TS))
-	if age > g.maxAge || -age > g.maxAge {
-		return reject(ReasonExpired, "%s from %d sent %v ago, outside ±%v", m.Type, m.From, age.Round(time.Millisecond), g.maxAge)
+	// The age in milliseconds: both times are positive, so the difference
+	// cannot wrap (an age as a time.Duration would saturate for a time
+	// centuries ahead, and its negation wrap round to pass the check).
+	age, bound := now.UnixMilli()-m.TS, g.maxAge.Milliseconds()
+	if age > bound || age < -bound {
+		return reject(ReasonExpired, "%s from %d sent %d ms ago, outside ±%v", m.Type, m.From, age, g.maxAge)
 	}
 	// Incarnations are the senders' wall clocks at start (nanoseconds):
 	// one far ahead of this receiver's clock is a lie, which would mute

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -189,5 +190,19 @@ func TestReplayGuardLowerIncarnationAfterSilence(t *testing.T) {
 	}
 	if err := g.Check(msg(lower, 2, later), later); ReasonOf(err) != ReasonReplayed {
 		t.Errorf("a copy of its message: got %v, want %s", err, ReasonReplayed)
+	}
+}
+
+// A timestamp centuries ahead is not fresh: the age of a message dated
+// beyond what a time.Duration holds must not wrap round to pass the check.
+func TestReplayGuardFarFutureTimestamp(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	g := NewReplayGuard(2 * time.Second)
+	inc := uint64(now.Add(-time.Minute).UnixNano())
+	for i, ts := range []int64{math.MaxInt64, now.UnixMilli() + 292*365*24*3600*1000, now.UnixMilli() + 3000, 1} {
+		m := Message{V: Version, Type: TypeHeartbeat, From: 1, Term: 5, Inc: inc, N: uint64(i + 1), TS: ts}
+		if err := g.Check(m, now); ReasonOf(err) != ReasonExpired {
+			t.Errorf("timestamp %d (now %d): got %v, want reason %s", ts, now.UnixMilli(), err, ReasonExpired)
+		}
 	}
 }

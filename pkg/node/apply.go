@@ -13,74 +13,34 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// collect takes what the machine wants done after an event into the batch
-// that commit carries out; with catchingUp its messages are dropped (see
-// advance).
-func (n *Node) collect(catchingUp bool) {
-	rd := n.machine.Ready()
-	b := &n.batch
-	if rd.State != nil {
-		b.state = rd.State
-	}
-	for _, m := range rd.Messages {
-		if catchingUp {
-			n.log.Debug("not sent, out of date after a stall", "msg", m)
-			continue
-		}
-		b.messages = append(b.messages, m)
-	}
-	if rd.Claimed != 0 {
-		b.claimed = rd.Claimed
-	}
-	b.events = append(b.events, rd.Events...)
-}
-
-// batch is what the machine wanted done after the events handled since
-// the last commit, merged: the newest hard state, every message in order,
-// the newest claim, every event. Under load the node handles whatever is
-// queued before it commits, so that one write of the state serves them
-// all.
-type batch struct {
-	state    *election.HardState
-	messages []protocol.Message
-	claimed  uint64
-	events   []election.Event
-}
-
-// apply collects the machine's Ready and commits it.
-func (n *Node) apply() error {
-	n.collect(false)
-	return n.commit()
-}
-
-// commit carries out the batch, in the order Ready prescribes: store the
-// hard state; show the new status (so that a node that stops leading stops
-// saying so before its messages leave, and one that starts says so before
-// it announces); send the messages; announce a claim. It returns an error
+// commit carries out what the driver says the machine wants done since
+// the last commit (driver.Ready), in its order: store the hard state; show
+// the new status (so that a node that stops leading stops saying so
+// before its messages leave, and one that starts says so before it
+// announces); send the messages; announce a claim. It returns an error
 // only if the state could not be stored; then nothing of the batch has
 // left the process.
 func (n *Node) commit() error {
-	b := &n.batch
-	defer func() {
-		clear(b.messages)
-		*b = batch{messages: b.messages[:0], events: b.events[:0]}
-	}()
-	if b.state != nil {
-		if err := n.store.write(stored{HardState: *b.state, Incarnation: n.stamp.Incarnation()}); err != nil {
+	rd := n.drv.Ready(n.cfg.Now())
+	if rd.State != nil {
+		if err := n.store.write(stored{HardState: *rd.State, Incarnation: n.drv.Incarnation()}); err != nil {
 			return err
 		}
 	}
-	for _, ev := range b.events {
+	for _, m := range rd.Stale {
+		n.log.Debug("not sent, out of date after a stall", "msg", m)
+	}
+	for _, ev := range rd.Events {
 		n.record(ev)
 	}
-	st := n.machine.Status()
+	st := rd.Status
 	var claim *announcement
-	if b.claimed != 0 && st.Role == election.Leader && st.Term == b.claimed {
-		claim = n.announcement(b.claimed)
+	if rd.Claimed != 0 {
+		claim = n.announcement(rd.Claimed)
 		n.current = claim
 	}
 	n.show(st)
-	for _, m := range b.messages {
+	for _, m := range rd.Messages {
 		n.log.Debug("send", "msg", m)
 		n.publish(m)
 	}
@@ -99,8 +59,8 @@ func (n *Node) commit() error {
 // lease together.
 func (n *Node) show(st election.Status) {
 	var until time.Time
-	if st.Role == election.Leader && st.LeaseUntil != 0 && n.clock != nil {
-		until = n.clock.at(st.LeaseUntil)
+	if st.Role == election.Leader && st.LeaseUntil != 0 && n.drv != nil {
+		until = n.drv.At(st.LeaseUntil)
 	}
 	// What queries are answered with: this node's announcement, while it
 	// leads under that announcement's term.
@@ -164,12 +124,10 @@ func (n *Node) answerQueries(leading bool) {
 	}
 }
 
-// publish sends one message of the machine, stamped with the node's
-// incarnation, the message's number and the time, and signed with the
-// node's key when it has one.
+// publish sends one message of the machine, stamped by the driver, and
+// signed with the node's key when it has one.
 func (n *Node) publish(m protocol.Message) {
 	now := n.cfg.Now()
-	n.stamp.Apply(&m, now)
 	if m.To != 0 {
 		m.ToInc = n.guard.Incarnation(m.To)
 	}

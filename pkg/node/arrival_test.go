@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -15,6 +16,8 @@ type arrivals struct {
 	now     int
 	arrived []int
 }
+
+func (a *arrivals) Start() {}
 
 func (a *arrivals) Tick() { a.now++ }
 
@@ -41,13 +44,17 @@ func TestMessagesCarryTheirArrival(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	m := &arrivals{}
-	n.machine = m
-	n.clock = &ticker{tick: 10 * time.Millisecond, base: time.Now().Add(-time.Second)}
+	drv, err := driver.New(m, driver.Config{Tick: 10 * time.Millisecond, Incarnation: 1})
+	if err != nil {
+		t.Fatalf("driver.New: %v", err)
+	}
+	n.drv = drv
+	drv.Start(time.Now().Add(-time.Second))
 	// As settle does: the ticks before the deadline's (tick 40), then what
 	// a flush brought, which arrived in ticks 41 and 47.
-	n.advance(n.clock, n.clock.at(39))
+	drv.Advance(drv.At(39))
 	for _, at := range []int{41, 47} {
-		n.handle(event{msg: protocol.Message{Type: protocol.TypePropose, From: 2, Term: 2, Seq: 1}, at: n.clock.at(at).Add(time.Millisecond)})
+		n.handle(event{msg: protocol.Message{Type: protocol.TypePropose, From: 2, Term: 2, Seq: 1}, at: drv.At(at).Add(time.Millisecond)})
 	}
 	if m.now != 39 || len(m.arrived) != 2 || m.arrived[0] != 41 || m.arrived[1] != 47 {
 		t.Fatalf("machine at tick %d got arrivals %v, want tick 39 with arrivals [41 47]", m.now, m.arrived)

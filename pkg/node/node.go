@@ -30,7 +30,10 @@
 // reaches the machine. Every subscription has pending limits, so a flood
 // costs bounded memory.
 //
-// After every event the node drains the machine's Ready: it writes the
+// The machine is driven through pkg/driver, the driver the simulator uses
+// too: it turns time into ticks, drops the messages of stale ticks,
+// batches, and hands each message the tick it arrived in. After every
+// batch of events the node carries out the driver's Ready: it writes the
 // hard state to the data directory when it changed (and stops if it
 // cannot: a node must not act on a term that a restart could forget),
 // then publishes each message on protocol.SubjectFor (stamped with its
@@ -102,6 +105,7 @@ import (
 
 	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/bully"
+	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -232,12 +236,9 @@ type Node struct {
 	startedAt          time.Time    // on the wall clock, when the incarnation began; set with it
 
 	// Owned by the Run goroutine.
-	clock    *ticker
-	current  *announcement // the last leadership this node claimed
-	machine  election.Machine
-	batch    batch // what the machine wants done, until the next commit
+	current  *announcement  // the last leadership this node claimed
+	drv      *driver.Driver // drives the machine
 	store    *store
-	stamp    *protocol.Stamp
 	querySub Subscription
 }
 
@@ -447,8 +448,11 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	n.machine = machine
-	n.stamp = protocol.NewStamp(inc)
+	drv, err := driver.New(machine, driver.Config{Tick: n.cfg.Tick, Incarnation: inc})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.drv = drv
 	n.incarnation, n.startedAt = inc, started
 	n.setView(machine.Status(), time.Time{}, nil)
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
@@ -474,15 +478,13 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 // before its own time-outs, as if it had never stalled, instead of timing
 // out on messages that are waiting in its queue.
 func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
-	clock := &ticker{tick: n.cfg.Tick, base: time.Now()}
-	n.clock = clock
-	timer := time.NewTimer(clock.until(n.machine.Due()))
+	n.drv.Start(time.Now())
+	timer := time.NewTimer(n.untilDeadline())
 	defer timer.Stop()
 	n.running.Store(true)
 	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick,
-		"signed", n.cfg.Signer != nil, "incarnation", n.stamp.Incarnation())
-	n.machine.Start()
-	if err := n.apply(); err != nil {
+		"signed", n.cfg.Signer != nil, "incarnation", n.drv.Incarnation())
+	if err := n.commit(); err != nil {
 		return n.fail(err)
 	}
 	for {
@@ -490,11 +492,11 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 		if !ok {
 			// Nothing waits: catch up with the clock, then sleep until the
 			// machine's next deadline or the next event.
-			n.advance(clock, time.Now())
+			n.drv.Advance(time.Now())
 			if err := n.commit(); err != nil {
 				return n.fail(err)
 			}
-			timer.Reset(clock.until(n.machine.Due()))
+			timer.Reset(n.untilDeadline())
 			select {
 			case <-ctx.Done():
 				n.shutdown()
@@ -505,7 +507,7 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 				n.log.Warn("NATS connection closed; stopping without resigning")
 				return ErrConnectionClosed
 			case <-timer.C:
-				if err := n.settle(clock); err != nil {
+				if err := n.settle(); err != nil {
 					return n.fail(err)
 				}
 				continue
@@ -516,9 +518,8 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 		// This event and whatever else is queued, up to maxBatch, then one
 		// commit: under load, one write of the state serves them all.
 		for handled := 1; ; handled++ {
-			n.advance(clock, ev.at)
+			n.drv.Advance(ev.at)
 			n.handle(ev)
-			n.collect(false)
 			if handled == maxBatch {
 				break
 			}
@@ -564,11 +565,10 @@ const maxSettleYields = 64
 // there, so a grant never ends before the lease argument assumes. A
 // leader's deadlines are its own heartbeats and lease; it does not flush
 // for them.
-func (n *Node) settle(clock *ticker) error {
-	if n.machine.Status().Role == election.Leader {
+func (n *Node) settle() error {
+	if n.drv.Status().Role == election.Leader {
 		return nil
 	}
-	deadline := clock.done + n.machine.Due() // what the loop slept for
 	if err := n.nc.Flush(settleTimeout); err != nil {
 		n.log.Debug("flush before a deadline", "err", err)
 	}
@@ -583,10 +583,9 @@ func (n *Node) settle(clock *ticker) error {
 	if !ok {
 		return nil
 	}
-	n.advance(clock, clock.at(deadline-1))
+	n.drv.Settle() // the ticks before the deadline's, which the loop slept for
 	for ; ok; ev, ok = n.queued() {
 		n.handle(ev)
-		n.collect(false)
 	}
 	return n.commit()
 }
@@ -625,51 +624,9 @@ func (n *Node) queued() (event, bool) {
 	}
 }
 
-// advance gives the machine every tick that fell due up to t.
-//
-// After a stall (a paused process, a long garbage collection) that is many
-// ticks at once: the machine keeps its timing, but the messages of the
-// ticks more than StaleTicks before the last do not leave. They would be
-// out of date, and repeated by those of the last ticks (a heartbeat every
-// interval of the stall, a campaign at every time-out that fell in it);
-// dropping them is the same to the cluster as losing them, which the
-// algorithms tolerate. A wake-up a tick or two late is no stall.
-func (n *Node) advance(clock *ticker, t time.Time) {
-	k := clock.advance(t)
-	for i := range k {
-		n.machine.Tick()
-		n.collect(i < k-election.StaleTicks)
-	}
-}
-
-// ticker converts the monotonic clock into the machine's ticks.
-type ticker struct {
-	tick time.Duration
-	base time.Time // the machine's tick 0
-	done int       // ticks given to the machine
-}
-
-// advance returns how many ticks fell due between the last call and t
-// (none if t is earlier).
-func (c *ticker) advance(t time.Time) int {
-	now := int(t.Sub(c.base) / c.tick)
-	if now <= c.done {
-		return 0
-	}
-	k := now - c.done
-	c.done = now
-	return k
-}
-
-// tickOf is the machine's tick in which t falls on the monotonic clock.
-func (c *ticker) tickOf(t time.Time) int { return int(t.Sub(c.base) / c.tick) }
-
-// at is the time of the machine's tick t on the monotonic clock.
-func (c *ticker) at(t int) time.Time { return c.base.Add(time.Duration(t) * c.tick) }
-
-// until is how long from now until due ticks after the last tick given.
-func (c *ticker) until(due int) time.Duration {
-	return max(0, time.Until(c.base.Add(time.Duration(c.done+due)*c.tick)))
+// untilDeadline is how long from now until the machine's next deadline.
+func (n *Node) untilDeadline() time.Duration {
+	return max(0, time.Until(n.drv.At(n.drv.Deadline())))
 }
 
 // setStopped marks the node as no longer running and wakes Lead.
@@ -683,20 +640,20 @@ func (n *Node) setStopped() {
 func (n *Node) handle(ev event) {
 	if ev.down != 0 {
 		n.log.Debug("peer's connection closed", "peer", ev.down)
-		n.machine.PeerDown(ev.down)
+		n.drv.PeerDown(ev.down)
 		return
 	}
 	if ev.unreachable != 0 {
 		n.metrics.unreachable.Inc()
 		n.log.Debug("peer unreachable", "peer", ev.unreachable)
-		n.machine.Unreachable(ev.unreachable)
+		n.drv.Unreachable(ev.unreachable)
 		return
 	}
 	n.log.Debug("receive", "msg", ev.msg)
 	// With the tick it arrived in, which is later than the machine's when
 	// settle hands it over before the deadline's tick: a Paxos grant is
 	// counted from the arrival.
-	election.StepAt(n.machine, ev.msg, n.clock.tickOf(ev.at))
+	n.drv.Step(ev.msg, ev.at)
 }
 
 // fail stops a node whose data directory failed: it must not go on acting
@@ -785,8 +742,8 @@ func (n *Node) slowConsumerDrops() float64 {
 // shutdown resigns, publishes the Resign, and drains the connection.
 func (n *Node) shutdown() {
 	n.stopping.Store(true)
-	n.machine.Resign()
-	if err := n.apply(); err != nil {
+	n.drv.Resign()
+	if err := n.commit(); err != nil {
 		n.log.Error("store the state on leaving", "err", err)
 	}
 	n.setStopped()

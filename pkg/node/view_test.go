@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -28,7 +29,16 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	n.clock = &ticker{tick: time.Millisecond, base: time.Now()}
+	machine, err := newMachine(protocol.Paxos, electionConfig(1, []uint64{1, 2, 3}))
+	if err != nil {
+		t.Fatalf("newMachine: %v", err)
+	}
+	drv, err := driver.New(machine, driver.Config{Tick: time.Millisecond, Incarnation: 1})
+	if err != nil {
+		t.Fatalf("driver.New: %v", err)
+	}
+	drv.Start(time.Now())
+	n.drv = drv
 	n.current = &announcement{term: 7}
 	leader := election.Status{ID: 1, Leader: 1, Term: 7, Role: election.Leader}
 	follower := election.Status{ID: 1, Term: 7, Role: election.Follower}
@@ -44,7 +54,7 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 			lease := leader
 			// Leases that end now, soon, or later: some end while they
 			// are being read.
-			lease.LeaseUntil = int(time.Since(n.clock.base)/time.Millisecond) + i%3
+			lease.LeaseUntil = int(time.Since(drv.At(0))/time.Millisecond) + i%3
 			n.show(lease)
 			n.show(follower)
 		}

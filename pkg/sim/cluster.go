@@ -7,12 +7,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"time"
 
+	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// Factory builds one node's machine, as the runtime does in production.
+// Factory builds one node's machine.
 type Factory func(election.Config) (election.Machine, error)
 
 // Network is how the simulated network treats each copy of a message.
@@ -75,6 +77,18 @@ type Config struct {
 // ppm is one tick of a node's clock, in the units of Config.Rates.
 const ppm = 1_000_000
 
+// The nodes' machines are driven by pkg/driver, the runtime's driver,
+// whose times are time.Time: a node's clock, in ppm of a tick, is read as
+// nanoseconds after epoch, so that one tick of the driver (tick) is ppm
+// nanoseconds. The wall time that dates the messages is wallTick per tick
+// of real time after epoch.
+const (
+	tick     = time.Duration(ppm)
+	wallTick = 10 * time.Millisecond
+)
+
+var epoch = time.Unix(1_800_000_000, 0)
+
 // The runtime's limits on what waits for a node, as the simulator models
 // them: a paused node's queue holds at most MaxBacklog copies (the
 // subscriptions' pending limits; later copies are dropped), and a copy
@@ -128,11 +142,11 @@ type Cluster struct {
 type node struct {
 	id          uint64
 	m           election.Machine // nil while down
+	d           *driver.Driver   // drives m; nil while down
 	incarnation int
 	status      election.Status
 	rate        int64 // clock rate, ppm
 	clock       int64 // this incarnation's clock, in ppm, advanced in real time
-	given       int   // ticks given to the machine
 	paused      bool
 	backlog     []*event // copies that arrived while paused
 	disk        *election.HardState
@@ -142,11 +156,13 @@ type node struct {
 	// quiet is how many of its next ticks its machine said could have no
 	// effect (Due()-1): the runtime sleeps through them, so a tick among
 	// them that does something is a violation.
-	quiet   int
-	ticking bool // collectTick is looking at the effect of a tick
+	quiet int
 }
 
 func (n *node) up() bool { return n.m != nil }
+
+// time is n's clock as the driver reads it.
+func (n *node) time() time.Time { return epoch.Add(time.Duration(n.clock)) }
 
 // reports is whether n reports itself leader now: its status says so and,
 // with a lease, its own clock has not reached the lease's end.
@@ -200,8 +216,8 @@ func New(cfg Config) (*Cluster, error) {
 }
 
 // config is the configuration of n's next incarnation: its disk, raised by
-// the term of the last announcement (as the runtime reads it from the
-// stream before it starts the machine).
+// the term of the last announcement (the runtime reads it from the stream
+// before it starts the machine).
 func (c *Cluster) config(n *node) election.Config {
 	cfg := election.Config{ID: n.id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(n.incarnation)}
 	if n.disk != nil {
@@ -333,12 +349,16 @@ func (c *Cluster) Start(id uint64) {
 	if err != nil {
 		panic(err) // the configuration was checked in New
 	}
-	n.m, n.clock, n.given, n.paused, n.backlog = m, 0, 0, false, nil
+	d, err := driver.New(m, driver.Config{Tick: tick, Incarnation: uint64(n.incarnation), Observe: func(s driver.Step) { c.observe(n, s) }})
+	if err != nil {
+		panic(err) // a machine, a positive tick and incarnation
+	}
+	n.m, n.d, n.clock, n.paused, n.backlog = m, d, 0, false, nil
 	n.floor = cfg.State.Term
 	n.status = m.Status()
 	c.logf("start %d (incarnation %d, from term %d max %d)", id, n.incarnation, cfg.State.Term, cfg.State.MaxTerm)
-	m.Start()
-	c.collect(n)
+	d.Start(n.time())
+	c.flush(n)
 }
 
 // Crash stops node id at once; copies addressed to it are dropped until it
@@ -348,7 +368,7 @@ func (c *Cluster) Crash(id uint64) {
 	if !n.up() {
 		return
 	}
-	n.m, n.paused, n.backlog = nil, false, nil
+	n.m, n.d, n.paused, n.backlog = nil, nil, false, nil
 	c.logf("crash %d", id)
 	c.reportDown(id)
 }
@@ -402,9 +422,9 @@ func (c *Cluster) Resume(id uint64) {
 	}
 }
 
-// ResumeSettling resumes a paused node as its runtime does when its
-// machine's deadline came while it was descheduled and the copies that
-// arrived meanwhile wait unread in its socket (node.settle): a node that
+// ResumeSettling resumes a paused node whose machine's deadline came
+// while it was descheduled and the copies that arrived meanwhile wait
+// unread in its socket (the node's settle, driver.Settle): a node that
 // does not lead gets the ticks before its deadline's, then those copies,
 // in order, each with the tick of its own clock in which it arrived
 // (election.StepAt), then the rest of its ticks. A leader, or a node
@@ -415,20 +435,15 @@ func (c *Cluster) ResumeSettling(id uint64) bool {
 	if !n.paused {
 		return false
 	}
-	deadline := n.given + n.m.Due()
+	deadline := n.d.Deadline()
 	if n.status.Role == election.Leader || len(n.backlog) == 0 || int64(deadline) > n.clock/ppm {
 		c.Resume(id)
 		return false
 	}
 	n.paused = false
 	c.logf("resume %d past its deadline (tick %d of its clock, now %d), settling %d copies first", id, deadline, n.clock/ppm, len(n.backlog))
-	for n.up() && n.given < deadline-1 {
-		n.given++
-		n.m.Tick()
-		n.ticking = true
-		c.collectTick(n, n.given+election.StaleTicks <= deadline-1)
-		n.ticking = false
-	}
+	n.d.Settle()
+	c.flush(n)
 	backlog := n.backlog
 	n.backlog = nil
 	c.backlog += len(backlog)
@@ -450,9 +465,9 @@ func (c *Cluster) Resign(id uint64) {
 		return
 	}
 	c.logf("resign %d", id)
-	n.m.Resign()
-	c.collect(n)
-	n.m = nil
+	n.d.Resign()
+	c.flush(n)
+	n.m, n.d = nil, nil
 	c.reportDown(id)
 }
 
@@ -490,8 +505,8 @@ func (c *Cluster) Run(ticks int) {
 // Tick advances real time by one tick: it advances every running node's
 // clock by its rate, in ID order, giving its machine the ticks it
 // completed, and then delivers every copy due, in the order they were
-// sent. So, as with the runtime, a machine gets the ticks due before a
-// message arrives before the message.
+// sent. So a machine gets the ticks due before a message arrives before
+// the message.
 func (c *Cluster) Tick() {
 	c.now++
 	for _, n := range c.nodes {
@@ -509,16 +524,13 @@ func (c *Cluster) Tick() {
 	c.checkExclusive()
 }
 
-// tickNode gives n's machine every tick its clock has completed. As the
-// runtime does after a stall, the messages of ticks more than
-// election.StaleTicks before the last do not leave.
+// tickNode gives n's machine every tick its clock has completed
+// (driver.Advance: after a stall, the messages of ticks more than
+// election.StaleTicks before the last do not leave).
 func (c *Cluster) tickNode(n *node) {
-	for n.up() && !n.paused && int64(n.given) < n.clock/ppm {
-		n.given++
-		n.m.Tick()
-		n.ticking = true
-		c.collectTick(n, int64(n.given)+election.StaleTicks <= n.clock/ppm)
-		n.ticking = false
+	if n.up() && !n.paused {
+		n.d.Advance(n.time())
+		c.flush(n)
 	}
 }
 
@@ -563,11 +575,11 @@ type event struct {
 	to   uint64           // receiver of a copy, or node told of an unreachable or down peer
 	msg  protocol.Message // the copy; for unreachable and down, msg.To is the peer
 	inc  int              // for unreachable and down: the incarnation of the node told
-	// arrived is the tick of the receiver's clock in which the copy
+	// arrived is the time of the receiver's clock at which the copy
 	// reached it (the runtime's time of arrival): what is measured from
 	// the arrival is measured from there, even when the copy is handed
 	// over before ticks that fell due earlier (ResumeSettling).
-	arrived int
+	arrived time.Time
 }
 
 // handle delivers a copy or an unreachable notice.
@@ -577,15 +589,15 @@ func (c *Cluster) handle(e *event) {
 	case unreachable:
 		if n.up() && !n.paused && n.incarnation == e.inc {
 			c.logf("unreachable %d told to %d", e.msg.To, e.to)
-			n.m.Unreachable(e.msg.To)
-			c.collect(n)
+			n.d.Unreachable(e.msg.To)
+			c.flush(n)
 		}
 		return
 	case down:
 		if n.up() && !n.paused && n.incarnation == e.inc {
 			c.logf("down %d told to %d", e.msg.To, e.to)
-			n.m.PeerDown(e.msg.To)
-			c.collect(n)
+			n.d.PeerDown(e.msg.To)
+			c.flush(n)
 		}
 		return
 	}
@@ -604,14 +616,14 @@ func (c *Cluster) handle(e *event) {
 	case c.groups[e.msg.From] != c.groups[e.to]:
 		c.logf("drop %v at %d: partitioned", e.msg, e.to)
 	case n.paused:
-		e.arrived = int(n.clock / ppm)
+		e.arrived = n.time()
 		if len(n.backlog) < MaxBacklog {
 			n.backlog = append(n.backlog, e)
 		} else {
 			c.logf("drop %v at %d: its queue is full", e.msg, e.to)
 		}
 	default:
-		e.arrived = int(n.clock / ppm)
+		e.arrived = n.time()
 		c.deliverTo(n, e)
 	}
 }
@@ -625,8 +637,8 @@ func (c *Cluster) deliverTo(n *node, e *event) {
 	if !protocol.Steady(e.msg) {
 		c.delivered++
 	}
-	election.StepAt(n.m, e.msg, e.arrived)
-	c.collect(n)
+	n.d.Step(e.msg, e.arrived)
+	c.flush(n)
 }
 
 func (c *Cluster) push(e *event) {
@@ -674,36 +686,22 @@ func (c *Cluster) side(id uint64) int {
 	return k
 }
 
-// collect takes what node n wants done, stores its hard state on its disk
-// before sending its messages (as the runtime does), and checks the
-// invariants that n's step could have broken.
-func (c *Cluster) collect(n *node) { c.collectTick(n, false) }
-
-// collectTick is collect; with catchingUp, no message is sent.
-func (c *Cluster) collectTick(n *node, catchingUp bool) {
-	rd := n.m.Ready()
-	st := n.m.Status()
-	if n.ticking && n.quiet > 0 && (rd.State != nil || len(rd.Messages) > 0 || rd.Claimed != 0 || len(rd.Events) > 0 || st != n.status) {
-		c.fail("node %d: Due said its next %d ticks could do nothing, but one did: %+v, status %+v", n.id, n.quiet, rd, st)
+// flush carries out what node n's driver says: it stores the hard state
+// on n's disk before it sends the messages, as driver.Ready prescribes
+// (the steps were checked one by one in observe).
+func (c *Cluster) flush(n *node) {
+	if !n.d.HasReady() {
+		return
 	}
-	defer func() {
-		if n.up() {
-			n.quiet = n.m.Due() - 1
-		}
-	}()
+	rd := n.d.Ready(epoch.Add(time.Duration(c.now) * wallTick))
 	if rd.State != nil {
-		if err := rd.State.Validate(); err != nil {
-			c.fail("node %d stored an invalid state %+v: %v", n.id, *rd.State, err)
-		}
 		disk := *rd.State
 		n.disk = &disk
 	}
+	for _, m := range rd.Stale {
+		c.logf("not sent, out of date after a stall: %v", m)
+	}
 	for _, m := range rd.Messages {
-		if catchingUp {
-			c.logf("not sent, out of date after a stall: %v", m)
-			continue
-		}
-		m.Inc = uint64(n.incarnation) // as the runtime stamps it
 		if m.From != n.id {
 			c.fail("node %d sent a message as %d: %v", n.id, m.From, m)
 			continue
@@ -715,9 +713,6 @@ func (c *Cluster) collectTick(n *node, catchingUp bool) {
 		if !protocol.Steady(m) {
 			c.published++
 		}
-		if m.Type == protocol.TypePrepare {
-			n.prepared = c.now
-		}
 		if m.To != 0 {
 			c.send(m, m.To)
 			continue
@@ -726,6 +721,26 @@ func (c *Cluster) collectTick(n *node, catchingUp bool) {
 			if id != n.id {
 				c.send(m, id)
 			}
+		}
+	}
+}
+
+// observe checks the invariants that one step of node n's machine could
+// have broken.
+func (c *Cluster) observe(n *node, s driver.Step) {
+	rd, st := s.Ready, s.Status
+	if s.Tick && n.quiet > 0 && (rd.State != nil || len(rd.Messages) > 0 || rd.Claimed != 0 || len(rd.Events) > 0 || st != n.status) {
+		c.fail("node %d: Due said its next %d ticks could do nothing, but one did: %+v, status %+v", n.id, n.quiet, rd, st)
+	}
+	defer func() { n.quiet = n.m.Due() - 1 }()
+	if rd.State != nil {
+		if err := rd.State.Validate(); err != nil {
+			c.fail("node %d stored an invalid state %+v: %v", n.id, *rd.State, err)
+		}
+	}
+	for _, m := range rd.Messages {
+		if !s.Stale && m.Type == protocol.TypePrepare && m.From == n.id {
+			n.prepared = c.now
 		}
 	}
 	for _, ev := range rd.Events {

@@ -12,8 +12,11 @@
 // Config.Rates says otherwise) and gives its machine the ticks the clock
 // completed, in ID order, and then delivers, in the order they were sent,
 // every copy of a message that is due; so a machine gets the ticks due
-// before a message arrives before the message, as the runtime does. No map
-// is iterated where order matters.
+// before a message arrives before the message. The machines are driven by
+// pkg/driver, the runtime's own driver: what turns time into ticks, drops
+// the messages of stale ticks, hands a message the tick it arrived in,
+// stores before sending and stamps is the same code in both. No map is
+// iterated where order matters.
 //
 // A message with To == 0 is sent as one copy to every other member, and
 // each copy faces the network on its own: it is delayed by a number of
@@ -25,10 +28,10 @@
 // dropped too) and restart: a brand-new machine with the same ID and the
 // next incarnation, built from its disk, then Start. A node's disk is the
 // last hard state (election.Ready's State) its machine produced, stored
-// before the messages of the same Ready are sent, as the runtime stores
-// it; a restarted node gets it back (Config.State, Restored), raised by
-// the term of the last announcement, as the runtime reads it from the
-// stream before it starts. WipeDisk loses a disk (a new container). Nodes
+// before the messages of the same Ready are sent (driver.Ready); a
+// restarted node gets it back (Config.State, Restored), raised by the term
+// of the last announcement, which the runtime reads from the stream before
+// it starts. WipeDisk loses a disk (a new container). Nodes
 // resign (Resign, then the process is gone), pause (no ticks, no
 // deliveries: copies queue; the clock goes on) and resume, either as a
 // paused process (Resume: first the ticks of the pause in one burst, then

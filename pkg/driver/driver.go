@@ -21,7 +21,10 @@
 //     garbage collection) the machine gets every tick it missed, but the
 //     messages of ticks more than election.StaleTicks before the last do
 //     not leave. They would be out of date and repeated by those of the
-//     last ticks; dropping them is the same to the cluster as losing them.
+//     last ticks (a heartbeat every interval of the stall, a campaign at
+//     every time-out that fell in it); dropping them is the same to the
+//     cluster as losing them, which the algorithms tolerate. A wake-up a
+//     tick or two late is no stall.
 //   - Batching: the machine's Readies accumulate until the caller takes
 //     them (Ready): the newest hard state, every message in order, the
 //     newest claim, every event. One write of the state serves them all.

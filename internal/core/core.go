@@ -30,8 +30,9 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// Core is the state and the rules that Bully and the ring share. An
-// algorithm keeps a *Core and adds its own messages and timers.
+// Core is the state and the rules that the election machines share. An
+// algorithm keeps a *Core, changes its role only through the transitions
+// (see the package doc) and adds its own messages and timers.
 type Core struct {
 	id      uint64
 	members []uint64 // sorted

@@ -125,6 +125,18 @@ type round struct {
 	acks   []uint64
 }
 
+// acceptor is the acceptor's state, which this package owns: what it
+// must not forget (its promise and acceptance, part of the hard state
+// that Ready hands to the driver to store before the messages that
+// depend on it), and the grant it holds, which it forgets on a restart.
+type acceptor struct {
+	state       election.AcceptorState
+	saved       election.AcceptorState // state as last handed to Ready
+	grantUntil  int                    // tick at which the grant of the accepted proposal ends; 0: none
+	grantInc    uint64                 // incarnation of the process the grant went to, 0 if unknown
+	restartWait int                    // tick before which this restarted acceptor promises nothing
+}
+
 // Machine is one node running Paxos. It implements election.Machine.
 type Machine struct {
 	c        *core.Core
@@ -135,15 +147,8 @@ type Machine struct {
 	restored bool   // its state came from its own disk
 	now      int    // ticks since New
 
-	// Acceptor. accept is what it must not forget (promise, acceptance),
-	// which Ready hands to the driver to store whenever it differs from
-	// saved, before the messages that depend on it.
-	accept      election.AcceptorState
-	saved       election.AcceptorState
-	grantUntil  int    // tick at which the grant of the accepted proposal ends; 0: none
-	grantInc    uint64 // incarnation of the process the grant went to, 0 if unknown
-	late        int    // while StepAt runs: ticks between the current tick and the message's arrival
-	restartWait int    // tick before which this restarted acceptor promises nothing
+	acc  acceptor
+	late int // while StepAt runs: ticks between the current tick and the message's arrival
 
 	// Proposer.
 	phase      phase
@@ -183,7 +188,7 @@ func New(cfg election.Config) (*Machine, error) {
 	return &Machine{
 		c: c, id: cfg.ID, members: members, timing: cfg.Timing,
 		inc: cfg.Incarnation, restored: cfg.Restored,
-		accept: cfg.State.Acceptor, saved: cfg.State.Acceptor,
+		acc: acceptor{state: cfg.State.Acceptor, saved: cfg.State.Acceptor},
 	}, nil
 }
 
@@ -199,10 +204,10 @@ func (m *Machine) Start() {
 	if m.c.Left() {
 		return
 	}
-	if !m.restored || m.accept.Accepted != 0 {
+	if !m.restored || m.acc.state.Accepted != 0 {
 		// It may have granted a lease it no longer knows the time of, or
 		// (with storage of its own that is new) at all.
-		m.restartWait = m.now + m.timing.LeaseTicks + 1
+		m.acc.restartWait = m.now + m.timing.LeaseTicks + 1
 	}
 	m.heard = m.now
 	if m.c.FollowFound() {
@@ -350,15 +355,15 @@ func (m *Machine) Resign() {
 // Ready.
 func (m *Machine) Ready() election.Ready {
 	r := m.c.Ready()
-	if r.State == nil && m.accept == m.saved {
+	if r.State == nil && m.acc.state == m.acc.saved {
 		return r
 	}
 	st := election.HardState{Term: m.c.Term(), MaxTerm: m.c.MaxTerm()}
 	if r.State != nil {
 		st = *r.State
 	}
-	st.Acceptor = m.accept
-	m.saved = m.accept
+	st.Acceptor = m.acc.state
+	m.acc.saved = m.acc.state
 	r.State = &st
 	return r
 }
@@ -456,7 +461,7 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 		// A candidate does not promise a lower candidate's ballot, which
 		// would only stall its own campaign and the lower one's alike (a
 		// refusal is always safe; the lower one backs off).
-		reply = protocol.Message{Type: protocol.TypeNack, Term: m.accept.Promised}
+		reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised}
 	} else {
 		reply = m.acceptPrepare(msg.From, msg.Inc, msg.Term)
 	}
@@ -477,20 +482,20 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 // of node from, and records the promise if it makes one. While a lease it
 // granted may be valid, it promises only the process that holds it.
 func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
-	a := m.accept
-	holder := m.granted() && a.Value == from && inc != 0 && inc == m.grantInc
+	a := m.acc.state
+	holder := m.granted() && a.Value == from && inc != 0 && inc == m.acc.grantInc
 	switch {
 	case b < a.Promised || (b == a.Promised && m.c.Owner(b) != from):
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
 	case b == a.Promised:
 		// A copy of a Prepare already promised.
-	case m.now < m.restartWait:
-		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.restartWait - m.now}
+	case m.now < m.acc.restartWait:
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.acc.restartWait - m.now}
 	case m.granted() && !holder:
-		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.grantUntil - m.now}
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.acc.grantUntil - m.now}
 	default:
 		a.Promised = b
-		m.accept = a
+		m.acc.state = a
 	}
 	return protocol.Message{Type: protocol.TypePromise, Term: b, Prior: a.Accepted, Candidate: a.Value}
 }
@@ -498,7 +503,7 @@ func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
 // granted reports whether the lease this acceptor granted may still be
 // valid.
 func (m *Machine) granted() bool {
-	return m.accept.Accepted != 0 && m.now < m.grantUntil
+	return m.acc.state.Accepted != 0 && m.now < m.acc.grantUntil
 }
 
 // onPromise counts a promise for the current ballot, or for the ballot a
@@ -587,18 +592,18 @@ func (m *Machine) onPropose(msg protocol.Message) {
 // acceptPropose decides an acceptor's answer to Propose(b) from process inc
 // of node from, and records the acceptance, and the grant, if it accepts.
 func (m *Machine) acceptPropose(from, inc, b uint64) protocol.Message {
-	a := m.accept
+	a := m.acc.state
 	if b < a.Promised || m.c.Owner(b) != from {
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
 	}
 	if a.Promised != b || a.Accepted != b || a.Value != from {
 		a = election.AcceptorState{Promised: b, Accepted: b, Value: from}
-		m.accept = a
+		m.acc.state = a
 	}
 	// From the tick the Propose arrived in, which is later than the
 	// current tick when the driver hands it over before ticks that fell
 	// due before it arrived.
-	m.grantUntil, m.grantInc = m.now+m.late+m.timing.LeaseTicks+1, inc
+	m.acc.grantUntil, m.acc.grantInc = m.now+m.late+m.timing.LeaseTicks+1, inc
 	return protocol.Message{Type: protocol.TypeAccepted, Term: b}
 }
 
@@ -689,8 +694,8 @@ func (m *Machine) onNack(msg protocol.Message) {
 // leader still runs) would free the acceptor to promise another leader
 // while the holder still counts on its lease.
 func (m *Machine) onResign(msg protocol.Message) {
-	if a := m.accept; a.Accepted == msg.Term && a.Value == msg.From && msg.Inc == m.grantInc {
-		m.grantUntil = 0 // released
+	if a := m.acc.state; a.Accepted == msg.Term && a.Value == msg.From && msg.Inc == m.acc.grantInc {
+		m.acc.grantUntil = 0 // released
 	}
 	if !m.c.SameClaimant(msg) {
 		return // another process than the leader's with its ID
@@ -724,7 +729,7 @@ func (m *Machine) stopLeading() {
 
 // release releases this node's own acceptor's grant to itself.
 func (m *Machine) release() {
-	if a := m.accept; a.Accepted == m.ballot && a.Value == m.id {
-		m.grantUntil = 0
+	if a := m.acc.state; a.Accepted == m.ballot && a.Value == m.id {
+		m.acc.grantUntil = 0
 	}
 }

@@ -1,7 +1,26 @@
-// Package core holds the state and the rules that the Bully and ring
-// machines share: membership, terms, leader tracking, heartbeats, failure
-// suspicion, the hard state and the events they report. Only the
-// algorithms use it; drivers see them through election.Machine.
+// Package core holds the state and the rules that the election machines
+// share: terms, leader tracking, failure suspicion, the term part of the
+// hard state and the events they report. Only the algorithms use it;
+// drivers see them through election.Machine.
+//
+// The rules are kept by a few transitions, in the manner of a raft
+// implementation's becomeFollower, becomeCandidate and becomeLeader:
+//
+//   - Follow, FollowFound and Claimed make a node a follower. None accepts
+//     a term below the one accepted before, above protocol.MaxTerm, or not
+//     owned by its leader: a node's term never goes backwards.
+//   - BecomeCandidate and Defer enter an election; Claim and Lead make a
+//     node leader. Claim and NewBallot take a term of this node's above
+//     every term it has seen and count it as seen, so that the next Ready
+//     stores it before any message that uses it leaves the node; Lead
+//     takes only such a term, and none below the node's term.
+//   - StepDown, Forget, PeerDown, Resigned and Leave make the leader
+//     undefined (or, for Leave, end the node's part).
+//   - Receive raises the highest term seen by a received term only as far
+//     as the node's credit allows (TermBurst at once, TermRate a tick).
+//
+// Algorithms keep their own messages, timers and, for Paxos, the
+// acceptor's state.
 package core
 
 import (
@@ -11,8 +30,9 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// Core is the state and the rules that Bully and the ring share. An
-// algorithm keeps a *Core and adds its own messages and timers.
+// Core is the state and the rules that the election machines share. An
+// algorithm keeps a *Core, changes its role only through the transitions
+// (see the package doc) and adds its own messages and timers.
 type Core struct {
 	id      uint64
 	members []uint64 // sorted
@@ -20,11 +40,10 @@ type Core struct {
 	timing  election.Timing
 
 	role    election.Role
-	leader  uint64                 // 0 while undefined
-	term    uint64                 // term of the last leadership accepted or claimed
-	maxTerm uint64                 // highest term seen anywhere
-	accept  election.AcceptorState // Paxos only
-	silent  int                    // ticks since the leader was heard (or since the last heartbeat, as leader)
+	leader  uint64 // 0 while undefined
+	term    uint64 // term of the last leadership accepted or claimed
+	maxTerm uint64 // highest term seen anywhere
+	silent  int    // ticks since the leader was heard (or since the last heartbeat, as leader)
 	gone    map[uint64]absence
 	seq     uint64
 	left    bool // resigned: ignore every later event
@@ -54,7 +73,7 @@ type Core struct {
 	// SameClaimant).
 	claimInc map[uint64]uint64
 
-	saved   election.HardState // the hard state last handed to the driver
+	saved   election.HardState // the term part of the hard state last handed to the driver
 	out     []protocol.Message
 	claimed uint64
 	events  []election.Event
@@ -76,8 +95,7 @@ func NewCore(cfg election.Config) (*Core, error) {
 		timing:   cfg.Timing,
 		term:     cfg.State.Term,
 		maxTerm:  cfg.State.MaxTerm,
-		accept:   cfg.State.Acceptor,
-		saved:    cfg.State,
+		saved:    election.HardState{Term: cfg.State.Term, MaxTerm: cfg.State.MaxTerm},
 		gone:     make(map[uint64]absence),
 		credit:   TermBurst,
 		claimInc: make(map[uint64]uint64),
@@ -96,16 +114,8 @@ const (
 	calmFactor = 50
 )
 
-// LeaderTimeout is the leader time-out now, in ticks: LeaderTimeoutTicks,
-// or more after suspicions that proved wrong.
-func (c *Core) LeaderTimeout() int { return c.timeout }
-
 // FoundLeader is the leader the node found when it started, 0 if none.
 func (c *Core) FoundLeader() uint64 { return c.found.Leader }
-
-// ReportElection reports that the node entered an election (a deferred
-// one, at start).
-func (c *Core) ReportElection() { c.report(election.ElectionStarted, 0, 0) }
 
 // FollowFound makes a node that starts follow the leadership it found
 // (election.Config.Found), if that leader has a higher ID, owns its term
@@ -115,23 +125,12 @@ func (c *Core) ReportElection() { c.report(election.ElectionStarted, 0, 0) }
 // end with that leader.
 func (c *Core) FollowFound() bool {
 	f := c.found
-	if c.left || f.Leader <= c.id || f.Term > protocol.MaxTerm || f.Term < c.term || f.Term > c.maxTerm+TermBurst ||
-		c.Owner(f.Term) != f.Leader {
+	if c.left || f.Leader <= c.id || f.Term > c.maxTerm+TermBurst || !c.follow(f.Leader, f.Term) {
 		return false
 	}
-	c.follow(f.Leader, f.Term)
 	c.MarkAlive(f.Leader)
 	return true
 }
-
-// ID is this node's ID.
-func (c *Core) ID() uint64 { return c.id }
-
-// Members is the sorted membership. The caller must not modify it.
-func (c *Core) Members() []uint64 { return c.members }
-
-// Timing is the configured timing.
-func (c *Core) Timing() election.Timing { return c.timing }
 
 // Role is this node's role.
 func (c *Core) Role() election.Role { return c.role }
@@ -153,26 +152,17 @@ func (c *Core) Status() election.Status {
 	return election.Status{ID: c.id, Leader: c.leader, Term: c.term, Role: c.role}
 }
 
-// State is the node's hard state now.
-func (c *Core) State() election.HardState {
-	return election.HardState{Term: c.term, MaxTerm: c.maxTerm, Acceptor: c.accept}
+// state is the term part of the node's hard state now.
+func (c *Core) state() election.HardState {
+	return election.HardState{Term: c.term, MaxTerm: c.maxTerm}
 }
 
-// Acceptor is a Paxos acceptor's state.
-func (c *Core) Acceptor() election.AcceptorState { return c.accept }
-
-// SetAcceptor changes a Paxos acceptor's state; the next Ready carries it
-// to be stored before the messages that depend on it are sent.
-func (c *Core) SetAcceptor(a election.AcceptorState) {
-	c.accept = a
-	c.maxTerm = max(c.maxTerm, a.Promised)
-}
-
-// Ready returns and clears the pending output, with the hard state if it
-// changed since the last Ready.
+// Ready returns and clears the pending output, with the term part of the
+// hard state (Term, MaxTerm) if it changed since the last Ready. An
+// algorithm with more hard state (Paxos's acceptor) adds it.
 func (c *Core) Ready() election.Ready {
 	r := election.Ready{Messages: c.out, Claimed: c.claimed, Events: c.events}
-	if st := c.State(); st != c.saved {
+	if st := c.state(); st != c.saved {
 		c.saved = st
 		r.State = &st
 	}
@@ -236,9 +226,27 @@ func (c *Core) raise(term uint64) bool {
 	return reached
 }
 
-// CountTick counts a tick of this node's clock: every algorithm calls it
-// from its Tick. It only refills the term credit.
+// CountTick counts a tick of this node's clock for an algorithm that
+// keeps its own leader and follower clocks (Paxos): it only refills the
+// term credit. Bully and the ring call Tick instead.
 func (c *Core) CountTick() { c.now++ }
+
+// Tick counts a tick of this node's clock, as CountTick does, and
+// advances the clock of its role: a leader broadcasts a heartbeat when
+// due (see Heartbeat); a follower reports whether its leader (or, while
+// undefined, any leader) has been silent too long, in which case the
+// silent leader is suspected: it becomes undefined and counts as gone. A
+// candidate's clock is its algorithm's.
+func (c *Core) Tick() (timedOut bool) {
+	c.now++
+	switch c.role {
+	case election.Leader:
+		c.tickLeader()
+	case election.Follower:
+		return c.tickFollower()
+	}
+	return false
+}
 
 // Receive does what every message does to a node before its algorithm
 // looks at it: it learns the message's term and that its sender is alive.
@@ -340,17 +348,6 @@ func (c *Core) MarkAlive(id uint64) { delete(c.gone, id) }
 // IsGone reports whether a peer is known to have left or to be unreachable.
 func (c *Core) IsGone(id uint64) bool { return c.gone[id] != 0 }
 
-// HigherAlive reports whether some member with a higher ID is not known to
-// be gone.
-func (c *Core) HigherAlive() bool {
-	for _, id := range c.members[c.index+1:] {
-		if c.gone[id] == 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // HigherAliveCount is how many members with a higher ID are not known to
 // be gone: this node's rank among the live members, counted from the top.
 func (c *Core) HigherAliveCount() int {
@@ -390,29 +387,32 @@ func (c *Core) NewBallot() uint64 {
 	return b
 }
 
-// See records a term seen in a message the algorithm handles itself.
-func (c *Core) See(term uint64) {
-	if term <= protocol.MaxTerm {
-		c.maxTerm = max(c.maxTerm, term)
-	}
-}
-
 // Lead makes this node leader with term, a ballot of its own that a
-// majority accepted (Paxos); Ready reports it to be announced.
-func (c *Core) Lead(term uint64) {
+// majority accepted (Paxos), and reports whether it does; Ready reports it
+// to be announced. It refuses a term this node does not own, one it has
+// not counted as seen (NewBallot), and one below its term.
+func (c *Core) Lead(term uint64) bool {
+	if c.left || term == 0 || c.Owner(term) != c.id || term > c.maxTerm || term < c.term {
+		return false
+	}
 	if c.role != election.Candidate || c.waiting {
 		c.report(election.ElectionStarted, 0, 0)
 	}
 	c.waiting = false
 	c.suspected = 0
 	c.role, c.leader, c.term, c.silent, c.claimed = election.Leader, c.id, term, 0, term
-	c.maxTerm = max(c.maxTerm, term)
 	c.report(election.LeaderChanged, c.id, term)
+	return true
 }
 
 // Follow accepts leader with term, as learnt from the algorithm's own
-// messages; unlike Claimed it applies no rule.
-func (c *Core) Follow(leader, term uint64) { c.follow(leader, term) }
+// messages (a Paxos leader's renewal), and reports whether it does: it
+// refuses a term below this node's term, above protocol.MaxTerm or not
+// owned by leader, and a leader that is this node. Unlike Claimed it does
+// not challenge a lower leader; that is the algorithm's to decide.
+func (c *Core) Follow(leader, term uint64) bool {
+	return !c.left && leader != c.id && c.follow(leader, term)
+}
 
 // StepDown makes a leader a follower with no leader: its lease ran out,
 // or it handed over.
@@ -449,13 +449,17 @@ func (c *Core) BecomeCandidate(forget bool) {
 
 // Defer makes this node a candidate whose leader failed or left but that
 // holds back its own election for a while (a higher node is expected to
-// act first). It reports no election: that is reported when the election
-// starts (BecomeCandidate or Claim), if it does.
-func (c *Core) Defer() {
+// act first). It reports no election, which is reported when the election
+// starts (BecomeCandidate or Claim), if it does; unless started, which
+// says that the node has just started and entered the election now.
+func (c *Core) Defer(started bool) {
 	c.role = election.Candidate
 	c.waiting = true
 	c.silent = 0
 	c.leader = 0
+	if started {
+		c.report(election.ElectionStarted, 0, 0)
+	}
 }
 
 // Claim makes this node leader. A node that already leads under a term no
@@ -480,8 +484,13 @@ func (c *Core) Claim() uint64 {
 	return c.term
 }
 
-// follow accepts leader with term.
-func (c *Core) follow(leader, term uint64) {
+// follow accepts leader with term, and reports whether it does: never a
+// term below this node's term (terms never go backwards), above
+// protocol.MaxTerm, or not owned by leader.
+func (c *Core) follow(leader, term uint64) bool {
+	if term < c.term || term > protocol.MaxTerm || c.Owner(term) != leader {
+		return false
+	}
 	if leader != c.leader || term != c.term {
 		c.report(election.LeaderChanged, leader, term)
 	}
@@ -494,6 +503,7 @@ func (c *Core) follow(leader, term uint64) {
 	c.waiting = false
 	c.role, c.leader, c.term, c.silent = election.Follower, leader, term, 0
 	c.maxTerm = max(c.maxTerm, term)
+	return true
 }
 
 // Verdict is the outcome of a leadership claim.
@@ -604,26 +614,27 @@ func (c *Core) Resigned(m protocol.Message) bool {
 }
 
 // Leave queues this node's Resign and makes it ignore every later event.
-func (c *Core) Leave() {
-	term := c.maxTerm
-	if c.role == election.Leader {
-		term = c.term
-	}
-	c.LeaveWith(term)
-}
-
-// LeaveWith is Leave with the Resign naming term (a Paxos leader names
-// the ballot whose lease it releases).
-func (c *Core) LeaveWith(term uint64) {
+// The Resign names ballot if it is not 0 (a Paxos leader names the ballot
+// whose lease it releases), else the term this node leads with, else the
+// highest term it has seen.
+func (c *Core) Leave(ballot uint64) {
 	if c.left {
 		return
+	}
+	term := ballot
+	switch {
+	case term != 0:
+	case c.role == election.Leader:
+		term = c.term
+	default:
+		term = c.maxTerm
 	}
 	c.Send(protocol.Message{Type: protocol.TypeResign, Term: term})
 	c.role, c.leader, c.left = election.Follower, 0, true
 }
 
-// TickLeader advances a leader's clock, broadcasting a heartbeat when due.
-func (c *Core) TickLeader() {
+// tickLeader advances a leader's clock, broadcasting a heartbeat when due.
+func (c *Core) tickLeader() {
 	c.silent++
 	if c.silent >= c.timing.HeartbeatTicks {
 		c.Heartbeat()
@@ -640,10 +651,10 @@ func (c *Core) Heartbeat() {
 	c.Send(protocol.Message{Type: protocol.TypeHeartbeat, Term: c.term})
 }
 
-// TickFollower advances a follower's clock and reports whether the leader
+// tickFollower advances a follower's clock and reports whether the leader
 // (or, while undefined, any leader) has been silent too long. The silent
 // leader is then suspected: it becomes undefined and counts as gone.
-func (c *Core) TickFollower() (timedOut bool) {
+func (c *Core) tickFollower() (timedOut bool) {
 	c.silent++
 	if c.suspected != 0 {
 		c.sinceSuspect++
@@ -671,12 +682,17 @@ func (c *Core) TickFollower() (timedOut bool) {
 	return true
 }
 
-// LeaderDue is how many ticks until a leader's next heartbeat is due.
-func (c *Core) LeaderDue() int { return max(1, c.timing.HeartbeatTicks-c.silent) }
-
-// FollowerDue is how many ticks until a follower's leader time-out fires,
-// or a raised time-out is lowered.
-func (c *Core) FollowerDue() int {
+// Due is how many ticks until Tick can have an effect: a leader's next
+// heartbeat, a follower's leader time-out or the lowering of a raised
+// one; 1<<30 for a candidate (its clock is its algorithm's) and for a
+// node that left.
+func (c *Core) Due() int {
+	switch {
+	case c.left || c.role == election.Candidate:
+		return 1 << 30
+	case c.role == election.Leader:
+		return max(1, c.timing.HeartbeatTicks-c.silent)
+	}
 	due := c.timeout - c.silent
 	if c.leader != 0 && c.timeout > c.timing.LeaderTimeoutTicks {
 		due = min(due, calmFactor*c.timing.LeaderTimeoutTicks-c.calm)

@@ -289,8 +289,8 @@ func TestEvents(t *testing.T) {
 	if got := c.Ready().Events; !slices.Equal(got, want) {
 		t.Errorf("follow: got %v, want %v", got, want)
 	}
-	for range c.Timing().LeaderTimeoutTicks {
-		c.TickFollower()
+	for range c.timing.LeaderTimeoutTicks {
+		c.tickFollower()
 	}
 	c.BecomeCandidate(true)
 	term := c.Claim()
@@ -310,7 +310,7 @@ func TestDeferReportsNoElection(t *testing.T) {
 	c := newTestCore(t, 4)
 	c.Claimed(9, 9, 3, false)
 	c.Ready()
-	c.Defer()
+	c.Defer(false)
 	if c.Role() != election.Candidate || c.Leader() != 0 {
 		t.Fatalf("deferred: role %v leader %d, want a candidate with no leader", c.Role(), c.Leader())
 	}
@@ -321,7 +321,7 @@ func TestDeferReportsNoElection(t *testing.T) {
 	if got, want := c.Ready().Events, []election.Event{{Kind: election.ElectionStarted}}; !slices.Equal(got, want) {
 		t.Errorf("election after deferring: got %v, want %v", got, want)
 	}
-	c.Defer()
+	c.Defer(false)
 	term := c.Claim()
 	want := []election.Event{{Kind: election.ElectionStarted}, {Kind: election.LeaderChanged, Leader: 4, Term: term}}
 	if got := c.Ready().Events; !slices.Equal(got, want) {
@@ -343,7 +343,7 @@ func TestLeaderTimeoutLearnsDelays(t *testing.T) {
 	// ticks that took.
 	timeOut := func(c *Core) int {
 		for i := 1; i <= 10*base; i++ {
-			if c.TickFollower() {
+			if c.tickFollower() {
 				return i
 			}
 		}
@@ -368,7 +368,7 @@ func TestLeaderTimeoutLearnsDelays(t *testing.T) {
 	heartbeat(c, 3)
 	timeOut(c)
 	for range base {
-		c.TickFollower()
+		c.tickFollower()
 	}
 	heartbeat(c, 3)
 	if got := timeOut(c); got != base {
@@ -380,17 +380,17 @@ func TestLeaderTimeoutLearnsDelays(t *testing.T) {
 	heartbeat(c, 3)
 	timeOut(c)
 	heartbeat(c, 3)
-	if c.LeaderTimeout() != 2*base {
-		t.Fatalf("raised time-out %d, want %d", c.LeaderTimeout(), 2*base)
+	if c.timeout != 2*base {
+		t.Fatalf("raised time-out %d, want %d", c.timeout, 2*base)
 	}
 	for range calmFactor * base / election.DefaultHeartbeatTicks {
 		for range election.DefaultHeartbeatTicks {
-			c.TickFollower()
+			c.tickFollower()
 		}
 		heartbeat(c, 3)
 	}
-	if c.LeaderTimeout() != base {
-		t.Errorf("after a calm: time-out %d, want %d", c.LeaderTimeout(), base)
+	if c.timeout != base {
+		t.Errorf("after a calm: time-out %d, want %d", c.timeout, base)
 	}
 }
 
@@ -401,14 +401,14 @@ func TestLeaderTimeoutNotRaisedByAReturn(t *testing.T) {
 	c := newTestCore(t, 2)
 	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: 3})
 	c.Claimed(9, 9, 3, true)
-	for !c.TickFollower() {
+	for !c.tickFollower() {
 	}
 	// 4 takes over, then 9 comes back.
 	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeCoordinator, From: 4, Term: 5})
 	c.Claimed(4, 4, 5, true)
 	c.Receive(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: 3})
-	if c.LeaderTimeout() != base {
-		t.Errorf("after a paused leader's return: time-out %d, want %d", c.LeaderTimeout(), base)
+	if c.timeout != base {
+		t.Errorf("after a paused leader's return: time-out %d, want %d", c.timeout, base)
 	}
 }
 
@@ -488,6 +488,131 @@ func TestFollowFoundBounded(t *testing.T) {
 		}
 		if !tc.want && c.MaxTerm() != 0 {
 			t.Errorf("found term %d not followed: highest term %d, want 0", tc.term, c.MaxTerm())
+		}
+	}
+}
+
+// Follow is a transition that keeps the rules whoever calls it: a node's
+// term never goes backwards, and it follows only a leader that owns its
+// term (terms: package doc).
+func TestFollowKeepsTermsForward(t *testing.T) {
+	c := newTestCore(t, 4)
+	if !c.Follow(9, 3) { // members 2, 4, 9: node 9 owns 3, 6, 9, …
+		t.Fatalf("follow 9 under its term 3: refused")
+	}
+	c.Ready()
+	for _, tc := range []struct {
+		name         string
+		leader, term uint64
+	}{
+		{"a term below the accepted one", 2, 1},
+		{"a term its leader does not own", 2, 6},
+		{"this node itself", 4, 5},
+		{"a term above protocol.MaxTerm", 9, protocol.MaxTerm + 1},
+	} {
+		if c.Follow(tc.leader, tc.term) {
+			t.Errorf("%s (%d under %d): followed", tc.name, tc.leader, tc.term)
+		}
+		if c.Leader() != 9 || c.Term() != 3 || c.MaxTerm() != 3 {
+			t.Errorf("%s: leader %d term %d max %d, want 9, 3, 3", tc.name, c.Leader(), c.Term(), c.MaxTerm())
+		}
+	}
+	if got := c.Ready(); got.State != nil || len(got.Events) != 0 {
+		t.Errorf("refused follows: got state %v events %v, want nothing", got.State, got.Events)
+	}
+	if !c.Follow(2, 4) || c.Leader() != 2 || c.Term() != 4 {
+		t.Errorf("follow 2 under its term 4: leader %d term %d", c.Leader(), c.Term())
+	}
+}
+
+// Lead takes only a term that this node owns and has counted as seen
+// (NewBallot), so that it is stored before it is announced, and never one
+// below the term it accepted.
+func TestLeadTakesOnlyItsNewBallot(t *testing.T) {
+	c := newTestCore(t, 4)
+	c.Claimed(9, 9, 3, false)
+	c.Ready()
+	if c.Lead(5) { // node 4's, but not taken with NewBallot
+		t.Errorf("Lead(5) without NewBallot: led")
+	}
+	if c.Lead(2) || c.Lead(6) {
+		t.Errorf("Lead of a lower term or of another node's term: led")
+	}
+	b := c.NewBallot()
+	if b != 5 {
+		t.Fatalf("NewBallot: got %d, want 5", b)
+	}
+	if rd := c.Ready(); rd.State == nil || rd.State.MaxTerm != b {
+		t.Fatalf("NewBallot must be stored before use: state %v", rd.State)
+	}
+	if !c.Lead(b) || c.Role() != election.Leader || c.Term() != b {
+		t.Fatalf("Lead(%d): role %v term %d", b, c.Role(), c.Term())
+	}
+	if rd := c.Ready(); rd.Claimed != b || rd.State == nil || rd.State.Term != b {
+		t.Errorf("Lead(%d): claimed %d, state %v", b, rd.Claimed, rd.State)
+	}
+}
+
+// A node that starts and defers reports the election it has entered
+// (Defer(true)); Tick moves only the leader's and the follower's clocks.
+func TestDeferStartedAndTickByRole(t *testing.T) {
+	c := newTestCore(t, 4)
+	c.Defer(true)
+	if got, want := c.Ready().Events, []election.Event{{Kind: election.ElectionStarted}}; !slices.Equal(got, want) {
+		t.Errorf("Defer(true): got %v, want %v", got, want)
+	}
+	if c.Due() != 1<<30 {
+		t.Errorf("candidate: Due %d, want 1<<30", c.Due())
+	}
+	for range 10 * c.timing.LeaderTimeoutTicks {
+		if c.Tick() {
+			t.Fatalf("a candidate's Tick timed out")
+		}
+	}
+	if rd := c.Ready(); len(rd.Messages) != 0 || len(rd.Events) != 0 {
+		t.Fatalf("a candidate's Ticks: got %v, want nothing", rd)
+	}
+	c.Claim()
+	c.Ready()
+	if c.Due() != c.timing.HeartbeatTicks {
+		t.Errorf("leader: Due %d, want %d", c.Due(), c.timing.HeartbeatTicks)
+	}
+	for range c.timing.HeartbeatTicks {
+		c.Tick()
+	}
+	if got := c.Ready().Messages; len(got) != 1 || got[0].Type != protocol.TypeHeartbeat {
+		t.Errorf("a leader's Ticks: got %v, want one heartbeat", got)
+	}
+}
+
+// Leave's Resign names the ballot given, else the term led, else the
+// highest term seen.
+func TestLeaveNamesItsTerm(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lead   bool
+		ballot uint64
+		want   uint64
+	}{
+		{"a follower", false, 0, 7},
+		{"a leader", true, 0, 5},
+		{"a ballot", true, 8, 8},
+	} {
+		c := newTestCore(t, 4)
+		if tc.lead {
+			c.Claim() // term 2
+			c.Receive(protocol.Message{Type: protocol.TypeElection, From: 2, Term: 3})
+			c.Claim() // term 5
+		}
+		c.Receive(protocol.Message{Type: protocol.TypeElection, From: 9, Term: 7})
+		c.Ready()
+		c.Leave(tc.ballot)
+		got := c.Ready().Messages
+		if len(got) != 1 || got[0].Type != protocol.TypeResign || got[0].Term != tc.want {
+			t.Errorf("%s: got %v, want a Resign of term %d", tc.name, got, tc.want)
+		}
+		if !c.Left() || c.Follow(9, 9) {
+			t.Errorf("%s: after Leave, left %v and it still follows", tc.name, c.Left())
 		}
 	}
 }

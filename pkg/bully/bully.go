@@ -99,6 +99,8 @@ import (
 // Machine is one node running Bully. It implements election.Machine.
 type Machine struct {
 	c           *core.Core
+	id          uint64
+	timing      election.Timing
 	deferred    bool // a candidate that has not sent its Election yet
 	answered    bool // a higher node answered our current election
 	wait        int  // ticks left in the candidate's current wait
@@ -120,7 +122,7 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{c: c, answerWait: cfg.Timing.AnswerTicks}, nil
+	return &Machine{c: c, id: cfg.ID, timing: cfg.Timing, answerWait: cfg.Timing.AnswerTicks}, nil
 }
 
 // Start holds an election at once, as a recovered node must, unless the
@@ -138,11 +140,10 @@ func (m *Machine) Start() {
 		// No coordinator answered: the cluster starts, or has no leader.
 		// As after a failure, the highest member acts first and the
 		// others defer by their rank.
-		m.c.Defer()
+		m.c.Defer(true)
 		m.deferred = true
 		m.answered = false
 		m.wait = (m.c.HigherAliveCount() + 1) * m.answerWait
-		m.c.ReportElection()
 	}
 }
 
@@ -151,8 +152,8 @@ func (m *Machine) Tick() {
 	if m.c.Left() {
 		return
 	}
-	m.c.CountTick()
-	if m.age < m.c.Timing().LeaderTimeoutTicks {
+	timedOut := m.c.Tick() // a leader's heartbeat, a follower's time-out
+	if m.age < m.timing.LeaderTimeoutTicks {
 		m.age++
 	}
 	if m.alone > 0 {
@@ -161,9 +162,8 @@ func (m *Machine) Tick() {
 	switch m.c.Role() {
 	case election.Leader:
 		m.sinceAssert++
-		m.c.TickLeader()
 	case election.Follower:
-		if m.c.TickFollower() {
+		if timedOut {
 			m.suspect()
 		}
 	case election.Candidate:
@@ -175,7 +175,7 @@ func (m *Machine) Tick() {
 		case m.deferred && m.answered:
 			// A higher node holds its election: wait for its Coordinator.
 			m.deferred = false
-			m.wait = m.c.Timing().CoordinatorTicks
+			m.wait = m.timing.CoordinatorTicks
 		case m.deferred:
 			m.elect(false, true)
 		case m.answered:
@@ -188,7 +188,7 @@ func (m *Machine) Tick() {
 		default:
 			// Nobody higher answered within T.
 			m.lead()
-			m.alone = m.c.Timing().LeaderTimeoutTicks
+			m.alone = m.timing.LeaderTimeoutTicks
 		}
 	}
 }
@@ -196,20 +196,15 @@ func (m *Machine) Tick() {
 // coldStart reports whether this node has just started and heard no
 // leader yet.
 func (m *Machine) coldStart() bool {
-	return !m.heardLeader && m.age < m.c.Timing().LeaderTimeoutTicks
+	return !m.heardLeader && m.age < m.timing.LeaderTimeoutTicks
 }
 
 // Due is how many ticks until the next Tick can have an effect.
 func (m *Machine) Due() int {
-	switch {
-	case m.c.Left():
-		return 1 << 30
-	case m.c.Role() == election.Leader:
-		return m.c.LeaderDue()
-	case m.c.Role() == election.Follower:
-		return m.c.FollowerDue()
+	if !m.c.Left() && m.c.Role() == election.Candidate {
+		return max(1, m.wait)
 	}
-	return max(1, m.wait)
+	return m.c.Due()
 }
 
 // Step handles a message.
@@ -217,11 +212,11 @@ func (m *Machine) Step(msg protocol.Message) {
 	if !m.c.Receive(msg) {
 		return
 	}
-	id := m.c.ID()
+	id := m.id
 	if m.alone > 0 && msg.From > id && msg.Type != protocol.TypeResign {
 		// A higher node was alive when this one declared itself.
 		m.alone = 0
-		m.answerWait = min(2*m.answerWait, m.c.Timing().LeaderTimeoutTicks)
+		m.answerWait = min(2*m.answerWait, m.timing.LeaderTimeoutTicks)
 	}
 	switch msg.Type {
 	case protocol.TypeElection:
@@ -233,7 +228,7 @@ func (m *Machine) Step(msg protocol.Message) {
 	case protocol.TypeAnswer:
 		if m.c.Role() == election.Candidate && msg.From > id {
 			m.answered = true
-			m.wait = m.c.Timing().CoordinatorTicks
+			m.wait = m.timing.CoordinatorTicks
 		}
 	case protocol.TypeCoordinator, protocol.TypeHeartbeat:
 		m.heardLeader = true
@@ -242,7 +237,7 @@ func (m *Machine) Step(msg protocol.Message) {
 		}
 		switch {
 		case m.c.Role() == election.Candidate:
-		case m.c.Role() == election.Follower && m.c.Leader() > m.c.ID():
+		case m.c.Role() == election.Follower && m.c.Leader() > m.id:
 			// Our live higher leader hears the same claim and answers it.
 		default:
 			m.elect(false, true)
@@ -267,7 +262,7 @@ func (m *Machine) higherElection(msg protocol.Message) {
 	}
 	if m.c.Role() == election.Candidate {
 		m.answered = true
-		m.wait = m.c.Timing().CoordinatorTicks
+		m.wait = m.timing.CoordinatorTicks
 	}
 }
 
@@ -279,7 +274,7 @@ func (m *Machine) lowerElection(msg protocol.Message) {
 		switch {
 		case m.c.Term() < m.c.MaxTerm():
 			m.lead() // the Election showed a newer term: claim above it
-		case m.sinceAssert >= m.c.Timing().HeartbeatTicks:
+		case m.sinceAssert >= m.timing.HeartbeatTicks:
 			m.lead()
 		default:
 			m.answer(msg.From) // re-asserted recently; a heartbeat follows
@@ -287,7 +282,7 @@ func (m *Machine) lowerElection(msg protocol.Message) {
 	case election.Candidate:
 		m.answer(msg.From)
 	case election.Follower:
-		if l := m.c.Leader(); l > m.c.ID() {
+		if l := m.c.Leader(); l > m.id {
 			// A live higher leader hears the same Election and re-asserts.
 			m.answer(msg.From)
 			return
@@ -322,7 +317,7 @@ func (m *Machine) PeerDown(id uint64) {
 }
 
 // Resign leaves the cluster cleanly.
-func (m *Machine) Resign() { m.c.Leave() }
+func (m *Machine) Resign() { m.c.Leave(0) }
 
 // Ready returns and clears what the node wants done.
 func (m *Machine) Ready() election.Ready { return m.c.Ready() }
@@ -339,7 +334,7 @@ func (m *Machine) suspect() {
 		m.elect(false, true)
 		return
 	}
-	m.c.Defer()
+	m.c.Defer(false)
 	m.deferred = true
 	m.answered = false
 	m.wait = (higher + 1) * m.answerWait
@@ -354,7 +349,7 @@ func (m *Machine) elect(fresh, forget bool) {
 	m.answered = false
 	m.wait = m.answerWait
 	m.c.Send(protocol.Message{Type: protocol.TypeElection, Term: m.c.MaxTerm()})
-	if !fresh && !m.c.HigherAlive() {
+	if !fresh && m.c.HigherAliveCount() == 0 {
 		m.lead()
 	}
 }
@@ -364,7 +359,7 @@ func (m *Machine) elect(fresh, forget bool) {
 func (m *Machine) lead() {
 	term := m.c.Claim()
 	if term == 0 {
-		m.wait = m.c.Timing().CoordinatorTicks
+		m.wait = m.timing.CoordinatorTicks
 		return
 	}
 	m.answered = false

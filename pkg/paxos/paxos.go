@@ -125,18 +125,30 @@ type round struct {
 	acks   []uint64
 }
 
+// acceptor is the acceptor's state, which this package owns: what it
+// must not forget (its promise and acceptance, part of the hard state
+// that Ready hands to the driver to store before the messages that
+// depend on it), and the grant it holds, which it forgets on a restart.
+type acceptor struct {
+	state       election.AcceptorState
+	saved       election.AcceptorState // state as last handed to Ready
+	grantUntil  int                    // tick at which the grant of the accepted proposal ends; 0: none
+	grantInc    uint64                 // incarnation of the process the grant went to, 0 if unknown
+	restartWait int                    // tick before which this restarted acceptor promises nothing
+}
+
 // Machine is one node running Paxos. It implements election.Machine.
 type Machine struct {
 	c        *core.Core
+	id       uint64
+	members  []uint64 // sorted
+	timing   election.Timing
 	inc      uint64 // this run's incarnation
 	restored bool   // its state came from its own disk
 	now      int    // ticks since New
 
-	// Acceptor.
-	grantUntil  int    // tick at which the grant of the accepted proposal ends; 0: none
-	grantInc    uint64 // incarnation of the process the grant went to, 0 if unknown
-	late        int    // while StepAt runs: ticks between the current tick and the message's arrival
-	restartWait int    // tick before which this restarted acceptor promises nothing
+	acc  acceptor
+	late int // while StepAt runs: ticks between the current tick and the message's arrival
 
 	// Proposer.
 	phase      phase
@@ -172,7 +184,12 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{c: c, inc: cfg.Incarnation, restored: cfg.Restored}, nil
+	members, _ := cfg.Validate() // valid: NewCore checked it
+	return &Machine{
+		c: c, id: cfg.ID, members: members, timing: cfg.Timing,
+		inc: cfg.Incarnation, restored: cfg.Restored,
+		acc: acceptor{state: cfg.State.Acceptor, saved: cfg.State.Acceptor},
+	}, nil
 }
 
 // Start begins the node's life: a node that found a live leader with a
@@ -187,10 +204,10 @@ func (m *Machine) Start() {
 	if m.c.Left() {
 		return
 	}
-	if !m.restored || m.c.Acceptor().Accepted != 0 {
+	if !m.restored || m.acc.state.Accepted != 0 {
 		// It may have granted a lease it no longer knows the time of, or
 		// (with storage of its own that is new) at all.
-		m.restartWait = m.now + m.c.Timing().LeaseTicks + 1
+		m.acc.restartWait = m.now + m.timing.LeaseTicks + 1
 	}
 	m.heard = m.now
 	if m.c.FollowFound() {
@@ -200,7 +217,7 @@ func (m *Machine) Start() {
 }
 
 // quorum is the size of a majority of the members.
-func (m *Machine) quorum() int { return len(m.c.Members())/2 + 1 }
+func (m *Machine) quorum() int { return len(m.members)/2 + 1 }
 
 // Tick advances the node's clock by one tick.
 func (m *Machine) Tick() {
@@ -209,7 +226,7 @@ func (m *Machine) Tick() {
 	}
 	m.c.CountTick()
 	m.now++
-	t := m.c.Timing()
+	t := m.timing
 	switch {
 	case m.phase == leading && m.now >= m.leaseUntil:
 		// The lease ran out without a renewal: stop acting as leader
@@ -242,7 +259,7 @@ func (m *Machine) Tick() {
 
 // Due is how many ticks until the next Tick can have an effect.
 func (m *Machine) Due() int {
-	t := m.c.Timing()
+	t := m.timing
 	switch {
 	case m.c.Left():
 		return 1 << 30
@@ -327,14 +344,29 @@ func (m *Machine) Resign() {
 	if m.phase == leading {
 		m.stopLeading()
 		m.release()
-		m.c.LeaveWith(m.ballot) // tells the acceptors to release the lease
+		m.c.Leave(m.ballot) // tells the acceptors to release the lease
 		return
 	}
-	m.c.Leave()
+	m.c.Leave(0)
 }
 
-// Ready returns and clears what the node wants done.
-func (m *Machine) Ready() election.Ready { return m.c.Ready() }
+// Ready returns and clears what the node wants done, with the hard state
+// (terms and the acceptor's state) if any of it changed since the last
+// Ready.
+func (m *Machine) Ready() election.Ready {
+	r := m.c.Ready()
+	if r.State == nil && m.acc.state == m.acc.saved {
+		return r
+	}
+	st := election.HardState{Term: m.c.Term(), MaxTerm: m.c.MaxTerm()}
+	if r.State != nil {
+		st = *r.State
+	}
+	st.Acceptor = m.acc.state
+	m.acc.saved = m.acc.state
+	r.State = &st
+	return r
+}
 
 // Status returns the node's view, with the lease's end while it leads.
 func (m *Machine) Status() election.Status {
@@ -354,9 +386,9 @@ func (m *Machine) suspect() {
 		m.campaign()
 		return
 	}
-	m.c.Defer()
+	m.c.Defer(false)
 	m.phase = idle
-	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
+	m.wait = (higher + 1) * m.timing.AnswerTicks
 }
 
 // campaign runs Phase 1 with a new ballot.
@@ -367,10 +399,10 @@ func (m *Machine) campaign() {
 	}
 	m.c.BecomeCandidate(true)
 	m.phase, m.ballot, m.promises, m.rounds, m.blocked = preparing, b, m.promises[:0], m.rounds[:0], 0
-	m.wait = m.c.Timing().CoordinatorTicks // start again if this ballot stalls
+	m.wait = m.timing.CoordinatorTicks // start again if this ballot stalls
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
-	if reply := m.acceptPrepare(m.c.ID(), m.inc, b); reply.Type == protocol.TypePromise {
-		m.promised(m.c.ID())
+	if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
+		m.promised(m.id)
 	}
 }
 
@@ -388,8 +420,8 @@ func (m *Machine) startUpgrade() {
 	}
 	m.upgrade, m.upPromises, m.upSince = b, m.upPromises[:0], m.now
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
-	if reply := m.acceptPrepare(m.c.ID(), m.inc, b); reply.Type == protocol.TypePromise {
-		m.upgradePromised(m.c.ID())
+	if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
+		m.upgradePromised(m.id)
 	}
 }
 
@@ -415,7 +447,7 @@ func (m *Machine) backOff() {
 	if m.phase == preparing || m.phase == proposing {
 		m.phase = idle
 	}
-	m.wait = m.c.Timing().CoordinatorTicks
+	m.wait = m.timing.CoordinatorTicks
 }
 
 // onPrepare is the acceptor's Phase 1, and what a proposer or leader
@@ -425,17 +457,17 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 		return // a ballot its sender does not own
 	}
 	var reply protocol.Message
-	if msg.From < m.c.ID() && (m.phase == preparing || m.phase == proposing) {
+	if msg.From < m.id && (m.phase == preparing || m.phase == proposing) {
 		// A candidate does not promise a lower candidate's ballot, which
 		// would only stall its own campaign and the lower one's alike (a
 		// refusal is always safe; the lower one backs off).
-		reply = protocol.Message{Type: protocol.TypeNack, Term: m.c.Acceptor().Promised}
+		reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised}
 	} else {
 		reply = m.acceptPrepare(msg.From, msg.Inc, msg.Term)
 	}
 	reply.To = msg.From
 	m.c.Send(reply)
-	if msg.From < m.c.ID() {
+	if msg.From < m.id {
 		return
 	}
 	// A higher node campaigns: it leads when nothing is wrong.
@@ -450,20 +482,20 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 // of node from, and records the promise if it makes one. While a lease it
 // granted may be valid, it promises only the process that holds it.
 func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
-	a := m.c.Acceptor()
-	holder := m.granted() && a.Value == from && inc != 0 && inc == m.grantInc
+	a := m.acc.state
+	holder := m.granted() && a.Value == from && inc != 0 && inc == m.acc.grantInc
 	switch {
 	case b < a.Promised || (b == a.Promised && m.c.Owner(b) != from):
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
 	case b == a.Promised:
 		// A copy of a Prepare already promised.
-	case m.now < m.restartWait:
-		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.restartWait - m.now}
+	case m.now < m.acc.restartWait:
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.acc.restartWait - m.now}
 	case m.granted() && !holder:
-		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.grantUntil - m.now}
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.acc.grantUntil - m.now}
 	default:
 		a.Promised = b
-		m.c.SetAcceptor(a)
+		m.acc.state = a
 	}
 	return protocol.Message{Type: protocol.TypePromise, Term: b, Prior: a.Accepted, Candidate: a.Value}
 }
@@ -471,7 +503,7 @@ func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
 // granted reports whether the lease this acceptor granted may still be
 // valid.
 func (m *Machine) granted() bool {
-	return m.c.Acceptor().Accepted != 0 && m.now < m.grantUntil
+	return m.acc.state.Accepted != 0 && m.now < m.acc.grantUntil
 }
 
 // onPromise counts a promise for the current ballot, or for the ballot a
@@ -494,7 +526,7 @@ func (m *Machine) promised(from uint64) {
 	m.promises = append(m.promises, from)
 	if len(m.promises) >= m.quorum() {
 		m.phase = proposing
-		m.wait = m.c.Timing().CoordinatorTicks // start again if Phase 2 stalls
+		m.wait = m.timing.CoordinatorTicks // start again if Phase 2 stalls
 		m.propose()
 	}
 }
@@ -511,11 +543,11 @@ func (m *Machine) propose() {
 	m.rounds = append(m.rounds, r)
 	msg := protocol.Message{Type: protocol.TypePropose, Term: m.ballot, Seq: m.round}
 	if m.phase == leading {
-		msg.Candidate = m.c.ID()
+		msg.Candidate = m.id
 	}
 	m.c.Send(msg)
-	if reply := m.acceptPropose(m.c.ID(), m.inc, m.ballot); reply.Type == protocol.TypeAccepted {
-		m.accepted(m.c.ID(), m.round)
+	if reply := m.acceptPropose(m.id, m.inc, m.ballot); reply.Type == protocol.TypeAccepted {
+		m.accepted(m.id, m.round)
 	}
 }
 
@@ -534,7 +566,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 	// A leader that holds its lease (whether or not this acceptor could
 	// accept its proposal).
 	m.heard = m.now
-	if msg.Term >= m.c.Term() && (m.phase == idle || msg.From > m.c.ID()) && reply.Type == protocol.TypeAccepted {
+	if (m.phase == idle || msg.From > m.id) && reply.Type == protocol.TypeAccepted {
 		// Not a lower node's while this one campaigns: it may still lead
 		// with its own ballot, below that term, and a node's term never
 		// goes backwards. And only a proposal this acceptor accepted: one
@@ -542,10 +574,11 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		// member that lies) would raise its term above the ballot of the
 		// leader it does accept, which nothing would then tell to move
 		// on (its renewals are accepted), and it could never follow it.
+		// Follow refuses a term below this node's.
 		m.c.Follow(msg.From, msg.Term)
 	}
 	switch {
-	case msg.From > m.c.ID():
+	case msg.From > m.id:
 		if m.phase == leading {
 			m.stopLeading() // our lease has ended, since theirs holds
 		}
@@ -559,18 +592,18 @@ func (m *Machine) onPropose(msg protocol.Message) {
 // acceptPropose decides an acceptor's answer to Propose(b) from process inc
 // of node from, and records the acceptance, and the grant, if it accepts.
 func (m *Machine) acceptPropose(from, inc, b uint64) protocol.Message {
-	a := m.c.Acceptor()
+	a := m.acc.state
 	if b < a.Promised || m.c.Owner(b) != from {
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
 	}
 	if a.Promised != b || a.Accepted != b || a.Value != from {
 		a = election.AcceptorState{Promised: b, Accepted: b, Value: from}
-		m.c.SetAcceptor(a)
+		m.acc.state = a
 	}
 	// From the tick the Propose arrived in, which is later than the
 	// current tick when the driver hands it over before ticks that fell
 	// due before it arrived.
-	m.grantUntil, m.grantInc = m.now+m.late+m.c.Timing().LeaseTicks+1, inc
+	m.acc.grantUntil, m.acc.grantInc = m.now+m.late+m.timing.LeaseTicks+1, inc
 	return protocol.Message{Type: protocol.TypeAccepted, Term: b}
 }
 
@@ -596,7 +629,7 @@ func (m *Machine) accepted(from, seq uint64) {
 		if len(r.acks) < m.quorum() {
 			return
 		}
-		m.leaseUntil = max(m.leaseUntil, r.sentAt+m.c.Timing().LeaderLeaseTicks)
+		m.leaseUntil = max(m.leaseUntil, r.sentAt+m.timing.LeaderLeaseTicks)
 		switch {
 		case m.now >= m.leaseUntil:
 		case m.phase == proposing:
@@ -630,7 +663,7 @@ func (m *Machine) onNack(msg protocol.Message) {
 	}
 	holder := msg.Candidate
 	switch {
-	case holder != 0 && holder > m.c.ID() && !m.c.IsGone(holder):
+	case holder != 0 && holder > m.id && !m.c.IsGone(holder):
 		// A higher node holds a lease: it leads.
 		m.backOff()
 	case holder != 0 && holder == m.released:
@@ -645,10 +678,10 @@ func (m *Machine) onNack(msg protocol.Message) {
 		// ends at the latest.
 		m.blocked = holder
 		m.wait = min(m.wait, msg.Wait+1)
-	case msg.Term > m.ballot && m.c.Owner(msg.Term) > m.c.ID():
+	case msg.Term > m.ballot && m.c.Owner(msg.Term) > m.id:
 		m.backOff() // a higher node's ballot
 	case msg.Term > m.ballot:
-		m.wait = min(m.wait, m.c.Timing().AnswerTicks) // a lower node's ballot: outbid it
+		m.wait = min(m.wait, m.timing.AnswerTicks) // a lower node's ballot: outbid it
 	case msg.Wait > 0:
 		m.wait = min(m.wait, msg.Wait+1) // a restarted acceptor, waiting a lease
 	}
@@ -661,8 +694,8 @@ func (m *Machine) onNack(msg protocol.Message) {
 // leader still runs) would free the acceptor to promise another leader
 // while the holder still counts on its lease.
 func (m *Machine) onResign(msg protocol.Message) {
-	if a := m.c.Acceptor(); a.Accepted == msg.Term && a.Value == msg.From && msg.Inc == m.grantInc {
-		m.grantUntil = 0 // released
+	if a := m.acc.state; a.Accepted == msg.Term && a.Value == msg.From && msg.Inc == m.acc.grantInc {
+		m.acc.grantUntil = 0 // released
 	}
 	if !m.c.SameClaimant(msg) {
 		return // another process than the leader's with its ID
@@ -696,7 +729,7 @@ func (m *Machine) stopLeading() {
 
 // release releases this node's own acceptor's grant to itself.
 func (m *Machine) release() {
-	if a := m.c.Acceptor(); a.Accepted == m.ballot && a.Value == m.c.ID() {
-		m.grantUntil = 0
+	if a := m.acc.state; a.Accepted == m.ballot && a.Value == m.id {
+		m.acc.grantUntil = 0
 	}
 }

@@ -587,3 +587,23 @@ func TestFollowerFollowsOnlyAcceptedProposals(t *testing.T) {
 		t.Errorf("after a refused Propose: leader %d term %d, want neither 8 nor 9", st.Leader, st.Term)
 	}
 }
+
+// The acceptor's state is Paxos's own, and the hard state it hands over
+// is whole: a restored node stores nothing until something changes, and
+// a change of its terms alone still carries the promise and the
+// acceptance (writing the terms without them would lose a promise).
+func TestReadyCarriesTheWholeHardState(t *testing.T) {
+	acc := election.AcceptorState{Promised: 4, Accepted: 4, Value: 8}
+	a := newNode(t, 2, election.HardState{Term: 4, MaxTerm: 4, Acceptor: acc})
+	if rd := a.Ready(); rd.State != nil {
+		t.Fatalf("restored, nothing changed: stored %+v", *rd.State)
+	}
+	a.Step(msg(protocol.TypeAccepted, 9, 2, 10)) // only teaches term 10
+	rd := a.Ready()
+	if rd.State == nil || *rd.State != (election.HardState{Term: 4, MaxTerm: 10, Acceptor: acc}) {
+		t.Fatalf("after seeing term 10: stored %v, want terms 4, 10 and acceptor %+v", rd.State, acc)
+	}
+	if rd := a.Ready(); rd.State != nil {
+		t.Errorf("unchanged: stored %+v again", *rd.State)
+	}
+}

@@ -94,6 +94,9 @@ import (
 // election.Machine.
 type Machine struct {
 	c             *core.Core
+	id            uint64
+	members       []uint64 // sorted
+	timing        election.Timing
 	participating bool
 	forwarded     []round    // rounds sent on while participating
 	passed        leadership // the last leadership passed on
@@ -131,7 +134,8 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machine{c: c, ackWait: make(map[uint64]int), timedOut: make(map[uint64]bool)}, nil
+	members, _ := cfg.Validate() // valid: NewCore checked it
+	return &Machine{c: c, id: cfg.ID, members: members, timing: cfg.Timing, ackWait: make(map[uint64]int), timedOut: make(map[uint64]bool)}, nil
 }
 
 // Start initiates an election at once, as a recovered node must, unless
@@ -149,12 +153,11 @@ func (m *Machine) Tick() {
 	if m.c.Left() {
 		return
 	}
-	m.c.CountTick()
 	m.tickPending()
+	timedOut := m.c.Tick() // a leader's heartbeat, a follower's time-out
 	switch m.c.Role() {
 	case election.Leader:
 		m.sinceAssert++
-		m.c.TickLeader()
 		if m.participating && !m.holding() {
 			// A higher candidate's round that this leader passed on:
 			// if it never completes, the leader simply goes on leading.
@@ -162,7 +165,7 @@ func (m *Machine) Tick() {
 			m.participating = m.wait > 0
 		}
 	case election.Follower:
-		if m.c.TickFollower() {
+		if timedOut {
 			m.suspect()
 		}
 	case election.Candidate:
@@ -193,9 +196,9 @@ func (m *Machine) suspect() {
 		m.initiate()
 		return
 	}
-	m.c.Defer()
+	m.c.Defer(false)
 	m.participating = false
-	m.wait = (higher + 1) * m.c.Timing().AnswerTicks
+	m.wait = (higher + 1) * m.timing.AnswerTicks
 }
 
 // resigned reacts to the resignation of the leader, which every follower
@@ -207,9 +210,9 @@ func (m *Machine) resigned() {
 		m.initiate()
 		return
 	}
-	m.c.Defer()
+	m.c.Defer(false)
 	m.participating = false
-	m.wait = m.c.Timing().CoordinatorTicks
+	m.wait = m.timing.CoordinatorTicks
 }
 
 // Due is how many ticks until the next Tick can have an effect.
@@ -217,13 +220,7 @@ func (m *Machine) Due() int {
 	if m.c.Left() {
 		return 1 << 30
 	}
-	due := 1 << 30
-	switch m.c.Role() {
-	case election.Leader:
-		due = m.c.LeaderDue()
-	case election.Follower:
-		due = m.c.FollowerDue()
-	}
+	due := m.c.Due() // a leader's heartbeat, a follower's time-out
 	if (m.participating || m.c.Role() == election.Candidate) && !(m.participating && m.holding()) {
 		due = min(due, m.wait) // a participant's wait for Elected, or a deferred node's
 	}
@@ -296,7 +293,7 @@ func (m *Machine) PeerDown(id uint64) {
 
 // Resign leaves the cluster cleanly.
 func (m *Machine) Resign() {
-	m.c.Leave()
+	m.c.Leave(0)
 	m.pending = nil
 }
 
@@ -312,13 +309,13 @@ func (m *Machine) initiate() {
 	m.c.ForgetGone()
 	m.participating = true
 	m.forwarded = m.forwarded[:0]
-	m.wait = m.c.Timing().CoordinatorTicks
-	m.forward(protocol.Message{Type: protocol.TypeElection, Candidate: m.c.ID(), Term: m.c.MaxTerm()})
+	m.wait = m.timing.CoordinatorTicks
+	m.forward(protocol.Message{Type: protocol.TypeElection, Candidate: m.id, Term: m.c.MaxTerm()})
 }
 
 func (m *Machine) onElection(msg protocol.Message) {
-	id := m.c.ID()
-	if msg.Hops > 2*len(m.c.Members()) {
+	id := m.id
+	if msg.Hops > 2*len(m.members) {
 		return // circled too long: its candidate is gone
 	}
 	candidate := msg.Candidate
@@ -360,7 +357,7 @@ func (m *Machine) onElection(msg protocol.Message) {
 		m.c.ForgetGone()
 		m.participating = true
 		m.forwarded = m.forwarded[:0]
-		m.wait = m.c.Timing().CoordinatorTicks
+		m.wait = m.timing.CoordinatorTicks
 		next.Candidate = max(candidate, id)
 		if next.Candidate == id {
 			next.Seq = 0 // a round of this node's own
@@ -376,7 +373,7 @@ func (m *Machine) onElection(msg protocol.Message) {
 }
 
 func (m *Machine) onElected(msg protocol.Message) {
-	if msg.Candidate == m.c.ID() || msg.Hops > 2*len(m.c.Members()) {
+	if msg.Candidate == m.id || msg.Hops > 2*len(m.members) {
 		return // the round is complete, or its leader is gone
 	}
 	was := m.participating
@@ -419,7 +416,7 @@ func (m *Machine) win() {
 	m.participating = false
 	m.sinceAssert = 0
 	m.c.Heartbeat()
-	m.forward(protocol.Message{Type: protocol.TypeElected, Candidate: m.c.ID(), Term: term})
+	m.forward(protocol.Message{Type: protocol.TypeElected, Candidate: m.id, Term: term})
 }
 
 // reassert answers an election while this node leads. If its term is still
@@ -431,7 +428,7 @@ func (m *Machine) reassert() {
 		m.win()
 		return
 	}
-	if m.sinceAssert >= m.c.Timing().HeartbeatTicks {
+	if m.sinceAssert >= m.timing.HeartbeatTicks {
 		m.sinceAssert = 0
 		m.c.Heartbeat()
 	}
@@ -443,8 +440,8 @@ func (m *Machine) reassert() {
 // skipped stops here: its candidate is gone, and the round would only
 // circle until its hops ran out.
 func (m *Machine) forward(msg protocol.Message) {
-	members := m.c.Members()
-	self, _ := slices.BinarySearch(members, m.c.ID())
+	members := m.members
+	self, _ := slices.BinarySearch(members, m.id)
 	to := uint64(0)
 	for i := 1; i < len(members); i++ {
 		id := members[(self+i)%len(members)]
@@ -482,7 +479,7 @@ func (m *Machine) ack(msg protocol.Message) {
 // that was slow once and has died since still completes before its
 // participants give it up (in a small cluster, CoordinatorTicks is short).
 func (m *Machine) maxAckWait() int {
-	t := m.c.Timing()
+	t := m.timing
 	return max(t.AnswerTicks, min(t.LeaderTimeoutTicks, t.CoordinatorTicks/3))
 }
 
@@ -491,7 +488,7 @@ func (m *Machine) waitFor(id uint64) int {
 	if w, ok := m.ackWait[id]; ok {
 		return w
 	}
-	return m.c.Timing().AnswerTicks
+	return m.timing.AnswerTicks
 }
 
 // tickPending skips successors that did not acknowledge in time.

@@ -53,8 +53,10 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 		for i := range rounds {
 			lease := leader
 			// Leases that end now, soon, or later: some end while they
-			// are being read.
-			lease.LeaseUntil = int(time.Since(drv.At(0))/time.Millisecond) + i%3
+			// are being read. Tick 0 means no lease at all, which no
+			// Paxos leader has (it leads only after a round of messages):
+			// in the first millisecond the lease ends at tick 1.
+			lease.LeaseUntil = max(1, int(time.Since(drv.At(0))/time.Millisecond)+i%3)
 			n.show(lease)
 			n.show(follower)
 		}

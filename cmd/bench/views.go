@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // views follows the GET /status of every node of a cluster with long polls
@@ -24,7 +25,7 @@ type views struct {
 
 // view is what one node last reported, and when that was received.
 type view struct {
-	status localcluster.Status
+	status protocol.Status
 	up     bool // reachable: false while it is down or restarting
 	at     time.Time
 }
@@ -36,7 +37,7 @@ func (e *environment) follow(ctx context.Context, nodes []*localcluster.Node) *v
 	client := localcluster.NewWatchClient()
 	for _, n := range nodes {
 		v.wg.Go(func() {
-			localcluster.WatchStatus(ctx, client, n.HTTPAddr, 20*time.Millisecond, func(s localcluster.Status, up bool) {
+			localcluster.WatchStatus(ctx, client, n.HTTPAddr, 20*time.Millisecond, func(s protocol.Status, up bool) {
 				v.set(n.ID, view{status: s, up: up, at: time.Now()})
 			})
 		})

@@ -359,7 +359,7 @@ func TestStatusWait(t *testing.T) {
 	}
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
-	get := func(path, etag string) (*http.Response, Status) {
+	get := func(path, etag string) (*http.Response, protocol.Status) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 		if etag != "" {
@@ -370,7 +370,7 @@ func TestStatusWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var st Status
+		var st protocol.Status
 		if resp.StatusCode == http.StatusOK {
 			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 				t.Fatal(err)
@@ -397,7 +397,7 @@ func TestStatusWait(t *testing.T) {
 	}
 
 	// A long wait returns when the node, started now, leads.
-	waited := make(chan Status, 1)
+	waited := make(chan protocol.Status, 1)
 	go func() {
 		_, st := get("/status?wait=30s", etag)
 		waited <- st

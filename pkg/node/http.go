@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,28 +13,11 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// Status is a node's view of the election, as served on GET /status.
-type Status struct {
-	ID        uint64             `json:"id"`
-	Cluster   string             `json:"cluster"`
-	Algorithm protocol.Algorithm `json:"algorithm"`
-	// Leader is nil while the leader is undefined.
-	Leader *uint64 `json:"leader"`
-	// Term is the term of the leadership this node last accepted or
-	// claimed, 0 before any.
-	Term uint64 `json:"term"`
-	// State is follower, candidate or leader.
-	State string `json:"state"`
-	// LeaseRemainingMS is, while this node leads under a lease (Paxos),
-	// how long the lease still holds, in milliseconds; absent otherwise.
-	LeaseRemainingMS *int64 `json:"lease_remaining_ms,omitempty"`
-}
-
 // Status returns the node's current view. It is safe to call from any
 // goroutine. A node whose lease has ended on the monotonic clock is not
 // reported as leader, even before its own goroutine has noticed (after a
 // pause, say).
-func (n *Node) Status() Status {
+func (n *Node) Status() protocol.Status {
 	st, _ := n.view.Load().at(time.Now())
 	return st
 }
@@ -43,11 +25,11 @@ func (n *Node) Status() Status {
 // view is what the node shows of itself, published as one immutable value
 // (Node.view): its status, the end of its lease and the announcement that
 // queries are answered with belong to the same moment. Every reader
-// (/status, the metrics, the query responder, Lead) loads it once, so none
-// sees a leadership with the lease of another moment, such as a node still
-// leading whose lease was already cleared.
+// (/status, the metrics, the query responder, the callbacks) loads it
+// once, so none sees a leadership with the lease of another moment, such
+// as a node still leading whose lease was already cleared.
 type view struct {
-	status Status // LeaseRemainingMS is not set here
+	status protocol.Status // LeaseRemainingMS is not set here
 	// leaseUntil is, while the node leads under a lease (Paxos), when the
 	// lease ends on the monotonic clock; zero otherwise.
 	leaseUntil time.Time
@@ -59,7 +41,7 @@ type view struct {
 // at is the status v shows at now, and the end of the lease it leads
 // under (zero if none): a lease that has ended by now shows as a follower
 // without a leader.
-func (v *view) at(now time.Time) (Status, time.Time) {
+func (v *view) at(now time.Time) (protocol.Status, time.Time) {
 	st := v.status
 	if st.State != election.Leader.String() || v.leaseUntil.IsZero() {
 		return st, time.Time{}
@@ -83,17 +65,6 @@ func (v *view) leadingAt(now time.Time) *announcement {
 	return v.leading
 }
 
-// ETag names the leadership view of a status (leader, term and state),
-// quoted as an HTTP entity tag: GET /status serves it, and a request that
-// names it in If-None-Match with ?wait= waits for it to change.
-func (s Status) ETag() string {
-	leader := "null"
-	if s.Leader != nil {
-		leader = strconv.FormatUint(*s.Leader, 10)
-	}
-	return fmt.Sprintf(`"%s-%d-%s"`, leader, s.Term, s.State)
-}
-
 // MaxStatusWait bounds the wait of GET /status?wait=.
 const MaxStatusWait = 5 * time.Minute
 
@@ -102,7 +73,7 @@ const MaxStatusWait = 5 * time.Minute
 // leads), as one value, and wakes the watchers if the leadership view
 // changed.
 func (n *Node) setView(st election.Status, leaseUntil time.Time, leading *announcement) {
-	s := Status{
+	s := protocol.Status{
 		ID:        n.id,
 		Cluster:   n.cfg.Cluster,
 		Algorithm: n.cfg.Algorithm,

@@ -260,10 +260,10 @@ func onDisk(dir string) (term, maxTerm uint64, err error) {
 }
 
 // statusPage is what GET /status of m serves.
-func statusPage(m *member) (node.Status, error) {
+func statusPage(m *member) (protocol.Status, error) {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
-	var st node.Status
+	var st protocol.Status
 	err := json.Unmarshal(rec.Body.Bytes(), &st)
 	return st, err
 }

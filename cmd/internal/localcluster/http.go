@@ -11,17 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// Status is a node's answer to GET /status.
-type Status struct {
-	ID        uint64  `json:"id"`
-	Cluster   string  `json:"cluster"`
-	Algorithm string  `json:"algorithm"`
-	Leader    *uint64 `json:"leader"`
-	Term      uint64  `json:"term"`
-	State     string  `json:"state"`
-}
+	"github.com/baton-election/baton/pkg/protocol"
+)
 
 // NewHTTPClient returns a client for polling nodes on this machine: short
 // timeouts and kept-alive connections, so polling every few milliseconds is
@@ -58,8 +50,8 @@ func get(ctx context.Context, c *http.Client, url string) ([]byte, error) {
 }
 
 // FetchStatus asks the node at addr (host:port) for its /status.
-func FetchStatus(ctx context.Context, c *http.Client, addr string) (Status, error) {
-	var s Status
+func FetchStatus(ctx context.Context, c *http.Client, addr string) (protocol.Status, error) {
+	var s protocol.Status
 	body, err := get(ctx, c, "http://"+addr+"/status")
 	if err != nil {
 		return s, err
@@ -167,7 +159,7 @@ const watchWait = 30 * time.Second
 // each time the node cannot be reached (it is down or restarting); it then
 // tries again after 1 ms, then twice as long each time up to maxRetry. It
 // returns ctx's error.
-func WatchStatus(ctx context.Context, c *http.Client, addr string, maxRetry time.Duration, each func(s Status, ok bool)) error {
+func WatchStatus(ctx context.Context, c *http.Client, addr string, maxRetry time.Duration, each func(s protocol.Status, ok bool)) error {
 	etag := ""
 	down := false
 	retry := time.Millisecond
@@ -180,7 +172,7 @@ func WatchStatus(ctx context.Context, c *http.Client, addr string, maxRetry time
 			}
 			if !down {
 				down, retry = true, time.Millisecond
-				each(Status{}, false)
+				each(protocol.Status{}, false)
 			}
 			etag = ""
 			timer := time.NewTimer(retry)
@@ -201,8 +193,8 @@ func WatchStatus(ctx context.Context, c *http.Client, addr string, maxRetry time
 // waitStatus asks for the node's status, waiting for it to differ from
 // etag when etag is not empty; it returns the status and its ETag (etag
 // itself when the wait passed with no change).
-func waitStatus(ctx context.Context, c *http.Client, addr, etag string) (Status, string, error) {
-	var s Status
+func waitStatus(ctx context.Context, c *http.Client, addr, etag string) (protocol.Status, string, error) {
+	var s protocol.Status
 	url := "http://" + addr + "/status"
 	if etag != "" {
 		url += "?wait=" + watchWait.String()

@@ -99,7 +99,7 @@ func tick(log *slog.Logger) func(ctx context.Context, term uint64) {
 	}
 }
 
-// run runs work while node id leads (leader.Lead).
+// run runs work while node id leads (leader.RunWhileLeader).
 func run(ctx context.Context, nc *nats.Conn, cluster string, id uint64, work func(ctx context.Context, term uint64), opts ...leader.Option) error {
-	return leader.Lead(ctx, nc, cluster, id, work, opts...)
+	return leader.RunWhileLeader(ctx, nc, cluster, id, work, opts...)
 }

@@ -311,11 +311,11 @@ func TestWatchEndsWhenTheConnectionCloses(t *testing.T) {
 	}
 }
 
-// Lead runs the work while the given node is the announced leader, stops
+// RunWhileLeader runs the work while the given node is the announced leader, stops
 // it for a successor, starts it again with the new term when the node
 // leads again, and stops it and returns ErrConnectionClosed when the
 // connection closes.
-func TestLeadBesideANode(t *testing.T) {
+func TestRunWhileLeaderBesideANode(t *testing.T) {
 	url := batontest.StartNATS(t)
 	node := batontest.Connect(t, url)
 	nc, err := nats.Connect(url)
@@ -326,7 +326,7 @@ func TestLeadBesideANode(t *testing.T) {
 	ended := make(chan uint64, 8)
 	done := make(chan error, 1)
 	go func() {
-		done <- leader.Lead(context.Background(), nc, "default", 3, func(ctx context.Context, term uint64) {
+		done <- leader.RunWhileLeader(context.Background(), nc, "default", 3, func(ctx context.Context, term uint64) {
 			started <- term
 			<-ctx.Done()
 			ended <- term
@@ -344,7 +344,7 @@ func TestLeadBesideANode(t *testing.T) {
 	}
 	batontest.CheckFor(t, waitTimeout, func() error {
 		if nc.NumSubscriptions() == 0 {
-			return errors.New("Lead not subscribed yet")
+			return errors.New("RunWhileLeader not subscribed yet")
 		}
 		return nil
 	})
@@ -367,9 +367,9 @@ func TestLeadBesideANode(t *testing.T) {
 	select {
 	case err := <-done:
 		if !errors.Is(err, leader.ErrConnectionClosed) {
-			t.Fatalf("Lead: %v, want ErrConnectionClosed", err)
+			t.Fatalf("RunWhileLeader: %v, want ErrConnectionClosed", err)
 		}
 	case <-time.After(waitTimeout):
-		t.Fatal("Lead did not return")
+		t.Fatal("RunWhileLeader did not return")
 	}
 }

@@ -14,38 +14,16 @@ import (
 )
 
 // Three nodes of a Paxos cluster; the application beside node 3 works only
-// while node 3 leads. The nodes run on an in-memory network here; a real
-// application passes its *nats.Conn to node.New instead.
-func ExampleNode_Lead() {
+// while node 3 leads: its callbacks are in node 3's Config, and Run calls
+// them. The nodes run on an in-memory network here; a real application
+// passes its *nats.Conn to node.New instead.
+func ExampleNode_Run() {
 	network := nodetest.NewNetwork()
 	members := []uint64{1, 2, 3}
 	ctx, stopNodes := context.WithCancel(context.Background())
-	var nodes []*node.Node
-	done := make(chan error, len(members))
-	for _, id := range members {
-		dir, err := os.MkdirTemp("", "example-node-")
-		if err != nil {
-			panic(err)
-		}
-		defer os.RemoveAll(dir)
-		n, err := node.NewWithTransport(network.Connect(protocol.ConnectionName("jobs", id)), node.Config{
-			Cluster:   "jobs",
-			Algorithm: protocol.Paxos,
-			Election:  election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))},
-			DataDir:   dir,
-			Logger:    slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			panic(err)
-		}
-		nodes = append(nodes, n)
-		go func() { done <- n.Run(ctx) }()
-	}
-
 	worked := make(chan struct{})
 	var announced sync.Once
-	leadCtx, stopLead := context.WithCancel(context.Background())
-	err := nodes[2].Lead(leadCtx, node.Callbacks{
+	callbacks := node.Callbacks{
 		OnStartedLeading: func(work context.Context) {
 			fmt.Println("node 3 leads: working")
 			close(worked)
@@ -54,21 +32,44 @@ func ExampleNode_Lead() {
 		OnStoppedLeading: func() { fmt.Println("node 3 no longer leads") },
 		OnNewLeader: func(leader, term uint64) {
 			if leader == 3 {
-				announced.Do(func() {
-					fmt.Println("leader: node", leader)
-					go func() { <-worked; stopLead() }()
-				})
+				announced.Do(func() { fmt.Println("leader: node", leader) })
 			}
 		},
-	})
-	fmt.Println("Lead returned:", err)
-	stopNodes()
-	for range members {
-		<-done
 	}
+	done := make(map[uint64]chan error)
+	for _, id := range members {
+		dir, err := os.MkdirTemp("", "example-node-")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+		cfg := node.Config{
+			Cluster:   "jobs",
+			Algorithm: protocol.Paxos,
+			Election:  election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))},
+			DataDir:   dir,
+			Logger:    slog.New(slog.DiscardHandler),
+		}
+		if id == 3 {
+			cfg.Callbacks = callbacks
+		}
+		n, err := node.NewWithTransport(network.Connect(protocol.ConnectionName("jobs", id)), cfg)
+		if err != nil {
+			panic(err)
+		}
+		ran := make(chan error, 1)
+		done[id] = ran
+		go func() { ran <- n.Run(ctx) }()
+	}
+
+	<-worked
+	stopNodes()
+	fmt.Println("node 3's Run returned:", <-done[3])
+	<-done[1]
+	<-done[2]
 	// Output:
 	// leader: node 3
 	// node 3 leads: working
 	// node 3 no longer leads
-	// Lead returned: <nil>
+	// node 3's Run returned: <nil>
 }

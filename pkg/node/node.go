@@ -73,12 +73,18 @@
 //
 // # Lifecycle
 //
-// New checks the configuration and starts nothing. Run opens the data
-// directory, waits until the connection is up, learns the cluster's term,
-// subscribes, starts the machine and blocks until its context ends; then
-// the machine resigns (a leader hands over at once), its last messages are
-// published and flushed, and the connection is drained and closed. Run owns
-// the connection from the moment it is called. If the connection closes
+// New checks the configuration and starts nothing. Run is the node's one
+// lifecycle: it opens the data directory, waits until the connection is
+// up, learns the cluster's term, subscribes, starts the machine and blocks
+// until its context ends; then the machine resigns (a leader hands over at
+// once), its last messages are published and flushed, and the connection
+// is drained and closed. Beside the machine, Run calls the application's
+// Config.Callbacks, modelled on client-go's leaderelection:
+// OnStartedLeading with a context that ends with the leadership (before
+// the message that hands over leaves, and under Paxos no later than the
+// lease), OnStoppedLeading after it, OnNewLeader for each leadership it
+// learns of; Run returns only after them. Run owns the connection from the
+// moment it is called. If the connection closes
 // under it (the server gave up on it), Run returns ErrConnectionClosed
 // without resigning; if the data directory fails, an error wrapping
 // ErrStorage.
@@ -197,6 +203,10 @@ type Config struct {
 	// Now is the wall clock; time.Now if nil. It dates the messages and
 	// checks their freshness.
 	Now func() time.Time
+	// Callbacks are called by Run as the node's leadership changes: the
+	// application's work while this node leads runs in OnStartedLeading.
+	// None if zero.
+	Callbacks Callbacks
 }
 
 // Node drives one election machine over one NATS connection.
@@ -224,10 +234,10 @@ type Node struct {
 	// (setView); never nil once New returns.
 	view atomic.Pointer[view]
 	// leadership's context ends as the leadership does, before any message
-	// that follows it (a Resign) leaves: Lead's work runs under it.
+	// that follows it (a Resign) leaves: OnStartedLeading runs under it.
 	leadership leadership
 	subs       atomic.Pointer[[]Subscription]
-	watchers   watchers      // notified of every status change (Lead)
+	watchers   watchers      // notified of every status change (lead, /status)
 	conns      *connections  // nil while connection events are off; set before subscribing
 	probed     chan struct{} // closed when the start-up probe of connection events is over
 
@@ -286,6 +296,9 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
+	}
+	if err := cfg.Callbacks.validate(); err != nil {
+		return nil, err
 	}
 	if (cfg.Signer == nil) != (cfg.Keys == nil) {
 		return nil, fmt.Errorf("%w: a member key needs the members' keys, and they need it", ErrConfig)
@@ -371,13 +384,32 @@ func newMachine(algorithm protocol.Algorithm, cfg election.Config) (election.Mac
 }
 
 // Run drives the machine until ctx ends, then leaves cleanly and drains the
-// connection. It returns nil after a clean leave, ErrConnectionClosed if the
-// connection closed under it, an error wrapping ErrStorage if the data
-// directory failed, or the error that kept it from starting.
+// connection. Beside it, it calls Config.Callbacks as the leadership
+// changes, and returns only once they have returned. It returns nil after
+// a clean leave, ErrConnectionClosed if the connection closed under it, an
+// error wrapping ErrStorage if the data directory failed, or the error
+// that kept it from starting.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.started.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
+	if cb := n.cfg.Callbacks; cb.set() {
+		leadCtx, stopLead := context.WithCancel(ctx)
+		led := make(chan struct{})
+		go func() {
+			defer close(led)
+			n.lead(leadCtx, cb)
+		}()
+		defer func() {
+			stopLead()
+			<-led
+		}()
+	}
+	return n.run(ctx)
+}
+
+// run is Run without the callbacks.
+func (n *Node) run(ctx context.Context) error {
 	closed, stopClosed := n.nc.StatusChanged(nats.CLOSED)
 	defer stopClosed()
 	st, saved, err := openStore(n.cfg.DataDir)
@@ -629,7 +661,7 @@ func (n *Node) untilDeadline() time.Duration {
 	return max(0, time.Until(n.drv.At(n.drv.Deadline())))
 }
 
-// setStopped marks the node as no longer running and wakes Lead.
+// setStopped marks the node as no longer running and wakes lead.
 func (n *Node) setStopped() {
 	n.running.Store(false)
 	n.leadership.end()

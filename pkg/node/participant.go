@@ -9,44 +9,56 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Callbacks are what Lead calls as the node's leadership changes, modelled
-// on client-go's leaderelection callbacks.
+// Callbacks are what Run calls as the node's leadership changes, modelled
+// on client-go's leaderelection callbacks; they are set in Config. Every
+// one is optional, but OnStoppedLeading needs OnStartedLeading.
 type Callbacks struct {
 	// OnStartedLeading runs, on a goroutine of its own, when this node
 	// starts leading. Its context is cancelled as soon as the node stops
 	// leading (by the node's event loop, before the message that hands
 	// over, a Resign, leaves it), its lease ends (Paxos), its NATS
 	// connection is lost (it can no longer confirm that it leads) or
-	// Lead's context ends. Lead waits
-	// for it to return before calling OnStoppedLeading. Required.
+	// Run's context ends. Run waits for it to return before calling
+	// OnStoppedLeading, and for both before it returns itself.
+	//
+	// Work done here is exclusive only as far as the algorithm makes
+	// leadership exclusive: with Paxos, the context ends no later than the
+	// node's lease, so two nodes' OnStartedLeading contexts never overlap
+	// in real time within the clock-drift bound; with Bully and the ring,
+	// a partition can give two nodes leadership at once, so fence with the
+	// term (pkg/leader.Fence).
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs after OnStartedLeading has returned, each time
-	// the node stops leading. Optional.
+	// the node stops leading.
 	OnStoppedLeading func()
 	// OnNewLeader runs when the node learns of a new leadership (leader,
-	// term), this node's own included. It runs on Lead's goroutine: a slow
-	// callback delays the next notifications, never the node, and it is
-	// told the newest leadership each time, so one superseded meanwhile may
-	// be skipped. Optional.
+	// term), this node's own included. It runs on a goroutine that Run
+	// owns, one call at a time: a slow callback delays the next
+	// notifications, never the node, and it is told the newest leadership
+	// each time, so one superseded meanwhile may be skipped.
 	OnNewLeader func(leader, term uint64)
 }
 
-// Lead calls cb as the node's leadership changes, until ctx ends, and
-// returns nil then (after OnStoppedLeading, if the node was leading). It
-// does not run the node: call Run as well, with a context that outlives
-// Lead's, or cancel Lead's first. Cancelling Run's context makes a leader
-// hand over, which ends its leadership here too.
-//
-// Work done in OnStartedLeading is exclusive only as far as the algorithm
-// makes leadership exclusive: with Paxos, the context ends no later than
-// the node's lease, so two nodes' OnStartedLeading contexts never overlap
-// in real time within the clock-drift bound; with Bully and the ring, a
-// partition can give two nodes leadership at once, so fence with the term
-// (pkg/leader.Fence).
-func (n *Node) Lead(ctx context.Context, cb Callbacks) error {
-	if cb.OnStartedLeading == nil {
-		return fmt.Errorf("%w: Callbacks.OnStartedLeading is required", ErrConfig)
+// set reports whether any callback is set: Run follows the leadership
+// only then.
+func (cb Callbacks) set() bool {
+	return cb.OnStartedLeading != nil || cb.OnStoppedLeading != nil || cb.OnNewLeader != nil
+}
+
+// validate checks the callbacks of a Config.
+func (cb Callbacks) validate() error {
+	if cb.OnStoppedLeading != nil && cb.OnStartedLeading == nil {
+		return fmt.Errorf("%w: Callbacks.OnStoppedLeading without OnStartedLeading", ErrConfig)
 	}
+	return nil
+}
+
+// lead calls cb as the node's leadership changes, until ctx ends, and
+// returns then (after OnStoppedLeading, if the node was leading). Run runs
+// it beside the node, with a context that ends when Run's does and at the
+// latest when Run returns; a leader that Run makes hand over stops leading
+// here too.
+func (n *Node) lead(ctx context.Context, cb Callbacks) {
 	changed := n.watch()
 	defer n.unwatch(changed)
 	// The connection's changes wake the loop too: a node that lost its
@@ -105,7 +117,7 @@ func (n *Node) Lead(ctx context.Context, cb Callbacks) error {
 			// since the last look: the old work ends first.
 			stopLeading()
 		}
-		if now && !leading {
+		if now && !leading && cb.OnStartedLeading != nil {
 			// The work ends with ctx, and with the leadership as soon as
 			// the event loop ends it, before this loop hears of it.
 			workCtx, cancel := context.WithCancel(ctx)
@@ -131,7 +143,7 @@ func (n *Node) Lead(ctx context.Context, cb Callbacks) error {
 			if leaseTimer != nil {
 				leaseTimer.Stop()
 			}
-			return nil
+			return
 		case <-changed:
 		}
 	}

@@ -2,17 +2,19 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// leadLog records what Lead called, in order.
+// leadLog records what Run called back, in order.
 type leadLog struct {
 	mu      sync.Mutex
 	events  []string
@@ -52,18 +54,8 @@ func (l *leadLog) String() string {
 	return fmt.Sprint(l.events)
 }
 
-// lead runs Lead for m until the test ends.
-func lead(t *testing.T, m *member, l *leadLog) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Lead(ctx, l.callbacks()) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Lead: %v", err)
-		}
-	})
-}
+// leading sets cfg's callbacks to l's.
+func (l *leadLog) leading(cfg *node.Config) { cfg.Callbacks = l.callbacks() }
 
 func awaitStarted(t *testing.T, l *leadLog) context.Context {
 	t.Helper()
@@ -92,9 +84,8 @@ func TestLeadHandOver(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2, 3)
 		logs := map[uint64]*leadLog{}
 		for _, id := range s.members {
-			m := s.add(id, nil)
 			logs[id] = newLeadLog()
-			lead(t, m, logs[id])
+			s.add(id, logs[id].leading)
 		}
 		for _, id := range s.members {
 			s.nodes[id].run()
@@ -128,11 +119,9 @@ func TestLeadHandOver(t *testing.T) {
 func TestLeadConnectionLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2)
-		for _, id := range s.members {
-			s.add(id, nil)
-		}
 		l := newLeadLog()
-		lead(t, s.nodes[2], l)
+		s.add(1, nil)
+		s.add(2, l.leading)
 		for _, id := range s.members {
 			s.nodes[id].run()
 		}
@@ -150,11 +139,10 @@ func TestLeadConnectionLost(t *testing.T) {
 func TestLeadLeaseEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Paxos, 1, 2, 3)
-		for _, id := range s.members {
-			s.add(id, nil)
-		}
 		l := newLeadLog()
-		lead(t, s.nodes[3], l)
+		s.add(1, nil)
+		s.add(2, nil)
+		s.add(3, l.leading)
 		for _, id := range s.members {
 			s.nodes[id].run()
 		}
@@ -176,10 +164,53 @@ func TestLeadLeaseEnds(t *testing.T) {
 	})
 }
 
-func TestLeadNeedsOnStartedLeading(t *testing.T) {
+// A node whose leadership stops can be told so only if it can be told
+// that it started: OnStoppedLeading alone is a configuration error, while
+// OnNewLeader alone is enough to follow the leader.
+func TestCallbacksConfig(t *testing.T) {
 	s := newSim(t, protocol.Bully, 1)
-	m := s.add(1, nil)
-	if err := m.Lead(context.Background(), node.Callbacks{}); err == nil {
-		t.Fatal("Lead without OnStartedLeading: no error")
+	_, err := node.NewWithTransport(s.net.Connect("stopped-only"), node.Config{
+		Cluster:   "seam",
+		Algorithm: protocol.Bully,
+		Election:  election.Config{ID: 1, Members: []uint64{1}, Timing: seamTiming},
+		DataDir:   t.TempDir(),
+		Callbacks: node.Callbacks{OnStoppedLeading: func() {}},
+	})
+	if !errors.Is(err, node.ErrConfig) {
+		t.Fatalf("OnStoppedLeading without OnStartedLeading: %v, want ErrConfig", err)
 	}
+	s.add(1, func(cfg *node.Config) { cfg.Callbacks.OnNewLeader = func(uint64, uint64) {} })
+}
+
+// A node that only follows the leader (OnNewLeader) hears of it, and of
+// itself when it leads; its Run still ends cleanly.
+func TestOnNewLeaderAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Bully, 1, 2)
+		heard := map[uint64]chan uint64{}
+		for _, id := range s.members {
+			ch := make(chan uint64, 16)
+			heard[id] = ch
+			s.add(id, func(cfg *node.Config) {
+				cfg.Callbacks.OnNewLeader = func(leader, _ uint64) { ch <- leader }
+			})
+		}
+		for _, id := range s.members {
+			s.nodes[id].run()
+		}
+		for _, id := range s.members {
+			for leader := uint64(0); leader != 2; {
+				select {
+				case leader = <-heard[id]:
+				case <-time.After(waitLimit):
+					t.Fatalf("node %d: OnNewLeader was not called with leader 2", id)
+				}
+			}
+		}
+		for _, id := range s.members {
+			if err := s.nodes[id].stop(); err != nil {
+				t.Errorf("node %d: Run: %v", id, err)
+			}
+		}
+	})
 }

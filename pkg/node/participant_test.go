@@ -20,6 +20,9 @@ type leadLog struct {
 	events  []string
 	started chan context.Context
 	stopped chan struct{}
+	// slowStop is how long OnStoppedLeading takes (in a synctest
+	// bubble's time): a slow application's.
+	slowStop time.Duration
 }
 
 func newLeadLog() *leadLog {
@@ -41,6 +44,7 @@ func (l *leadLog) callbacks() node.Callbacks {
 			l.add("work ended")
 		},
 		OnStoppedLeading: func() {
+			time.Sleep(l.slowStop)
 			l.add("stopped")
 			l.stopped <- struct{}{}
 		},
@@ -77,14 +81,16 @@ func awaitStopped(t *testing.T, l *leadLog) {
 	}
 }
 
-// The leader's work runs while it leads and ends when it hands over; the
-// next leader's work then starts, and every node hears of both leaders.
-func TestLeadHandOver(t *testing.T) {
+// The leader's work runs while it leads and ends when it hands over,
+// before its Run returns, and OnStoppedLeading with it; the next leader's
+// work then starts, and every node hears of both leaders.
+func TestCallbacksHandOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2, 3)
 		logs := map[uint64]*leadLog{}
 		for _, id := range s.members {
 			logs[id] = newLeadLog()
+			logs[id].slowStop = time.Minute
 			s.add(id, logs[id].leading)
 		}
 		for _, id := range s.members {
@@ -97,7 +103,11 @@ func TestLeadHandOver(t *testing.T) {
 		if work.Err() == nil {
 			t.Error("the old leader's work context is not cancelled after it handed over")
 		}
-		awaitStopped(t, logs[3])
+		select {
+		case <-logs[3].stopped: // Run returns after OnStoppedLeading
+		default:
+			t.Errorf("node 3's Run returned before OnStoppedLeading: %s", logs[3])
+		}
 		awaitStarted(t, logs[2])
 		synctest.Wait()
 		if got, want := logs[3].String(), "[leader 3 started work ended stopped]"; got != want {
@@ -116,7 +126,7 @@ func TestLeadHandOver(t *testing.T) {
 
 // A leader whose connection is gone cannot confirm that it leads: its
 // work ends at once.
-func TestLeadConnectionLost(t *testing.T) {
+func TestCallbacksConnectionLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2)
 		l := newLeadLog()
@@ -136,7 +146,7 @@ func TestLeadConnectionLost(t *testing.T) {
 
 // A Paxos leader that cannot renew its lease (its messages are held) stops
 // its work when the lease ends, whatever its loop is doing.
-func TestLeadLeaseEnds(t *testing.T) {
+func TestCallbacksLeaseEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Paxos, 1, 2, 3)
 		l := newLeadLog()

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/baton-election/baton/pkg/certify"
 )
 
 // Version is the version of the node-to-node message format. Version 2
@@ -25,6 +27,12 @@ const Version = 2
 
 // MaxPayload is the largest encoded message a node accepts, in bytes.
 const MaxPayload = 1024
+
+// MaxCertifiedPayload is the largest encoded message of the byzantine
+// algorithm's types (Certified) a node accepts, in bytes: they carry
+// signed statements and certificates of up to certify.MaxMembers
+// signatures. A message of any other type is still held to MaxPayload.
+const MaxCertifiedPayload = 64 << 10
 
 // MaxTerm is the largest valid term: 2^62. A message, announcement or stored
 // state with a larger term is invalid, so that no arithmetic on a term can
@@ -108,11 +116,50 @@ const (
 	// sender has promised; Candidate, if not 0, holds a lease the sender
 	// granted, which lasts Wait more of the sender's ticks.
 	TypeNack Type = "nack"
+
+	// The byzantine algorithm's types (package byzantine). Their signed
+	// parts are checked by the algorithm, which holds the members' keys;
+	// Validate checks their shape. It also uses Resign.
+
+	// TypeBzPropose is broadcast by the designated leader of Term: round
+	// Seq of its candidacy (with TC, the time-out certificate of Term−1,
+	// unless Term is 1) or, once it holds Cert, its lease renewal.
+	TypeBzPropose Type = "bz_propose"
+	// TypeBzVote is broadcast by a member that votes: Statement is its
+	// signed vote for the leader of Term, answering round Seq.
+	TypeBzVote Type = "bz_vote"
+	// TypeBzAck is a member's answer to round Seq of a renewal of Term,
+	// sent to the leader: a lease grant, as a vote is.
+	TypeBzAck Type = "bz_ack"
+	// TypeBzTimeout is broadcast by a member that gives up a term:
+	// Statement is its signed time-out; Cert or TC, if set, justify the
+	// sender's Term.
+	TypeBzTimeout Type = "bz_timeout"
+	// TypeBzHello is broadcast by a member that starts: it asks the
+	// others for their terms, and tells them it is alive.
+	TypeBzHello Type = "bz_hello"
+	// TypeBzStatus answers a Hello: Term is the sender's term, Cert or TC
+	// justify it, Candidate is its certified leader (0 if none).
+	TypeBzStatus Type = "bz_status"
+	// TypeBzEvidence is broadcast by a member that holds Evidence that
+	// another member lied.
+	TypeBzEvidence Type = "bz_evidence"
 )
 
 // Types lists every message type, in a fixed order (for metrics and docs).
 var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale,
-	TypePrepare, TypePromise, TypePropose, TypeAccepted, TypeNack}
+	TypePrepare, TypePromise, TypePropose, TypeAccepted, TypeNack,
+	TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence}
+
+// Certified reports whether t is one of the byzantine algorithm's types,
+// which may carry signed statements and certificates.
+func Certified(t Type) bool {
+	switch t {
+	case TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence:
+		return true
+	}
+	return false
+}
 
 // Message is one node-to-node message. The zero value of To means the
 // message is broadcast; of Candidate, that it carries no candidate.
@@ -142,6 +189,20 @@ type Message struct {
 	// Wait is, in a Paxos Nack, how many more of the sender's ticks the
 	// lease it granted lasts; at most MaxWait.
 	Wait int `json:"wait,omitempty"`
+
+	// The certified fields, only on the byzantine algorithm's types.
+
+	// Statement is a signed vote (BzVote) or time-out (BzTimeout) of the
+	// sender.
+	Statement *certify.SignedStatement `json:"stmt,omitempty"`
+	// Cert is the certificate of Term's leader (BzPropose, BzTimeout,
+	// BzStatus).
+	Cert *certify.Certificate `json:"cert,omitempty"`
+	// TC is a time-out certificate of Term−1 (BzPropose, BzTimeout,
+	// BzStatus): the justification of Term.
+	TC *certify.TimeoutCertificate `json:"tc,omitempty"`
+	// Evidence proves that a member lied (BzEvidence).
+	Evidence *certify.Evidence `json:"evidence,omitempty"`
 
 	// The freshness fields are set by the runtime that publishes the
 	// message, not by the algorithms, and checked by a ReplayGuard on
@@ -240,8 +301,17 @@ func Encode(m Message) ([]byte, error) {
 // types, the version and the message type, but not membership: see Validate.
 func Decode(data []byte) (Message, error) {
 	var m Message
+	if len(data) > MaxCertifiedPayload {
+		return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxCertifiedPayload)
+	}
 	if len(data) > MaxPayload {
-		return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxPayload)
+		// Only the byzantine algorithm's types may be larger.
+		var head struct {
+			Type Type `json:"type"`
+		}
+		if json.Unmarshal(data, &head) != nil || !Certified(head.Type) {
+			return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxPayload)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -340,11 +410,148 @@ func Validate(m Message, members []uint64) error {
 			return reject(ReasonInvalidField, "nack needs a receiver")
 		}
 	}
+	if err := validateCertified(m, isMember); err != nil {
+		return err
+	}
 	if m.Type != TypePromise && m.Prior != 0 {
 		return reject(ReasonInvalidField, "prior ballot on a %s", m.Type)
 	}
 	if m.Type != TypeNack && m.Wait != 0 {
 		return reject(ReasonInvalidField, "wait on a %s", m.Type)
+	}
+	return nil
+}
+
+// validateCertified checks the byzantine algorithm's types and the
+// certified fields: their shapes, their members and their terms, not
+// their signatures (the algorithm checks those with the members' keys).
+func validateCertified(m Message, isMember func(uint64) bool) error {
+	if !Certified(m.Type) {
+		if m.Statement != nil || m.Cert != nil || m.TC != nil || m.Evidence != nil {
+			return reject(ReasonInvalidField, "signed statement, certificate or evidence on a %s", m.Type)
+		}
+		return nil
+	}
+	switch m.Type {
+	case TypeBzAck, TypeBzStatus:
+		if m.To == 0 {
+			return reject(ReasonInvalidField, "%s needs a receiver", m.Type)
+		}
+	default:
+		if m.To != 0 {
+			return reject(ReasonInvalidField, "%s must be broadcast", m.Type)
+		}
+	}
+	wantStatement := m.Type == TypeBzVote || m.Type == TypeBzTimeout
+	if (m.Statement != nil) != wantStatement {
+		return reject(ReasonInvalidField, "%s: signed statement present: %t, want %t", m.Type, m.Statement != nil, wantStatement)
+	}
+	if (m.Evidence != nil) != (m.Type == TypeBzEvidence) {
+		return reject(ReasonInvalidField, "%s: evidence present: %t", m.Type, m.Evidence != nil)
+	}
+	justifies := m.Type == TypeBzPropose || m.Type == TypeBzTimeout || m.Type == TypeBzStatus
+	if !justifies && (m.Cert != nil || m.TC != nil) {
+		return reject(ReasonInvalidField, "certificate on a %s", m.Type)
+	}
+	if m.Candidate != 0 && m.Type != TypeBzStatus {
+		return reject(ReasonInvalidField, "candidate on a %s", m.Type)
+	}
+	switch m.Type {
+	case TypeBzPropose, TypeBzVote, TypeBzAck:
+		if m.Term == 0 || m.Seq == 0 {
+			return reject(ReasonInvalidField, "%s needs a term and a round", m.Type)
+		}
+	default:
+		if m.Seq != 0 {
+			return reject(ReasonInvalidField, "round on a %s", m.Type)
+		}
+	}
+	if s := m.Statement; s != nil {
+		want := certify.KindVote
+		if m.Type == TypeBzTimeout {
+			want = certify.KindTimeout
+		}
+		if err := checkStatement(s.Statement, isMember); err != nil {
+			return err
+		}
+		if s.Statement.Kind != want || s.Statement.Member != m.From {
+			return reject(ReasonInvalidField, "%s carries a %s of member %d", m.Type, s.Statement.Kind, s.Statement.Member)
+		}
+		if len(s.Signature) != certify.SignatureSize {
+			return reject(ReasonInvalidField, "signature of %d bytes", len(s.Signature))
+		}
+		if m.Type == TypeBzVote && s.Statement.Term != m.Term {
+			return reject(ReasonInvalidField, "vote of term %d on a message of term %d", s.Statement.Term, m.Term)
+		}
+	}
+	if c := m.Cert; c != nil {
+		if c.Term != m.Term || c.Leader == 0 || !isMember(c.Leader) {
+			return reject(ReasonInvalidField, "certificate of %d in term %d on a message of term %d", c.Leader, c.Term, m.Term)
+		}
+		if m.Type == TypeBzPropose && c.Leader != m.From {
+			return reject(ReasonInvalidField, "propose of %d carries the certificate of %d", m.From, c.Leader)
+		}
+		if err := checkSignatures(c.Cluster, c.Votes, isMember); err != nil {
+			return err
+		}
+	}
+	if c := m.TC; c != nil {
+		if m.Term < 2 || c.Term != m.Term-1 {
+			return reject(ReasonInvalidField, "time-out certificate of term %d on a message of term %d", c.Term, m.Term)
+		}
+		if err := checkSignatures(c.Cluster, c.Timeouts, isMember); err != nil {
+			return err
+		}
+	}
+	if e := m.Evidence; e != nil {
+		if err := checkStatement(e.First.Statement, isMember); err != nil {
+			return err
+		}
+		if err := checkStatement(e.Second.Statement, isMember); err != nil {
+			return err
+		}
+		if !certify.Contradicts(e.First.Statement, e.Second.Statement) {
+			return reject(ReasonInvalidField, "evidence whose statements do not contradict each other")
+		}
+	}
+	return nil
+}
+
+// checkStatement checks a statement's shape, term and member.
+func checkStatement(s certify.Statement, isMember func(uint64) bool) error {
+	if err := s.Validate(); err != nil {
+		return reject(ReasonInvalidField, "%v", err)
+	}
+	if s.Term > MaxTerm {
+		return reject(ReasonInvalidField, "statement of term %d above the ceiling %d", s.Term, MaxTerm)
+	}
+	if !isMember(s.Member) || (s.Leader != 0 && !isMember(s.Leader)) {
+		return reject(ReasonNotMember, "statement of %d for %d names a non-member", s.Member, s.Leader)
+	}
+	return nil
+}
+
+// checkSignatures checks a certificate's signers: 1 to certify.MaxMembers
+// distinct members, signatures of the right size, a valid cluster name.
+func checkSignatures(cluster string, sigs []certify.MemberSignature, isMember func(uint64) bool) error {
+	if err := certify.Timeout(cluster, 1, 1).Validate(); err != nil {
+		return reject(ReasonInvalidField, "certificate: %v", err)
+	}
+	if len(sigs) == 0 || len(sigs) > certify.MaxMembers {
+		return reject(ReasonInvalidField, "certificate of %d signatures, want 1 to %d", len(sigs), certify.MaxMembers)
+	}
+	seen := make(map[uint64]bool, len(sigs))
+	for _, v := range sigs {
+		if !isMember(v.Member) {
+			return reject(ReasonNotMember, "certificate signed by %d", v.Member)
+		}
+		if seen[v.Member] {
+			return reject(ReasonInvalidField, "certificate signed twice by %d", v.Member)
+		}
+		seen[v.Member] = true
+		if len(v.Signature) != certify.SignatureSize {
+			return reject(ReasonInvalidField, "certificate: signature of %d bytes", len(v.Signature))
+		}
 	}
 	return nil
 }

@@ -93,6 +93,16 @@ type HardState struct {
 	MaxTerm uint64 `json:"max_term"`
 	// Acceptor is a Paxos acceptor's state; zero for the other algorithms.
 	Acceptor AcceptorState `json:"acceptor,omitzero"`
+	// Vote is the last vote a byzantine member cast; zero for the other
+	// algorithms. It is stored before the vote is sent, so that a member
+	// never votes twice in one term, even across a restart.
+	Vote Vote `json:"vote,omitzero"`
+}
+
+// Vote is a member's vote: for leader For in Term.
+type Vote struct {
+	Term uint64 `json:"term,omitempty"`
+	For  uint64 `json:"for,omitempty"`
 }
 
 // AcceptorState is what a Paxos acceptor must not forget: the ballot it
@@ -120,6 +130,10 @@ func (h HardState) Validate() error {
 		return fmt.Errorf("%w: acceptor %+v inconsistent with max term %d", ErrState, a, h.MaxTerm)
 	case (a.Accepted == 0) != (a.Value == 0):
 		return fmt.Errorf("%w: accepted ballot %d with value %d", ErrState, a.Accepted, a.Value)
+	case h.Vote.Term > h.MaxTerm:
+		return fmt.Errorf("%w: vote in term %d above max term %d", ErrState, h.Vote.Term, h.MaxTerm)
+	case (h.Vote.Term == 0) != (h.Vote.For == 0):
+		return fmt.Errorf("%w: vote in term %d for %d", ErrState, h.Vote.Term, h.Vote.For)
 	}
 	return nil
 }
@@ -145,6 +159,9 @@ const (
 	// down (its connection closed, see Machine.PeerDown) and is no longer
 	// followed.
 	LeaderDisconnected
+	// MemberLied: the node holds proof (two contradicting statements
+	// signed by Member) that Member lied; it ignores Member from then on.
+	MemberLied
 )
 
 // String names the event kind for logs.
@@ -160,6 +177,8 @@ func (k EventKind) String() string {
 		return "stepped_down"
 	case LeaderDisconnected:
 		return "leader_disconnected"
+	case MemberLied:
+		return "member_lied"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -170,6 +189,8 @@ type Event struct {
 	// Leader and Term name the leadership the event is about (zero for
 	// ElectionStarted).
 	Leader, Term uint64
+	// Member is the member a MemberLied event convicts; 0 otherwise.
+	Member uint64
 }
 
 // Ready is what a machine asks its driver to do after an event, in this

@@ -97,7 +97,16 @@ type HardState struct {
 	// algorithms. It is stored before the vote is sent, so that a member
 	// never votes twice in one term, even across a restart.
 	Vote Vote `json:"vote,omitzero"`
+	// Proof is, for the byzantine algorithm, the proof of Term (its
+	// encoding is the algorithm's: the certificate of Term or the
+	// time-out certificate of the term before), so that a member that
+	// restarts can still show others why it is in Term. At most
+	// MaxProofSize bytes; empty for the other algorithms.
+	Proof string `json:"proof,omitempty"`
 }
+
+// MaxProofSize bounds HardState.Proof.
+const MaxProofSize = 64 << 10
 
 // Vote is a member's vote: for leader For in Term.
 type Vote struct {
@@ -134,6 +143,8 @@ func (h HardState) Validate() error {
 		return fmt.Errorf("%w: vote in term %d above max term %d", ErrState, h.Vote.Term, h.MaxTerm)
 	case (h.Vote.Term == 0) != (h.Vote.For == 0):
 		return fmt.Errorf("%w: vote in term %d for %d", ErrState, h.Vote.Term, h.Vote.For)
+	case len(h.Proof) > MaxProofSize:
+		return fmt.Errorf("%w: proof of %d bytes, at most %d", ErrState, len(h.Proof), MaxProofSize)
 	}
 	return nil
 }

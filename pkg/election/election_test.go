@@ -3,6 +3,7 @@ package election
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -21,6 +22,7 @@ func TestHardStateVote(t *testing.T) {
 		{Term: 3, MaxTerm: 5, Vote: Vote{Term: 6, For: 2}},
 		{Term: 3, MaxTerm: 5, Vote: Vote{Term: 4}},
 		{Term: 3, MaxTerm: 5, Vote: Vote{For: 2}},
+		{Term: 3, MaxTerm: 5, Proof: strings.Repeat("x", MaxProofSize+1)},
 	}
 	for _, h := range bad {
 		if err := h.Validate(); !errors.Is(err, ErrState) {

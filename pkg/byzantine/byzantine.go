@@ -1,0 +1,987 @@
+// Package byzantine elects a leader among n members of which up to
+// f = ⌊(n−1)/3⌋ may lie in any way with their own keys, as a pure state
+// machine (see package election for the interface). It signs its own
+// statements and checks the others' with the members' Ed25519 keys
+// (package certify); it does no I/O.
+//
+// # Terms and their leaders
+//
+// Term t has one designated leader: the members sorted from the highest
+// ID down, index (t−1) mod n. So term 1 is led by the highest ID, and a
+// term whose leader fails passes to the next lower one. A member enters
+// term 1 at its first start, and a term t > 1 only on proof: a time-out
+// certificate of term t−1 (the signed time-outs of a quorum, so at least
+// f+1 honest members gave t−1 up), or a certificate of term t (below).
+// So a liar alone cannot move anyone's term.
+//
+// # Votes and certificates
+//
+// The designated leader of its term broadcasts a Propose every heartbeat
+// interval (round Seq, with the justification of the term). A member
+// votes for it at most once per term: the vote, election.Vote in the hard
+// state, is stored before the signed vote is broadcast. A quorum of
+// ⌈(n+f+1)/2⌉ votes for (cluster, term, leader) is a certificate; any two
+// quorums share at least f+1 members, one of them honest, so no two
+// certificates of one term name different leaders (an honest member only
+// ever votes for the designated leader anyway). Every member that
+// collects a quorum of votes forms the certificate, and the leader's
+// renewals carry it.
+//
+// # Leases
+//
+// A vote, and an Ack of a renewal, grants the leader a lease, as in
+// package paxos: the member counts LeaseTicks+1 ticks from the Propose's
+// arrival, and votes in no later term while a grant it gave may hold
+// (unless the leader resigned it, or is a proven liar). The leader counts
+// LeaderLeaseTicks (election.LeaderLease) from when it sent the round,
+// and reports Leader only with a certificate and while the grants of a
+// quorum hold. An honest leader L2 of a later term holds a certificate
+// whose quorum shares an honest member h with the quorum whose grants
+// make L1's lease; h voted for L2 only after its grant to L1 ended, and
+// grants nothing to a term below its vote, so L1's lease ended first:
+// no two honest nodes report leader at once, whatever the f liars do.
+//
+// # Time-outs
+//
+// A member that hears no renewal of its term's leader for the leader
+// time-out (or none with a certificate within the leader time-out of the
+// term's start) signs a time-out of the term and broadcasts it; so does
+// one whose connection to the leader closes (PeerDown), or that holds
+// proof the leader lied. A member that hears from a live member c above
+// its term's leader signs a time-out of the term before c's next term
+// ("times out for c"), so that a returning higher ID takes over; a
+// member whose term c failed to lead waits PenaltyFactor leader
+// time-outs before it does that for c again. f+1 time-outs of one term
+// make a member sign it too (one honest member gave it up); a quorum of
+// them is the time-out certificate that starts the next term.
+//
+// # Evidence
+//
+// Two votes of one member in one term for different leaders prove that
+// it lied (certify.Contradicts). A member that sees them (votes are
+// broadcast) broadcasts the evidence, reports election.MemberLied, and
+// ignores the liar from then on.
+//
+// # What is assumed
+//
+// At most f members lie; their keys are their own; the members' public
+// keys are the same everywhere. Clock rates differ from real time by at
+// most the drift bound the lease was computed with. After the network
+// settles, messages between honest members arrive within a bound well
+// below the heartbeat interval. A member whose storage is lost may vote
+// twice in a term it voted in before: it counts as one of the f.
+//
+// This is the algorithm's design and its tests; the node cannot run it
+// yet (the runtime wiring is later work).
+package byzantine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// PenaltyFactor is how many leader time-outs a member waits before it
+// times out for a member again after that member failed to lead a term.
+const PenaltyFactor = 8
+
+// maxVotesKept bounds the votes kept per member for evidence.
+const maxVotesKept = 8
+
+// Config configures one member's machine.
+type Config struct {
+	election.Config
+	// Cluster is the cluster's name, signed into every statement.
+	Cluster string
+	// Signer signs this member's statements; its Member is Config.ID.
+	Signer certify.Signer
+	// Keys are the members' public keys: exactly Config.Members.
+	Keys certify.Members
+}
+
+// ErrConfig wraps every error of New.
+var ErrConfig = errors.New("byzantine: invalid configuration")
+
+// grant is the lease a member last granted.
+type grant struct {
+	term, leader uint64
+	until        int
+}
+
+// Machine is one member's state machine.
+type Machine struct {
+	cfg           Config
+	id            uint64
+	desc          []uint64 // members, highest ID first
+	n, f, quorum  int
+	timing        election.Timing
+	now           int
+	started, left bool
+	hard          election.HardState
+	cert          *certify.Certificate        // of the current term
+	tc            *certify.TimeoutCertificate // of the term before
+	heard         int                         // last sign of the term's leader
+	grant         grant
+	seq           uint64
+	sentAt        map[uint64]int
+	votes         map[uint64]certify.SignedStatement // for the current term's leader
+	acked         map[uint64]uint64
+	leading       bool
+	leaseUntil    int
+	claimed       bool
+	timeouts      map[uint64]map[uint64][]byte // term → member → signature
+	myTimeout     uint64
+	quit          uint64 // a term this member gave up for its leader's silence: it votes no more in it
+	helped        bool   // it helped members behind, last at lastHelp
+	lastHelp      int
+	far           map[uint64]farTimeout // member → its highest time-out beyond the window
+	sentTimeout   map[uint64]int        // term → tick this member last sent its time-out
+	seenVotes     map[uint64][]certify.SignedStatement
+	liars         map[uint64]bool
+	penalty       map[uint64]int
+	lastFrom      map[uint64]int
+	lastStatusTo  map[uint64]int
+	ready         election.Ready
+	stateDirty    bool
+}
+
+// New returns the machine of cfg.ID.
+func New(cfg Config) (*Machine, error) {
+	members, err := cfg.Config.Validate()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	t := cfg.Timing
+	switch {
+	case t.LeaseTicks == 0:
+		return nil, fmt.Errorf("%w: the byzantine algorithm needs a lease", ErrConfig)
+	case cfg.Signer == nil || cfg.Keys == nil:
+		return nil, fmt.Errorf("%w: a signer and the members' keys are required", ErrConfig)
+	case cfg.Signer.Member() != cfg.ID:
+		return nil, fmt.Errorf("%w: the signer is member %d, not %d", ErrConfig, cfg.Signer.Member(), cfg.ID)
+	case cfg.Keys.Size() != len(members):
+		return nil, fmt.Errorf("%w: %d keys for %d members", ErrConfig, cfg.Keys.Size(), len(members))
+	case len(members) > certify.MaxMembers:
+		return nil, fmt.Errorf("%w: %d members, at most %d", ErrConfig, len(members), certify.MaxMembers)
+	}
+	for _, id := range members {
+		if !cfg.Keys.Has(id) {
+			return nil, fmt.Errorf("%w: no key for member %d", ErrConfig, id)
+		}
+	}
+	if err := certify.Timeout(cfg.Cluster, cfg.ID, 1).Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	desc := slices.Clone(members)
+	slices.Reverse(desc)
+	n := len(members)
+	return &Machine{
+		cfg: cfg, id: cfg.ID, desc: desc, n: n, f: certify.F(n), quorum: certify.Quorum(n),
+		timing: t, hard: cfg.State,
+		sentAt: map[uint64]int{}, votes: map[uint64]certify.SignedStatement{}, acked: map[uint64]uint64{},
+		timeouts: map[uint64]map[uint64][]byte{}, seenVotes: map[uint64][]certify.SignedStatement{},
+		liars: map[uint64]bool{}, far: map[uint64]farTimeout{}, sentTimeout: map[uint64]int{}, penalty: map[uint64]int{}, lastFrom: map[uint64]int{}, lastStatusTo: map[uint64]int{},
+	}, nil
+}
+
+// Designated returns the leader of term t among the members sorted in
+// descending order: index (t−1) mod n.
+func Designated(desc []uint64, t uint64) uint64 {
+	if t == 0 || len(desc) == 0 {
+		return 0
+	}
+	return desc[(t-1)%uint64(len(desc))]
+}
+
+func (m *Machine) designated(t uint64) uint64 { return Designated(m.desc, t) }
+
+// nextTermOf returns the smallest term above t that c leads, 0 if above
+// protocol.MaxTerm.
+func (m *Machine) nextTermOf(c, t uint64) uint64 {
+	i := uint64(slices.Index(m.desc, c))
+	n := uint64(m.n)
+	// terms led by c are ≡ i+1 (mod n)
+	next := t + 1
+	r := (next - 1) % n
+	next += (i + n - r) % n
+	if next > protocol.MaxTerm || next <= t {
+		return 0
+	}
+	return next
+}
+
+func (m *Machine) term() uint64 { return m.hard.Term }
+
+// Start begins the member's life.
+func (m *Machine) Start() {
+	if m.started || m.left {
+		return
+	}
+	m.started = true
+	m.restoreProof()
+	if !m.cfg.Restored || m.hard.Vote.Term != 0 {
+		// It may hold a grant it no longer knows the time of.
+		m.grant = grant{term: m.hard.Vote.Term, leader: m.hard.Vote.For, until: m.now + m.timing.LeaseTicks + 1}
+	}
+	m.send(protocol.Message{Type: protocol.TypeBzHello, Term: m.term()})
+	if m.term() == 0 {
+		m.enter(1, nil, nil)
+	} else {
+		m.entered()
+	}
+	// The leader time-out runs from when it may vote again.
+	m.heard = max(m.now, m.grant.until)
+}
+
+// Tick advances the member's clock by one tick.
+func (m *Machine) Tick() {
+	if !m.started || m.left {
+		return
+	}
+	m.now++
+	m.updateLease()
+	t := m.term()
+	if m.designated(t) == m.id {
+		if m.leading {
+			m.heard = m.now
+		}
+		if m.now-m.lastPropose() >= m.timing.HeartbeatTicks {
+			m.propose()
+		}
+	}
+	if m.id > m.designated(t) {
+		// Keep telling the others that a higher member is alive.
+		m.timeoutFor(m.id)
+	}
+	if m.now-m.heard >= m.timing.LeaderTimeoutTicks {
+		m.heard = m.now // re-sent every leader time-out while stuck
+		lead := m.designated(t)
+		if lead != m.id {
+			m.penalty[lead] = m.now + PenaltyFactor*m.timing.LeaderTimeoutTicks
+		}
+		m.event(election.Event{Kind: election.LeaderTimedOut, Leader: lead, Term: t})
+		m.quit = t
+		m.timeout(t)
+	}
+}
+
+func (m *Machine) lastPropose() int {
+	if m.seq == 0 {
+		return -1 << 30
+	}
+	return m.sentAt[m.seq]
+}
+
+// Due is 1: the machine checks its timers every tick.
+func (m *Machine) Due() int { return 1 }
+
+// Step hands the member a message that arrived now.
+func (m *Machine) Step(msg protocol.Message) { m.StepAt(msg, m.now) }
+
+// StepAt hands the member a message that arrived in tick arrived: a grant
+// is counted from the later of arrived and the current tick.
+func (m *Machine) StepAt(msg protocol.Message, arrived int) {
+	if !m.started || m.left || msg.From == m.id || m.liars[msg.From] || !slices.Contains(m.desc, msg.From) {
+		return
+	}
+	arrived = max(arrived, m.now)
+	m.lastFrom[msg.From] = m.now
+	switch msg.Type {
+	case protocol.TypeBzPropose:
+		m.onPropose(msg, arrived)
+	case protocol.TypeBzVote:
+		m.onVote(msg)
+	case protocol.TypeBzAck:
+		m.onAck(msg)
+	case protocol.TypeBzTimeout:
+		m.justify(msg.Term, msg.Cert, msg.TC)
+		m.onTimeout(msg)
+	case protocol.TypeBzHello:
+		m.onHello(msg)
+	case protocol.TypeBzStatus:
+		m.justify(msg.Term, msg.Cert, msg.TC)
+	case protocol.TypeBzEvidence:
+		if msg.Evidence != nil {
+			m.onEvidence(*msg.Evidence)
+		}
+	case protocol.TypeResign:
+		m.onResign(msg)
+	default:
+		return
+	}
+	if !m.liars[msg.From] {
+		m.timeoutFor(msg.From)
+	}
+}
+
+// Unreachable is ignored: time-outs decide.
+func (m *Machine) Unreachable(uint64) {}
+
+// PeerDown times out the current term at once if its leader went down.
+func (m *Machine) PeerDown(id uint64) {
+	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
+		return
+	}
+	m.event(election.Event{Kind: election.LeaderDisconnected, Leader: id, Term: m.term()})
+	m.timeout(m.term())
+}
+
+// Resign leaves: a leader stops leading first, then tells the others,
+// which release its lease and time its term out.
+func (m *Machine) Resign() {
+	if m.left {
+		return
+	}
+	if m.leading {
+		m.stepDown()
+	}
+	if m.started {
+		m.send(protocol.Message{Type: protocol.TypeResign, Term: m.term()})
+	}
+	m.left = true
+}
+
+// Ready returns and clears what the member wants done.
+func (m *Machine) Ready() election.Ready {
+	if m.stateDirty {
+		h := m.hard
+		m.ready.State = &h
+		m.stateDirty = false
+	}
+	r := m.ready
+	m.ready = election.Ready{}
+	return r
+}
+
+// Status returns the member's view.
+func (m *Machine) Status() election.Status {
+	st := election.Status{ID: m.id, Term: m.term()}
+	if m.cert != nil {
+		st.Leader = m.cert.Leader
+	}
+	switch {
+	case m.leading && m.now < m.leaseUntil:
+		st.Role, st.LeaseUntil = election.Leader, m.leaseUntil
+	case !m.left && m.designated(m.term()) == m.id:
+		st.Role = election.Candidate
+	}
+	return st
+}
+
+// Liars returns the members proven to have lied, in ascending order.
+func (m *Machine) Liars() []uint64 {
+	out := make([]uint64, 0, len(m.liars))
+	for id := range m.liars {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Certificate returns the certificate of the current term's leader, if
+// the member knows it.
+func (m *Machine) Certificate() (certify.Certificate, bool) {
+	if m.cert == nil {
+		return certify.Certificate{}, false
+	}
+	return *m.cert, true
+}
+
+func (m *Machine) send(msg protocol.Message) {
+	msg.From = m.id
+	m.ready.Messages = append(m.ready.Messages, msg)
+}
+
+func (m *Machine) event(e election.Event) { m.ready.Events = append(m.ready.Events, e) }
+
+// enter moves to term t (above the current one) on the proof cert or tc.
+func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.TimeoutCertificate) {
+	old := m.term()
+	if t <= old || t > protocol.MaxTerm {
+		return
+	}
+	if m.designated(old) == m.id && m.cert != nil {
+		// Hand over: stop acting first, then release the grants.
+		if m.leading {
+			m.stepDown()
+		}
+		m.send(protocol.Message{Type: protocol.TypeResign, Term: old})
+	}
+	if m.grant.leader == m.id {
+		m.grant.until = 0 // it no longer acts on its own grant
+	}
+	m.hard.Term = t
+	m.hard.MaxTerm = max(m.hard.MaxTerm, t)
+	m.stateDirty = true
+	m.cert, m.tc = nil, tc
+	m.hard.Proof = encodeProof(nil, tc)
+	m.seq = 0
+	clear(m.sentAt)
+	clear(m.votes)
+	clear(m.acked)
+	m.claimed = false
+	for x := range m.timeouts {
+		if x < t {
+			delete(m.timeouts, x)
+		}
+	}
+	for x := range m.sentTimeout {
+		if x < t {
+			delete(m.sentTimeout, x)
+		}
+	}
+	for id, f := range m.far {
+		if f.term < t {
+			delete(m.far, id)
+		} else if f.term <= t+uint64(m.n) {
+			delete(m.far, id)
+			if m.timeouts[f.term] == nil {
+				m.timeouts[f.term] = map[uint64][]byte{}
+			}
+			m.timeouts[f.term][id] = f.sig // entered checks them
+		}
+	}
+	// The leader time-out runs from when this member may vote again.
+	m.heard = max(m.now, m.grant.until)
+	if cert != nil {
+		m.setCert(cert)
+	}
+	m.entered()
+}
+
+// entered acts on the start of the current term.
+func (m *Machine) entered() {
+	t := m.term()
+	if m.designated(t) == m.id {
+		m.event(election.Event{Kind: election.ElectionStarted, Term: t})
+		m.propose()
+	} else if m.id > m.designated(t) {
+		m.timeoutFor(m.id)
+	}
+	// Time-outs of this term already gathered may complete a certificate.
+	pending := make([]uint64, 0, len(m.timeouts))
+	for x := range m.timeouts {
+		pending = append(pending, x)
+	}
+	slices.Sort(pending)
+	for _, x := range pending {
+		m.checkTimeouts(x)
+	}
+}
+
+// setCert records the certificate of the current term.
+func (m *Machine) setCert(c *certify.Certificate) {
+	if m.cert != nil || c.Term != m.term() {
+		return
+	}
+	m.cert = c
+	m.hard.Proof = encodeProof(c, nil)
+	m.stateDirty = true
+	m.heard = m.now
+	m.event(election.Event{Kind: election.LeaderChanged, Leader: c.Leader, Term: c.Term})
+	m.updateLease()
+}
+
+// justify enters term t if cert (of t) or tc (of t−1) proves it.
+func (m *Machine) justify(t uint64, cert *certify.Certificate, tc *certify.TimeoutCertificate) {
+	if cert != nil && cert.Term == t && (t > m.term() || t == m.term() && m.cert == nil) {
+		if certify.VerifyCertificateFor(m.cfg.Keys, *cert, m.cfg.Cluster, t, m.designated(t)) == nil {
+			if t > m.term() {
+				m.enter(t, cert, nil)
+			} else {
+				m.setCert(cert)
+			}
+			return
+		}
+	}
+	if tc != nil && tc.Term+1 == t && t > m.term() && tc.Cluster == m.cfg.Cluster {
+		if certify.VerifyTimeoutCertificate(m.cfg.Keys, *tc, m.quorum) == nil {
+			m.enter(t, nil, tc)
+		}
+	}
+}
+
+// propose broadcasts the next round of the current term.
+func (m *Machine) propose() {
+	t := m.term()
+	m.seq++
+	m.sentAt[m.seq] = m.now
+	for s, at := range m.sentAt {
+		if m.now-at > m.timing.LeaseTicks+1 {
+			delete(m.sentAt, s)
+		}
+	}
+	msg := protocol.Message{Type: protocol.TypeBzPropose, Term: t, Seq: m.seq, Cert: m.cert}
+	if m.cert == nil && t > 1 {
+		msg.TC = m.tc
+	}
+	m.send(msg)
+	// The leader's own vote and grant.
+	if m.cert != nil && m.hard.Vote == (election.Vote{Term: t, For: m.id}) {
+		m.grant = grant{term: t, leader: m.id, until: m.now + m.timing.LeaseTicks + 1}
+		m.acked[m.id] = m.seq
+	} else if m.vote(m.seq, m.now) {
+		m.acked[m.id] = m.seq
+	}
+	m.updateLease()
+}
+
+// vote casts (or repeats) this member's vote for the current term's
+// leader in answer to round seq that arrived in tick arrived, and grants
+// the lease; false if it may not.
+func (m *Machine) vote(seq uint64, arrived int) bool {
+	t, lead := m.term(), m.designated(m.term())
+	switch {
+	case m.hard.Vote.Term > t:
+		return false
+	case m.hard.Vote.Term < t:
+		g := m.grant
+		if g.term < t && g.until > m.now {
+			return false // a grant it gave may still hold
+		}
+		m.hard.Vote = election.Vote{Term: t, For: lead}
+		m.stateDirty = true
+	}
+	ss, err := certify.Sign(m.cfg.Signer, certify.Vote(m.cfg.Cluster, m.id, t, lead))
+	if err != nil {
+		return false
+	}
+	m.grant = grant{term: t, leader: lead, until: arrived + m.timing.LeaseTicks + 1}
+	m.send(protocol.Message{Type: protocol.TypeBzVote, Term: t, Seq: seq, Statement: &ss})
+	m.addVote(ss)
+	return true
+}
+
+func (m *Machine) onPropose(msg protocol.Message, arrived int) {
+	t := msg.Term
+	if msg.From != m.designated(t) {
+		return
+	}
+	if t < m.term() {
+		m.status(msg.From)
+		return
+	}
+	if t > m.term() || msg.Cert != nil && m.cert == nil {
+		if t > 1 || msg.Cert != nil {
+			m.justify(t, msg.Cert, msg.TC)
+		} else if m.term() == 0 {
+			m.enter(1, nil, nil)
+		}
+	}
+	if t != m.term() || m.quit == t && msg.Cert == nil {
+		return // a candidacy it gave up on: no more grants to it
+	}
+	if m.cert != nil {
+		m.heard = m.now
+	}
+	if m.cert != nil && msg.Cert == nil {
+		m.status(msg.From) // the leader lacks its certificate: here it is
+	}
+	if m.cert != nil && msg.Cert != nil && m.hard.Vote == (election.Vote{Term: t, For: msg.From}) {
+		// A renewal: grant the lease again.
+		m.grant = grant{term: t, leader: msg.From, until: arrived + m.timing.LeaseTicks + 1}
+		m.send(protocol.Message{Type: protocol.TypeBzAck, To: msg.From, Term: t, Seq: msg.Seq})
+		return
+	}
+	m.vote(msg.Seq, arrived)
+}
+
+func (m *Machine) onVote(msg protocol.Message) {
+	ss := msg.Statement
+	if ss == nil || ss.Statement.Cluster != m.cfg.Cluster {
+		return
+	}
+	s := ss.Statement
+	if prev, ok := m.votes[s.Member]; ok && sameVote(prev.Statement, s) {
+		m.ackRound(msg)
+		return
+	}
+	if slices.ContainsFunc(m.seenVotes[s.Member], func(o certify.SignedStatement) bool { return sameVote(o.Statement, s) }) {
+		return // known, and not of the current term's leader
+	}
+	if ss.Verify(m.cfg.Keys) != nil {
+		return
+	}
+	m.addVote(*ss)
+	if !m.liars[s.Member] {
+		m.ackRound(msg)
+	}
+}
+
+// ackRound counts a vote of the current term as an answer to its round.
+func (m *Machine) ackRound(msg protocol.Message) {
+	if msg.Term == m.term() && m.designated(msg.Term) == m.id && msg.Seq <= m.seq {
+		if _, ok := m.votes[msg.From]; ok {
+			m.acked[msg.From] = max(m.acked[msg.From], msg.Seq)
+			m.updateLease()
+		}
+	}
+}
+
+// addVote keeps a verified vote for evidence, and counts it towards the
+// certificate of the current term.
+func (m *Machine) addVote(ss certify.SignedStatement) {
+	s := ss.Statement
+	kept := m.seenVotes[s.Member]
+	for _, old := range kept {
+		if certify.Contradicts(old.Statement, s) {
+			m.convict(certify.Evidence{First: old, Second: ss})
+			return
+		}
+	}
+	if !slices.ContainsFunc(kept, func(o certify.SignedStatement) bool { return sameVote(o.Statement, s) }) {
+		kept = append(kept, ss)
+		if len(kept) > maxVotesKept {
+			// Forget the vote of the lowest term.
+			low := 0
+			for i, o := range kept {
+				if o.Statement.Term < kept[low].Statement.Term {
+					low = i
+				}
+			}
+			kept = slices.Delete(kept, low, low+1)
+		}
+		m.seenVotes[s.Member] = kept
+	}
+	t := m.term()
+	if s.Term != t || s.Leader != m.designated(t) || m.liars[s.Member] {
+		return
+	}
+	m.votes[s.Member] = ss
+	if m.cert == nil && len(m.votes) >= m.quorum {
+		all := make([]certify.SignedStatement, 0, len(m.votes))
+		for _, v := range m.votes {
+			all = append(all, v)
+		}
+		if c, err := certify.NewCertificate(all); err == nil {
+			m.setCert(&c)
+		}
+	}
+}
+
+func (m *Machine) onAck(msg protocol.Message) {
+	if msg.To != m.id {
+		return
+	}
+	m.ackRoundAck(msg)
+}
+
+func (m *Machine) ackRoundAck(msg protocol.Message) {
+	if msg.Term == m.term() && m.designated(msg.Term) == m.id && msg.Seq <= m.seq {
+		m.acked[msg.From] = max(m.acked[msg.From], msg.Seq)
+		m.updateLease()
+	}
+}
+
+// updateLease recomputes the leader's lease from the rounds its quorum
+// answered last.
+func (m *Machine) updateLease() {
+	lease := 0
+	if m.cert != nil && m.designated(m.term()) == m.id && !m.left {
+		var at []int
+		for member, s := range m.acked {
+			if sent, ok := m.sentAt[s]; ok && !m.liars[member] {
+				at = append(at, sent)
+			}
+		}
+		if len(at) >= m.quorum {
+			slices.Sort(at)
+			slices.Reverse(at)
+			lease = at[m.quorum-1] + m.timing.LeaderLeaseTicks
+		}
+	}
+	if lease > m.now {
+		m.leaseUntil = lease
+		if !m.leading {
+			m.leading = true
+			if !m.claimed {
+				m.claimed = true
+				m.ready.Claimed = m.term()
+			}
+		}
+		return
+	}
+	if m.leading {
+		m.stepDown()
+	}
+}
+
+func (m *Machine) stepDown() {
+	m.leading = false
+	m.leaseUntil = 0
+	m.event(election.Event{Kind: election.SteppedDown, Leader: m.id, Term: m.term()})
+}
+
+// timeout signs and broadcasts this member's time-out of term x.
+func (m *Machine) timeout(x uint64) {
+	if x < m.term() || x >= protocol.MaxTerm || x > m.term()+uint64(m.n) {
+		return
+	}
+	ss, err := certify.Sign(m.cfg.Signer, certify.Timeout(m.cfg.Cluster, m.id, x))
+	if err != nil {
+		return
+	}
+	m.myTimeout = max(m.myTimeout, x)
+	m.sentTimeout[x] = m.now
+	msg := protocol.Message{Type: protocol.TypeBzTimeout, Term: m.term(), Statement: &ss, Cert: m.cert}
+	if m.cert == nil && m.term() > 1 {
+		msg.TC = m.tc
+	}
+	m.send(msg)
+	m.addTimeout(m.id, x, ss.Signature)
+}
+
+// farTimeout is a time-out of a term beyond the window of terms whose
+// time-outs a member gathers.
+type farTimeout struct {
+	term uint64
+	sig  []byte
+}
+
+func (m *Machine) addTimeout(member, x uint64, sig []byte) {
+	if x < m.term() {
+		return
+	}
+	if x > m.term()+uint64(m.n) {
+		m.addFar(member, x, sig)
+		return
+	}
+	byMember := m.timeouts[x]
+	if byMember == nil {
+		byMember = map[uint64][]byte{}
+		m.timeouts[x] = byMember
+	}
+	byMember[member] = sig
+	m.checkTimeouts(x)
+}
+
+// checkTimeouts joins a time-out that f+1 members signed, and enters the
+// next term on a quorum of them.
+func (m *Machine) checkTimeouts(x uint64) {
+	byMember := m.timeouts[x]
+	if x < m.term() || len(byMember) == 0 {
+		return
+	}
+	if _, mine := byMember[m.id]; !mine && len(byMember) >= m.f+1 {
+		m.timeout(x)
+		return // timeout calls back here
+	}
+	if len(byMember) < m.quorum || x+1 > protocol.MaxTerm {
+		return
+	}
+	var all []certify.SignedStatement
+	for member, sig := range byMember {
+		all = append(all, certify.SignedStatement{Statement: certify.Timeout(m.cfg.Cluster, member, x), Signature: sig})
+	}
+	tc, err := certify.NewTimeoutCertificate(all)
+	if err != nil {
+		return
+	}
+	m.enter(x+1, nil, &tc)
+}
+
+func (m *Machine) onTimeout(msg protocol.Message) {
+	ss := msg.Statement
+	if ss == nil || ss.Statement.Cluster != m.cfg.Cluster || ss.Statement.Kind != certify.KindTimeout {
+		return
+	}
+	x := ss.Statement.Term
+	if x < m.term() {
+		m.helpBehind(msg.From, x)
+		return
+	}
+	if _, ok := m.timeouts[x][msg.From]; ok {
+		return
+	}
+	if f, ok := m.far[msg.From]; ok && f.term >= x {
+		return
+	}
+	if ss.Verify(m.cfg.Keys) != nil {
+		return
+	}
+	m.addTimeout(msg.From, x, ss.Signature)
+}
+
+// timeoutFor times out for c, a live member above the current term's
+// leader: it gives up the term before c's next one.
+func (m *Machine) timeoutFor(c uint64) {
+	t := m.term()
+	lead := m.designated(t)
+	if t == 0 || c <= lead || m.liars[c] || m.now < m.penalty[c] {
+		return
+	}
+	for _, h := range m.desc {
+		if h <= c {
+			break
+		}
+		if h != m.id && !m.liars[h] && m.now >= m.penalty[h] && m.now-m.lastFrom[h] < m.timing.LeaderTimeoutTicks && m.lastFrom[h] > 0 {
+			return // a higher live member: time out for it instead
+		}
+	}
+	next := m.nextTermOf(c, t)
+	if next == 0 {
+		return
+	}
+	x := next - 1
+	if at, done := m.sentTimeout[x]; done && m.now-at < m.timing.LeaderTimeoutTicks {
+		return
+	}
+	m.timeout(x)
+}
+
+func (m *Machine) onHello(msg protocol.Message) { m.status(msg.From) }
+
+// helpBehind answers a member that gives up term x below this member's
+// term: with the proof of the term, or, without one (after a restart),
+// by giving x up too, so that the member can catch up.
+func (m *Machine) helpBehind(from, x uint64) {
+	if m.cert != nil || m.tc != nil {
+		m.status(from)
+		return
+	}
+	if m.term() < 2 || m.helped && m.now-m.lastHelp < m.timing.LeaderTimeoutTicks {
+		return
+	}
+	m.helped, m.lastHelp = true, m.now
+	// Its own term needed a quorum's time-outs of the term before (or
+	// their certificate): give that term up, so that the members behind
+	// gather a certificate of it with the others who did.
+	ss, err := certify.Sign(m.cfg.Signer, certify.Timeout(m.cfg.Cluster, m.id, m.term()-1))
+	if err != nil {
+		return
+	}
+	m.send(protocol.Message{Type: protocol.TypeBzTimeout, Term: m.term(), Statement: &ss})
+}
+
+// status tells member to what this member's term is, with its proof, at
+// most once a heartbeat interval per member.
+func (m *Machine) status(to uint64) {
+	if last, ok := m.lastStatusTo[to]; ok && m.now-last < m.timing.HeartbeatTicks {
+		return
+	}
+	m.lastStatusTo[to] = m.now
+	reply := protocol.Message{Type: protocol.TypeBzStatus, To: to, Term: m.term(), Cert: m.cert}
+	if m.cert != nil {
+		reply.Candidate = m.cert.Leader
+	} else if m.term() > 1 {
+		reply.TC = m.tc
+	}
+	m.send(reply)
+}
+
+func (m *Machine) onResign(msg protocol.Message) {
+	if m.grant.leader == msg.From && m.grant.term == msg.Term {
+		m.grant.until = 0
+	}
+	if msg.Term == m.term() && msg.From == m.designated(m.term()) {
+		m.timeout(m.term())
+	}
+}
+
+func (m *Machine) onEvidence(e certify.Evidence) {
+	if m.liars[e.Member()] || e.Member() == m.id || certify.VerifyEvidence(m.cfg.Keys, e) != nil {
+		return
+	}
+	if e.First.Statement.Cluster != m.cfg.Cluster {
+		return
+	}
+	m.convict(e)
+}
+
+// convict records that e's member lied, tells the others, and stops
+// counting on it.
+func (m *Machine) convict(e certify.Evidence) {
+	liar := e.Member()
+	if m.liars[liar] || liar == m.id {
+		return
+	}
+	m.liars[liar] = true
+	m.event(election.Event{Kind: election.MemberLied, Member: liar, Term: m.term()})
+	m.send(protocol.Message{Type: protocol.TypeBzEvidence, Evidence: &e})
+	delete(m.votes, liar)
+	delete(m.acked, liar)
+	delete(m.seenVotes, liar)
+	for _, byMember := range m.timeouts {
+		delete(byMember, liar)
+	}
+	if m.grant.leader == liar {
+		m.grant.until = 0
+	}
+	m.updateLease()
+	if m.designated(m.term()) == liar {
+		m.timeout(m.term())
+	}
+}
+
+// sameVote reports whether a and b are the same vote.
+func sameVote(a, b certify.Statement) bool {
+	return a.Kind == b.Kind && a.Cluster == b.Cluster && a.Member == b.Member && a.Term == b.Term && a.Leader == b.Leader
+}
+
+// addFar keeps member's highest time-out beyond the window (one per
+// member, so a liar holds one entry), and enters the term after one that
+// a quorum gave up: how a member far behind catches up.
+func (m *Machine) addFar(member, x uint64, sig []byte) {
+	if f, ok := m.far[member]; ok && f.term >= x {
+		return
+	}
+	m.far[member] = farTimeout{term: x, sig: sig}
+	var all []certify.SignedStatement
+	for id, f := range m.far {
+		if f.term == x {
+			all = append(all, certify.SignedStatement{Statement: certify.Timeout(m.cfg.Cluster, id, x), Signature: f.sig})
+		}
+	}
+	if len(all) < m.quorum || x+1 > protocol.MaxTerm {
+		return
+	}
+	tc, err := certify.NewTimeoutCertificate(all)
+	if err != nil {
+		return
+	}
+	m.enter(x+1, nil, &tc)
+}
+
+// proof is the stored proof of a member's term (election.HardState.Proof).
+type proof struct {
+	Cert *certify.Certificate        `json:"cert,omitempty"`
+	TC   *certify.TimeoutCertificate `json:"tc,omitempty"`
+}
+
+// encodeProof returns the stored form of the proof of a term, "" if none
+// (term 1 needs none).
+func encodeProof(cert *certify.Certificate, tc *certify.TimeoutCertificate) string {
+	if cert == nil && tc == nil {
+		return ""
+	}
+	data, err := json.Marshal(proof{Cert: cert, TC: tc})
+	if err != nil || len(data) > election.MaxProofSize {
+		return ""
+	}
+	return string(data)
+}
+
+// restoreProof reads back the proof of the restored term; a proof that
+// does not hold is dropped (the term stays: terms never go back).
+func (m *Machine) restoreProof() {
+	if m.hard.Proof == "" {
+		return
+	}
+	var p proof
+	if json.Unmarshal([]byte(m.hard.Proof), &p) != nil {
+		return
+	}
+	t := m.term()
+	switch {
+	case p.Cert != nil && certify.VerifyCertificateFor(m.cfg.Keys, *p.Cert, m.cfg.Cluster, t, m.designated(t)) == nil:
+		m.cert = p.Cert
+	case p.TC != nil && p.TC.Term+1 == t && p.TC.Cluster == m.cfg.Cluster &&
+		certify.VerifyTimeoutCertificate(m.cfg.Keys, *p.TC, m.quorum) == nil:
+		m.tc = p.TC
+	}
+}

@@ -1,0 +1,437 @@
+package byzantine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// The harness runs n members in lockstep ticks: every message gets a
+// random delay (and, before the network settles, may be dropped), the
+// messages due in a tick are delivered in a seeded random order, then
+// every live member ticks. Traitors run an honest machine whose output
+// they filter, and add lies signed with their own keys. The invariants
+// are checked after every delivery and every tick. It depends on the
+// machine only through election.Machine, StepAt and Certificate, so that
+// it can move to pkg/sim.
+
+const testCluster = "sim"
+
+// testKeys are deterministic keys for members 1..n.
+type testKeys struct {
+	keys    *certify.Keys
+	signers map[uint64]certify.Signer
+}
+
+var (
+	keysMu    sync.Mutex
+	keysCache = map[int]*testKeys{}
+)
+
+func keysFor(t testing.TB, n int) *testKeys {
+	keysMu.Lock()
+	defer keysMu.Unlock()
+	if k, ok := keysCache[n]; ok {
+		return k
+	}
+	pairs := map[uint64]nkeys.KeyPair{}
+	signers := map[uint64]certify.Signer{}
+	for id := uint64(1); id <= uint64(n); id++ {
+		raw := sha256.Sum256(binary.BigEndian.AppendUint64([]byte("baton byzantine test key"), id))
+		pair, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, raw[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs[id] = pair
+		s, err := certify.NewSigner(id, pair)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signers[id] = s
+	}
+	keys, err := certify.NewKeys(pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &testKeys{keys: keys, signers: signers}
+	keysCache[n] = k
+	return k
+}
+
+// scenario says what can go wrong in a run.
+type scenario struct {
+	n        int
+	traitors int  // members that lie (the highest IDs among a random pick)
+	crashes  bool // honest members crash and restart before the network settles
+	drops    bool // messages are lost before the network settles
+	maxDelay int  // largest delay before the network settles, in ticks
+	settle   int  // tick at which the network settles
+	end      int  // last tick
+}
+
+type member struct {
+	id      uint64
+	m       *Machine
+	up      bool
+	traitor bool
+	hard    election.HardState
+	term    uint64 // highest term reported, for the monotonicity check
+}
+
+type inFlight struct {
+	at  int
+	to  uint64
+	msg protocol.Message
+}
+
+type harness struct {
+	t        testing.TB
+	seed     uint64
+	sc       scenario
+	rng      *rand.Rand
+	keys     *testKeys
+	ids      []uint64
+	members  map[uint64]*member
+	now      int
+	flight   []inFlight
+	history  []protocol.Message // for replays, bounded
+	certs    map[uint64]uint64  // term → leader of every valid certificate seen
+	refused  map[string]bool    // certificates already found invalid
+	lied     map[uint64]bool    // members convicted by some honest member
+	timing   election.Timing
+	invalid  int // messages of traitors that receivers would drop
+	firstLed int // first tick after settling with an honest leader, -1 if none
+	maxTerm  uint64
+}
+
+func newHarness(t testing.TB, seed uint64, sc scenario) *harness {
+	h := &harness{
+		t: t, seed: seed, sc: sc, rng: rand.New(rand.NewPCG(seed, uint64(sc.n))),
+		keys: keysFor(t, sc.n), members: map[uint64]*member{},
+		certs: map[uint64]uint64{}, refused: map[string]bool{}, lied: map[uint64]bool{},
+		timing: election.DefaultLeaseTiming(sc.n), firstLed: -1,
+	}
+	for id := uint64(1); id <= uint64(sc.n); id++ {
+		h.ids = append(h.ids, id)
+	}
+	perm := h.rng.Perm(sc.n)
+	for i, id := range h.ids {
+		mb := &member{id: id, up: true, traitor: perm[i] < sc.traitors}
+		h.members[id] = mb
+		h.start(mb, false)
+	}
+	return h
+}
+
+func (h *harness) fatalf(format string, args ...any) {
+	h.t.Helper()
+	h.t.Fatalf("seed %d, n=%d, tick %d: %s", h.seed, h.sc.n, h.now, fmt.Sprintf(format, args...))
+}
+
+func (h *harness) start(mb *member, restored bool) {
+	cfg := Config{
+		Config:  election.Config{ID: mb.id, Members: h.ids, Timing: h.timing, State: mb.hard, Restored: restored},
+		Cluster: testCluster, Signer: h.keys.signers[mb.id], Keys: h.keys.keys,
+	}
+	m, err := New(cfg)
+	if err != nil {
+		h.fatalf("New(%d): %v", mb.id, err)
+	}
+	mb.m, mb.up = m, true
+	m.Start()
+	h.drain(mb)
+}
+
+func (h *harness) settled() bool { return h.now >= h.sc.settle }
+
+// send puts msg from mb in flight to its receivers.
+func (h *harness) send(from uint64, msg protocol.Message) {
+	if err := protocol.Validate(msg, h.ids); err != nil {
+		if !h.members[from].traitor {
+			h.fatalf("member %d sent an invalid message %v: %v", from, msg, err)
+		}
+		h.invalid++
+		return // the receivers' runtime would drop it
+	}
+	h.checkCert(msg)
+	if len(h.history) < 4096 {
+		h.history = append(h.history, msg)
+	} else {
+		h.history[h.rng.IntN(len(h.history))] = msg
+	}
+	for _, to := range h.ids {
+		if to == from || msg.To != 0 && msg.To != to {
+			continue
+		}
+		if !h.settled() && h.sc.drops && h.rng.IntN(10) == 0 {
+			continue
+		}
+		delay := 1 + h.rng.IntN(2)
+		if !h.settled() {
+			delay = 1 + h.rng.IntN(h.sc.maxDelay)
+		}
+		h.flight = append(h.flight, inFlight{at: h.now + delay, to: to, msg: msg})
+	}
+}
+
+// checkCert verifies, once per distinct certificate, that no two valid
+// certificates of one term name different leaders.
+func (h *harness) checkCert(msg protocol.Message) {
+	c := msg.Cert
+	if c == nil {
+		return
+	}
+	if l, ok := h.certs[c.Term]; ok && l == c.Leader {
+		return
+	}
+	key := fmt.Sprint(c.Term, c.Leader, len(c.Votes), c.Votes[0].Signature[:8])
+	if h.refused[key] {
+		return
+	}
+	if certify.VerifyCertificate(h.keys.keys, *c) != nil {
+		h.refused[key] = true
+		return
+	}
+	if l, ok := h.certs[c.Term]; ok && l != c.Leader {
+		h.fatalf("two certified leaders in term %d: %d and %d", c.Term, l, c.Leader)
+	}
+	h.certs[c.Term] = c.Leader
+}
+
+// drain collects what mb's machine wants done.
+func (h *harness) drain(mb *member) {
+	r := mb.m.Ready()
+	if r.State != nil {
+		if err := r.State.Validate(); err != nil {
+			h.fatalf("member %d stored an invalid state %+v: %v", mb.id, *r.State, err)
+		}
+		if !mb.traitor && (r.State.Term < mb.hard.Term || r.State.Vote.Term < mb.hard.Vote.Term) {
+			h.fatalf("member %d stored %+v after %+v", mb.id, *r.State, mb.hard)
+		}
+		mb.hard = *r.State
+	}
+	for _, e := range r.Events {
+		if e.Kind == election.MemberLied && !mb.traitor {
+			if !h.members[e.Member].traitor {
+				h.fatalf("member %d convicted the honest member %d", mb.id, e.Member)
+			}
+			h.lied[e.Member] = true
+		}
+	}
+	for _, msg := range r.Messages {
+		if msg.From != mb.id {
+			h.fatalf("member %d sent a message from %d", mb.id, msg.From)
+		}
+		if mb.traitor && h.rng.IntN(4) == 0 {
+			continue // withholds
+		}
+		h.send(mb.id, msg)
+	}
+}
+
+// lie has traitor mb send something false, signed with its own key.
+func (h *harness) lie(mb *member) {
+	signer := h.keys.signers[mb.id]
+	term := max(mb.m.Status().Term, 1)
+	someone := h.ids[h.rng.IntN(len(h.ids))]
+	sign := func(s certify.Statement) *certify.SignedStatement {
+		ss, err := certify.Sign(signer, s)
+		if err != nil {
+			h.fatalf("sign: %v", err)
+		}
+		return &ss
+	}
+	switch h.rng.IntN(7) {
+	case 0: // votes for someone, maybe a second leader in the term
+		t := term + uint64(h.rng.IntN(2))
+		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzVote, Term: t, Seq: 1, Statement: sign(certify.Vote(testCluster, mb.id, t, someone))})
+	case 1: // times out for no reason, maybe near the ceiling
+		t := term + uint64(h.rng.IntN(3))
+		if h.rng.IntN(2) == 0 {
+			t = protocol.MaxTerm - uint64(h.rng.IntN(3))
+		}
+		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzTimeout, Term: term, Statement: sign(certify.Timeout(testCluster, mb.id, t))})
+	case 2: // claims a near-ceiling term with a certificate of its own
+		t := protocol.MaxTerm - uint64(h.rng.IntN(h.sc.n))
+		v := sign(certify.Vote(testCluster, mb.id, t, mb.id))
+		c, _ := certify.NewCertificate([]certify.SignedStatement{*v})
+		tc, _ := certify.NewTimeoutCertificate([]certify.SignedStatement{*sign(certify.Timeout(testCluster, mb.id, t-1))})
+		msg := protocol.Message{From: mb.id, Type: protocol.TypeBzPropose, Term: t, Seq: 1, TC: &tc}
+		if h.rng.IntN(2) == 0 {
+			msg.TC, msg.Cert = nil, &c
+		}
+		h.send(mb.id, msg)
+	case 3: // replays something someone sent
+		if len(h.history) > 0 {
+			old := h.history[h.rng.IntN(len(h.history))]
+			to := h.ids[h.rng.IntN(len(h.ids))]
+			if to != old.From && (old.To == 0 || old.To == to) {
+				h.flight = append(h.flight, inFlight{at: h.now + 1, to: to, msg: old})
+			}
+		}
+	case 4: // says hello to stir members into timing out for it
+		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzHello, Term: term})
+	case 5: // proposes itself in the current term without being its leader
+		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzPropose, Term: term, Seq: uint64(1 + h.rng.IntN(5))})
+	case 6: // acks rounds it never saw
+		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzAck, To: someone, Term: term, Seq: uint64(1 + h.rng.IntN(50))})
+	}
+}
+
+// check checks the invariants that hold at every instant.
+func (h *harness) check() {
+	leaders := 0
+	for _, id := range h.ids {
+		mb := h.members[id]
+		if !mb.up {
+			continue
+		}
+		if mb.traitor {
+			// A traitor that runs the algorithm may lead, certified:
+			// that counts for liveness, not for the invariants.
+			if mb.m.Status().Role == election.Leader && h.settled() && h.firstLed < 0 {
+				h.firstLed = h.now
+			}
+			continue
+		}
+		st := mb.m.Status()
+		if st.Term < mb.term {
+			h.fatalf("member %d went back from term %d to %d", id, mb.term, st.Term)
+		}
+		mb.term = st.Term
+		h.maxTerm = max(h.maxTerm, st.Term)
+		if st.Role == election.Leader {
+			leaders++
+			if leaders > 1 {
+				h.fatalf("two honest members report leader at once")
+			}
+			if h.settled() && h.firstLed < 0 {
+				h.firstLed = h.now
+			}
+		}
+		if c, ok := mb.m.Certificate(); ok {
+			if l, seen := h.certs[c.Term]; seen && l != c.Leader {
+				h.fatalf("member %d holds a certificate of %d in term %d, another names %d", id, c.Leader, c.Term, l)
+			}
+			h.certs[c.Term] = c.Leader
+		}
+	}
+}
+
+// step runs one tick.
+func (h *harness) step() {
+	h.now++
+	var due, later []inFlight
+	for _, f := range h.flight {
+		if f.at <= h.now {
+			due = append(due, f)
+		} else {
+			later = append(later, f)
+		}
+	}
+	h.flight = later
+	h.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
+	for _, f := range due {
+		mb := h.members[f.to]
+		if !mb.up {
+			continue
+		}
+		election.StepAt(mb.m, f.msg, mb.m.now)
+		h.drain(mb)
+		h.check()
+	}
+	for _, id := range h.ids {
+		mb := h.members[id]
+		if !mb.up {
+			continue
+		}
+		mb.m.Tick()
+		h.drain(mb)
+		if mb.traitor && h.rng.IntN(3) == 0 {
+			h.lie(mb)
+		}
+	}
+	h.check()
+	if h.sc.crashes && !h.settled() && h.rng.IntN(40) == 0 {
+		h.crashOrRestart()
+	}
+}
+
+// crashOrRestart crashes a live honest member (keeping a quorum of live
+// honest members possible after restarts) or restarts a crashed one.
+func (h *harness) crashOrRestart() {
+	id := h.ids[h.rng.IntN(len(h.ids))]
+	mb := h.members[id]
+	if mb.traitor {
+		return
+	}
+	if mb.up {
+		mb.up = false
+		for _, other := range h.ids {
+			if o := h.members[other]; o.up && other != id {
+				o.m.PeerDown(id)
+				h.drain(o)
+			}
+		}
+		return
+	}
+	h.start(mb, true)
+}
+
+// run runs the scenario and returns the ticks from settling to the first
+// honest leader.
+func (h *harness) run() int {
+	for h.now < h.sc.end {
+		if h.now == h.sc.settle && h.sc.crashes {
+			// Settle with every member but up to f−traitors honest ones up.
+			down := certify.F(h.sc.n) - h.sc.traitors
+			for _, id := range h.ids {
+				if mb := h.members[id]; !mb.up {
+					if down > 0 {
+						down--
+					} else {
+						h.start(mb, true)
+					}
+				}
+			}
+		}
+		h.step()
+	}
+	if h.firstLed < 0 {
+		h.fatalf("no certified leader in %d ticks after the network settled", h.sc.end-h.sc.settle)
+	}
+	if h.maxTerm > 1<<20 {
+		h.fatalf("an honest member reached term %d", h.maxTerm)
+	}
+	return h.firstLed - h.sc.settle
+}
+
+// highestLiveHonest returns the highest live honest ID.
+func (h *harness) highestLiveHonest() uint64 {
+	for _, id := range slices.Backward(h.ids) {
+		if mb := h.members[id]; mb.up && !mb.traitor {
+			return id
+		}
+	}
+	return 0
+}
+
+// leader returns the honest member that reports leader, 0 if none.
+func (h *harness) leader() uint64 {
+	for _, id := range h.ids {
+		if mb := h.members[id]; mb.up && !mb.traitor && mb.m.Status().Role == election.Leader {
+			return id
+		}
+	}
+	return 0
+}

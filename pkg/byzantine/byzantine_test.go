@@ -21,6 +21,9 @@ func bound(n int, timing election.Timing) int {
 
 func runScenario(t *testing.T, name string, sc scenario, seeds int, check func(h *harness)) {
 	t.Helper()
+	if testing.Short() {
+		seeds = min(seeds, 10)
+	}
 	worst, total := 0, 0
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
 		h := newHarness(t, seed, sc)
@@ -65,6 +68,17 @@ func TestOneTraitor(t *testing.T) {
 	for _, n := range sizes() {
 		sc := scenario{n: n, traitors: 1, drops: true, maxDelay: 6, settle: 200, end: 700}
 		runScenario(t, "one traitor", sc, seedsPerSize, nil)
+	}
+}
+
+func TestSilentLeaderReplaced(t *testing.T) {
+	for _, n := range sizes() {
+		sc := scenario{n: n, traitors: 1, silent: true, drops: true, maxDelay: 4, settle: 200, end: 600}
+		runScenario(t, "highest falls silent", sc, seedsPerSize, func(h *harness) {
+			if l, want := h.leader(), h.highestLiveHonest(); l != want {
+				h.fatalf("leader %d at the end, want the highest honest ID %d", l, want)
+			}
+		})
 	}
 }
 

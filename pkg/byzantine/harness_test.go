@@ -73,6 +73,7 @@ type scenario struct {
 	n        int
 	traitors int  // members that lie (the highest IDs among a random pick)
 	crashes  bool // honest members crash and restart before the network settles
+	silent   bool // the one traitor is the highest ID, and falls silent when the network settles
 	drops    bool // messages are lost before the network settles
 	maxDelay int  // largest delay before the network settles, in ticks
 	settle   int  // tick at which the network settles
@@ -127,6 +128,9 @@ func newHarness(t testing.TB, seed uint64, sc scenario) *harness {
 	perm := h.rng.Perm(sc.n)
 	for i, id := range h.ids {
 		mb := &member{id: id, up: true, traitor: perm[i] < sc.traitors}
+		if sc.silent {
+			mb.traitor = i == sc.n-1
+		}
 		h.members[id] = mb
 		h.start(mb, false)
 	}
@@ -228,6 +232,9 @@ func (h *harness) drain(mb *member) {
 			h.lied[e.Member] = true
 		}
 	}
+	if mb.traitor && h.sc.silent && h.settled() {
+		return
+	}
 	for _, msg := range r.Messages {
 		if msg.From != mb.id {
 			h.fatalf("member %d sent a message from %d", mb.id, msg.From)
@@ -299,7 +306,7 @@ func (h *harness) check() {
 		if mb.traitor {
 			// A traitor that runs the algorithm may lead, certified:
 			// that counts for liveness, not for the invariants.
-			if mb.m.Status().Role == election.Leader && h.settled() && h.firstLed < 0 {
+			if mb.m.Status().Role == election.Leader && h.settled() && h.firstLed < 0 && !h.sc.silent {
 				h.firstLed = h.now
 			}
 			continue
@@ -357,7 +364,7 @@ func (h *harness) step() {
 		}
 		mb.m.Tick()
 		h.drain(mb)
-		if mb.traitor && h.rng.IntN(3) == 0 {
+		if mb.traitor && !h.sc.silent && h.rng.IntN(3) == 0 {
 			h.lie(mb)
 		}
 	}

@@ -55,8 +55,19 @@ func TestNothingWrongHighestLeads(t *testing.T) {
 
 func TestCrashesAndDelays(t *testing.T) {
 	for _, n := range sizes() {
-		sc := scenario{n: n, crashes: true, drops: true, maxDelay: 8, settle: 300, end: 900}
+		sc := scenario{n: n, crashes: true, blips: true, drops: true, maxDelay: 8, settle: 300, end: 900}
 		runScenario(t, "crashes, drops, delays", sc, seedsPerSize, func(h *harness) {
+			if l, want := h.leader(), h.highestLiveHonest(); l != want {
+				h.fatalf("leader %d at the end, want the highest live ID %d", l, want)
+			}
+		})
+	}
+}
+
+func TestLeaderCutOff(t *testing.T) {
+	for _, n := range sizes() {
+		sc := scenario{n: n, blips: true, maxDelay: 4, settle: 300, end: 600}
+		runScenario(t, "leaders cut off", sc, seedsPerSize, func(h *harness) {
 			if l, want := h.leader(), h.highestLiveHonest(); l != want {
 				h.fatalf("leader %d at the end, want the highest live ID %d", l, want)
 			}

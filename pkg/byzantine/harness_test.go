@@ -16,7 +16,8 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// The harness runs n members in lockstep ticks: every message gets a
+// The harness runs n members in ticks of real time, each member's clock
+// at its own rate within election.DefaultMaxDrift: every message gets a
 // random delay (and, before the network settles, may be dropped), the
 // messages due in a tick are delivered in a seeded random order, then
 // every live member ticks. Traitors run an honest machine whose output
@@ -73,6 +74,7 @@ type scenario struct {
 	n        int
 	traitors int  // members that lie (the highest IDs among a random pick)
 	crashes  bool // honest members crash and restart before the network settles
+	blips    bool // live members are cut off and reported down (connection blips) before the network settles
 	silent   bool // the one traitor is the highest ID, and falls silent when the network settles
 	drops    bool // messages are lost before the network settles
 	maxDelay int  // largest delay before the network settles, in ticks
@@ -86,7 +88,9 @@ type member struct {
 	up      bool
 	traitor bool
 	hard    election.HardState
-	term    uint64 // highest term reported, for the monotonicity check
+	rate    float64 // ticks of its clock per tick of real time, within the drift bound
+	ticks   float64 // its clock's ticks owed
+	term    uint64  // highest term reported, for the monotonicity check
 }
 
 type inFlight struct {
@@ -110,8 +114,9 @@ type harness struct {
 	refused  map[string]bool    // certificates already found invalid
 	lied     map[uint64]bool    // members convicted by some honest member
 	timing   election.Timing
-	invalid  int // messages of traitors that receivers would drop
-	firstLed int // first tick after settling with an honest leader, -1 if none
+	cutUntil map[uint64]int // member → tick until which it is cut off
+	invalid  int            // messages of traitors that receivers would drop
+	firstLed int            // first tick after settling with an honest leader, -1 if none
 	maxTerm  uint64
 }
 
@@ -119,7 +124,7 @@ func newHarness(t testing.TB, seed uint64, sc scenario) *harness {
 	h := &harness{
 		t: t, seed: seed, sc: sc, rng: rand.New(rand.NewPCG(seed, uint64(sc.n))),
 		keys: keysFor(t, sc.n), members: map[uint64]*member{},
-		certs: map[uint64]uint64{}, refused: map[string]bool{}, lied: map[uint64]bool{},
+		certs: map[uint64]uint64{}, cutUntil: map[uint64]int{}, refused: map[string]bool{}, lied: map[uint64]bool{},
 		timing: election.DefaultLeaseTiming(sc.n), firstLed: -1,
 	}
 	for id := uint64(1); id <= uint64(sc.n); id++ {
@@ -127,7 +132,8 @@ func newHarness(t testing.TB, seed uint64, sc scenario) *harness {
 	}
 	perm := h.rng.Perm(sc.n)
 	for i, id := range h.ids {
-		mb := &member{id: id, up: true, traitor: perm[i] < sc.traitors}
+		drift := election.DefaultMaxDrift
+		mb := &member{id: id, up: true, traitor: perm[i] < sc.traitors, rate: 1 - drift + 2*drift*h.rng.Float64()}
 		if sc.silent {
 			mb.traitor = i == sc.n-1
 		}
@@ -178,6 +184,9 @@ func (h *harness) send(from uint64, msg protocol.Message) {
 			continue
 		}
 		if !h.settled() && h.sc.drops && h.rng.IntN(10) == 0 {
+			continue
+		}
+		if h.now < h.cutUntil[from] || h.now < h.cutUntil[to] {
 			continue
 		}
 		delay := 1 + h.rng.IntN(2)
@@ -362,8 +371,11 @@ func (h *harness) step() {
 		if !mb.up {
 			continue
 		}
-		mb.m.Tick()
-		h.drain(mb)
+		// Its clock runs at its own rate: it ticks 0, 1 or 2 times.
+		for mb.ticks += mb.rate; mb.ticks >= 1; mb.ticks-- {
+			mb.m.Tick()
+			h.drain(mb)
+		}
 		if mb.traitor && !h.sc.silent && h.rng.IntN(3) == 0 {
 			h.lie(mb)
 		}
@@ -371,6 +383,9 @@ func (h *harness) step() {
 	h.check()
 	if h.sc.crashes && !h.settled() && h.rng.IntN(40) == 0 {
 		h.crashOrRestart()
+	}
+	if (h.sc.crashes || h.sc.blips) && !h.settled() && h.rng.IntN(30) == 0 {
+		h.blip()
 	}
 }
 
@@ -393,6 +408,24 @@ func (h *harness) crashOrRestart() {
 		return
 	}
 	h.start(mb, true)
+}
+
+// blip cuts a live member off for a while and reports its connection
+// closed to every other member although it runs on: those that follow
+// it give its term up at once, while it may still hold its lease.
+func (h *harness) blip() {
+	id := h.ids[h.rng.IntN(len(h.ids))]
+	if l := h.leader(); l != 0 && h.rng.IntN(2) == 0 {
+		id = l
+	}
+	h.cutUntil[id] = h.now + 5 + h.rng.IntN(40)
+	for _, other := range h.ids {
+		if o := h.members[other]; o.up && other != id {
+			o.m.PeerDown(id)
+			h.drain(o)
+		}
+	}
+	h.check()
 }
 
 // run runs the scenario and returns the ticks from settling to the first

@@ -229,9 +229,16 @@ func (m *Machine) Start() {
 		m.grant = grant{term: m.hard.Vote.Term, leader: m.hard.Vote.For, until: m.now + m.timing.LeaseTicks + 1}
 	}
 	m.send(protocol.Message{Type: protocol.TypeBzHello, Term: m.term()})
-	if m.term() == 0 {
+	switch {
+	case m.term() == 0:
 		m.enter(1, nil, nil)
-	} else {
+	case m.designated(m.term()) == m.id:
+		// It led this term, or tried to, in an earlier run, and may have
+		// resigned it since: it never leads it again (a Resign of it,
+		// replayed, would release grants it counts on). It gives it up.
+		m.quit = m.term()
+		m.timeout(m.term())
+	default:
 		m.entered()
 	}
 	// The leader time-out runs from when it may vote again.
@@ -246,7 +253,7 @@ func (m *Machine) Tick() {
 	m.now++
 	m.updateLease()
 	t := m.term()
-	if m.designated(t) == m.id {
+	if m.designated(t) == m.id && m.quit != t {
 		if m.leading {
 			m.heard = m.now
 		}

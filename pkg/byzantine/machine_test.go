@@ -143,3 +143,28 @@ func TestNextTermOf(t *testing.T) {
 		t.Errorf("nextTermOf at the ceiling = %d, want 0", got)
 	}
 }
+
+func TestRestartedLeaderGivesUpItsTerm(t *testing.T) {
+	c := testConfig(t, 4, 4)
+	c.State = election.HardState{Term: 5, MaxTerm: 5, Vote: election.Vote{Term: 5, For: 4}}
+	m, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	var gaveUp bool
+	for range 3 * c.Timing.LeaderTimeoutTicks {
+		for _, msg := range m.Ready().Messages {
+			switch msg.Type {
+			case protocol.TypeBzPropose:
+				t.Fatalf("restarted leader proposes again in its term %d", msg.Term)
+			case protocol.TypeBzTimeout:
+				gaveUp = gaveUp || msg.Statement.Statement.Term == 5
+			}
+		}
+		m.Tick()
+	}
+	if !gaveUp {
+		t.Errorf("restarted leader did not give up its term 5")
+	}
+}

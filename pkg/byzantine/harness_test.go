@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
+	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -115,6 +117,7 @@ type harness struct {
 	lied     map[uint64]bool    // members convicted by some honest member
 	timing   election.Timing
 	cutUntil map[uint64]int // member → tick until which it is cut off
+	trace    hash.Hash64    // of every message sent, for the determinism check
 	invalid  int            // messages of traitors that receivers would drop
 	firstLed int            // first tick after settling with an honest leader, -1 if none
 	maxTerm  uint64
@@ -124,7 +127,7 @@ func newHarness(t testing.TB, seed uint64, sc scenario) *harness {
 	h := &harness{
 		t: t, seed: seed, sc: sc, rng: rand.New(rand.NewPCG(seed, uint64(sc.n))),
 		keys: keysFor(t, sc.n), members: map[uint64]*member{},
-		certs: map[uint64]uint64{}, cutUntil: map[uint64]int{}, refused: map[string]bool{}, lied: map[uint64]bool{},
+		certs: map[uint64]uint64{}, cutUntil: map[uint64]int{}, trace: fnv.New64a(), refused: map[string]bool{}, lied: map[uint64]bool{},
 		timing: election.DefaultLeaseTiming(sc.n), firstLed: -1,
 	}
 	for id := uint64(1); id <= uint64(sc.n); id++ {
@@ -174,6 +177,7 @@ func (h *harness) send(from uint64, msg protocol.Message) {
 		return // the receivers' runtime would drop it
 	}
 	h.checkCert(msg)
+	h.trace.Write([]byte(msg.String()))
 	if len(h.history) < 4096 {
 		h.history = append(h.history, msg)
 	} else {

@@ -402,6 +402,12 @@ func (h *harness) crashOrRestart() {
 		return
 	}
 	if mb.up {
+		if h.rng.IntN(2) == 0 {
+			// It leaves cleanly (SIGTERM): a leader hands over.
+			mb.m.Resign()
+			h.drain(mb)
+			h.check()
+		}
 		mb.up = false
 		for _, other := range h.ids {
 			if o := h.members[other]; o.up && other != id {

@@ -12,7 +12,9 @@
 // term 1 at its first start, and a term t > 1 only on proof: a time-out
 // certificate of term t−1 (the signed time-outs of a quorum, so at least
 // f+1 honest members gave t−1 up), or a certificate of term t (below).
-// So a liar alone cannot move anyone's term.
+// So a liar alone cannot move anyone's term. The proof is stored with
+// the term (election.HardState.Proof). A member that restarts in a term
+// it is designated for never leads that term again: it gives it up.
 //
 // # Votes and certificates
 //
@@ -135,9 +137,8 @@ type Machine struct {
 	leaseUntil    int
 	claimed       bool
 	timeouts      map[uint64]map[uint64][]byte // term → member → signature
-	myTimeout     uint64
-	quit          uint64 // a term this member gave up for its leader's silence: it votes no more in it
-	helped        bool   // it helped members behind, last at lastHelp
+	quit          uint64                       // a term this member gave up for its leader's silence: it votes no more in it
+	helped        bool                         // it helped members behind, last at lastHelp
 	lastHelp      int
 	far           map[uint64]farTimeout // member → its highest time-out beyond the window
 	sentTimeout   map[uint64]int        // term → tick this member last sent its time-out
@@ -671,15 +672,9 @@ func (m *Machine) addVote(ss certify.SignedStatement) {
 	}
 }
 
+// onAck counts a renewal's ack as a grant of the round it answers.
 func (m *Machine) onAck(msg protocol.Message) {
-	if msg.To != m.id {
-		return
-	}
-	m.ackRoundAck(msg)
-}
-
-func (m *Machine) ackRoundAck(msg protocol.Message) {
-	if msg.Term == m.term() && m.designated(msg.Term) == m.id && msg.Seq <= m.seq {
+	if msg.To == m.id && msg.Term == m.term() && m.designated(msg.Term) == m.id && msg.Seq <= m.seq {
 		m.acked[msg.From] = max(m.acked[msg.From], msg.Seq)
 		m.updateLease()
 	}
@@ -733,7 +728,6 @@ func (m *Machine) timeout(x uint64) {
 	if err != nil {
 		return
 	}
-	m.myTimeout = max(m.myTimeout, x)
 	m.sentTimeout[x] = m.now
 	msg := protocol.Message{Type: protocol.TypeBzTimeout, Term: m.term(), Statement: &ss, Cert: m.cert}
 	if m.cert == nil && m.term() > 1 {

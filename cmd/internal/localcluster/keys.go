@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/baton-election/baton/internal/memberkeys"
 	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

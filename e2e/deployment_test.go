@@ -24,8 +24,8 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/baton-election/baton/internal/batontest"
-	"github.com/baton-election/baton/internal/memberkeys"
 	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

@@ -58,7 +58,7 @@ const burnerEnv = "BATON_BENCH_BURNER"
 type config struct {
 	binary     string
 	observer   string // observer binary; "" skips the observer's lag
-	raftcheck  string // raftcheck binary (bench module); "" skips raft
+	raftcheck  string // raftcheck binary (cmd/raftcheck); "" skips raft
 	raftpeer   string // raftpeer binary for raftcheck
 	raftSizes  []int
 	plot       string // failoverplot binary (bench module); "" draws no plot
@@ -109,7 +109,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&c.binary, "binary", "bin/node", "path of the node binary")
 	fs.StringVar(&c.observer, "observer", "bin/observer", `path of the observer binary ("" skips the observer's lag)`)
-	fs.StringVar(&c.raftcheck, "raftcheck", "", `path of raftcheck, built from the bench module ("" skips the comparison with hashicorp/raft)`)
+	fs.StringVar(&c.raftcheck, "raftcheck", "", `path of raftcheck, built from cmd/raftcheck ("" skips the comparison with hashicorp/raft)`)
 	fs.StringVar(&c.raftpeer, "raftpeer", "bin/raftpeer", "path of raftpeer, built from the bench module")
 	fs.StringVar(&c.plot, "plot", "", `path of failoverplot, built from the bench module ("" draws no plot)`)
 	fs.StringVar(&sizes, "sizes", "5,25,101", "comma-separated cluster sizes; IDs are 1..n")

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -48,13 +49,13 @@ func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environmen
 		return nil, err
 	}
 	// Configured as a deployment: the nodes receive connection events.
-	ns, err := localcluster.StartAccountsNATS(store, "127.0.0.1", -1, store)
+	ns, err := natsconf.StartLocal(store, "127.0.0.1", -1, store, nil)
 	if err != nil {
 		return nil, err
 	}
 	nc, err := nats.Connect(ns.ClientURL(), nats.Name("bench"), localcluster.AsObserver())
 	if err != nil {
-		localcluster.StopNATS(ns)
+		natsconf.Stop(ns)
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
 	e := &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient()}
@@ -117,7 +118,7 @@ func (e *environment) close() {
 		e.observer.Process.Signal(syscall.SIGTERM)
 	}
 	e.nc.Close()
-	localcluster.StopNATS(e.ns)
+	natsconf.Stop(e.ns)
 }
 
 // result holds the measurements of one algorithm at one size.

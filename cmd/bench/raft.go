@@ -14,10 +14,12 @@ import (
 	"time"
 )
 
-// The comparison with hashicorp/raft and the plot come from programs of
-// the nested module bench/ (raftcheck, raftpeer, failoverplot), run as
-// processes: raft and the plotting library never enter the main module's
-// dependencies. go tool task bench builds them into bin/.
+// The comparison with hashicorp/raft and the plot come from programs run
+// as processes: raftcheck (cmd/raftcheck, this module) drives raftpeer
+// peers, and failoverplot draws the plot; raftpeer and failoverplot are
+// in the module bench/, so that raft and the plotting library never enter
+// this module's dependencies. go tool task bench:build builds all three
+// into bin/.
 
 // raftSeries is one timing variant of raft's crash failover, as raftcheck
 // -json writes it (durations in nanoseconds).

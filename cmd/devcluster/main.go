@@ -212,11 +212,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(natsDir, 0o755); err != nil {
 		return err
 	}
-	ns, err := localcluster.StartMembersNATS(natsDir, "127.0.0.1", cfg.natsPort, filepath.Join(natsDir, "jetstream"), members)
+	ns, err := natsconf.StartLocal(natsDir, "127.0.0.1", cfg.natsPort, filepath.Join(natsDir, "jetstream"), members)
 	if err != nil {
 		return err
 	}
-	defer localcluster.StopNATS(ns)
+	defer natsconf.Stop(ns)
 	// The server's own address: the port it took if -nats-port is -1.
 	natsURL = ns.ClientURL()
 	for _, n := range nodes {

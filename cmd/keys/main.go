@@ -23,7 +23,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/baton-election/baton/internal/memberkeys"
+	"github.com/baton-election/baton/pkg/memberkeys"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baton-election/baton/internal/memberkeys"
+	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

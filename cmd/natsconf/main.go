@@ -18,8 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/baton-election/baton/internal/memberkeys"
 	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -84,7 +84,7 @@ func run(args []string) error {
 		return err
 	}
 	out := filepath.Join(*dir, "accounts.conf")
-	if err := natsconf.WriteFile(out, []byte(conf)); err != nil {
+	if err := memberkeys.WriteFile(out, []byte(conf), 0o644); err != nil {
 		return err
 	}
 	fmt.Println("wrote", out)

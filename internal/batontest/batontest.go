@@ -1,6 +1,7 @@
 // Package batontest holds the helpers that the tests of several packages
-// share: an embedded NATS server, a connection to it, a service binary
-// built for the test, and a poll with a deadline. Only tests import it.
+// share: an embedded NATS server (started by natsconf.Start), a connection
+// to it, a service binary built for the test, and a poll with a deadline.
+// Only tests import it.
 //
 // Every helper takes the test's testing.TB, fails the test on error, and
 // registers with t.Cleanup whatever it must undo, so a test that uses it
@@ -29,10 +30,6 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
-
-// readyTimeout bounds the wait for the embedded server to accept
-// connections.
-const readyTimeout = 5 * time.Second
 
 // NATSOption configures the server that StartNATS runs.
 type NATSOption func(t testing.TB, o *server.Options)
@@ -118,18 +115,11 @@ func StartNATSServer(t testing.TB, opts ...NATSOption) *server.Server {
 	for _, opt := range opts {
 		opt(t, o)
 	}
-	s, err := server.NewServer(o)
+	s, err := natsconf.Start(o)
 	if err != nil {
-		t.Fatalf("nats server: %v", err)
+		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(readyTimeout) {
-		t.Fatal("nats server not ready")
-	}
+	t.Cleanup(func() { natsconf.Stop(s) })
 	return s
 }
 
@@ -182,7 +172,7 @@ func LeaderStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), natsconf.ReadyTimeout)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEADERS", Subjects: []string{protocol.AllLeaders}}); err != nil {
 		t.Fatalf("create the leader stream: %v", err)

@@ -7,22 +7,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/baton-election/baton/internal/atomicfile"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // InboxPrefix is protocol.InboxPrefix: the inbox prefix of member id of
 // cluster, under which its member user alone may subscribe.
 func InboxPrefix(cluster string, id uint64) string { return protocol.InboxPrefix(cluster, id) }
-
-// WriteFile writes the rendered configuration to path atomically
-// (atomicfile.Write), mode 0644.
-func WriteFile(path string, data []byte) error {
-	if err := atomicfile.Write(path, data, 0o644); err != nil {
-		return fmt.Errorf("natsconf: %w", err)
-	}
-	return nil
-}
 
 // memberMarker is the line of Accounts that Render replaces.
 const memberMarker = "      # MEMBER USERS\n"

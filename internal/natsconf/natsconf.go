@@ -1,8 +1,8 @@
 // Package natsconf holds the NATS accounts, users and permissions of a
 // deployment (accounts.conf, which deploy/nats.conf includes; the NATS
-// image copies it from here), so that the embedded servers of the local
-// run, the benchmark and the tests run with the same configuration as
-// Compose.
+// image copies it from here), and the one starter of embedded servers
+// (Start, StartLocal), so that the embedded servers of the local run, the
+// benchmark and the tests run with the same configuration as Compose.
 package natsconf
 
 import (

@@ -19,16 +19,11 @@ func start(t *testing.T) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
+	s, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("not ready")
-	}
+	t.Cleanup(func() { Stop(s) })
 	return s
 }
 

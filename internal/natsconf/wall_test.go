@@ -61,16 +61,11 @@ func startMembers(t *testing.T, members ...member) *server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
+	s, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("not ready")
-	}
+	t.Cleanup(func() { Stop(s) })
 	return s
 }
 
@@ -270,16 +265,11 @@ func deployServer(t *testing.T, name string, routes ...*url.URL) *server.Server 
 	opts.ServerName, opts.Host, opts.Port, opts.HTTPPort = name, "127.0.0.1", -1, -1
 	opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", -1
 	opts.JetStream, opts.Routes = false, routes
-	opts.NoLog, opts.NoSigs = true, true
-	s, err := server.NewServer(opts)
+	s, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(5 * time.Second) {
-		t.Fatal("not ready")
-	}
+	t.Cleanup(func() { Stop(s) })
 	return s
 }
 

@@ -91,8 +91,8 @@
 package bully
 
 import (
-	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/core"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

@@ -109,10 +109,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/bully"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/core"
 	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/ring"

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/baton-election/baton/internal/atomicfile"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/atomicfile"
 )
 
 // The files of a node's data directory.

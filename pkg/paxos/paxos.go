@@ -96,8 +96,8 @@ package paxos
 import (
 	"errors"
 
-	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/core"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

@@ -85,8 +85,8 @@ package ring
 import (
 	"slices"
 
-	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/core"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/baton-election/baton/internal/core"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/core"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 

@@ -6,24 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nats-io/nats-server/v2/server"
-
-	"github.com/baton-election/baton/internal/memberkeys"
-	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
-
-// StartMembersNATS is StartAccountsNATS with a user for each member key of
-// clusters (cluster name → member keys, natsconf.Render): a node that
-// connects with its key may publish only on its own cluster's subjects.
-// The password users remain.
-func StartMembersNATS(dir, host string, port int, storeDir string, clusters map[string]*protocol.MemberKeys) (*server.Server, error) {
-	opts, err := natsconf.OptionsWithMembers(dir, host, port, storeDir, natsconf.LocalPasswords, clusters)
-	if err != nil {
-		return nil, fmt.Errorf("localcluster: %w", err)
-	}
-	return StartNATSWith(opts)
-}
 
 // MakeMemberKeys makes a key for each of ids in dir (memberkeys.Generate:
 // node-<id>.seed and members.keys), or reads the keys already there, which

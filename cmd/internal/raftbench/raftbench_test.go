@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	peerBinary = filepath.Join(dir, "raftpeer")
-	build := exec.Command("go", "build", "-o", peerBinary, "github.com/baton-election/baton/bench/raftpeer")
+	// raftpeer is in the module bench/, which holds hashicorp/raft apart
+	// from this module; it is built there, with that module's versions.
+	build := exec.Command("go", "build", "-C", filepath.Join("..", "..", "..", "bench"), "-o", peerBinary, "./raftpeer")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build raftpeer:", err)

@@ -140,3 +140,40 @@ func TestParseIDs(t *testing.T) {
 		t.Errorf("ParseIDs(%d IDs): %v; want refused", protocol.MaxMemberKeys+1, err)
 	}
 }
+
+// WriteFile replaces a file whole, with the mode asked for, and names the
+// package in its errors.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "accounts.conf")
+	for _, content := range []string{"first\n", "second\n"} {
+		if err := WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != content {
+			t.Fatalf("content %q, want %q", got, content)
+		}
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", info.Mode().Perm())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("%d files in the directory, want only %s", len(entries), path)
+	}
+	err = WriteFile(filepath.Join(dir, "missing", "accounts.conf"), []byte("x"), 0o644)
+	if err == nil || !strings.HasPrefix(err.Error(), "memberkeys: ") {
+		t.Errorf("write into a missing directory: %v, want a memberkeys error", err)
+	}
+}

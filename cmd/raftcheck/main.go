@@ -1,11 +1,11 @@
 // Command raftcheck measures hashicorp/raft's crash failover with
-// raftbench, for each timing variant, and prints the figures; with -svg it
-// also draws them with the plot package.
+// raftbench, for each timing variant, and prints the figures; with -json it
+// also writes them for cmd/bench (which draws them with failoverplot).
 //
-// Run it from inside the bench module, which builds raftpeer unless
-// -binary names one:
+// It runs the raftpeer binary that -binary names, built from the module
+// bench/ (go tool task bench:build builds both into bin/):
 //
-//	cd bench && go run ./cmd/raftcheck -n 5 -rounds 3
+//	go run ./cmd/raftcheck -binary bin/raftpeer -n 5 -rounds 3
 package main
 
 import (
@@ -16,15 +16,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/baton-election/baton/bench/plot"
-	"github.com/baton-election/baton/bench/raftbench"
+	"github.com/baton-election/baton/cmd/internal/raftbench"
 )
 
 type options struct {
@@ -32,7 +29,6 @@ type options struct {
 	n        int
 	rounds   int
 	timeouts []string
-	svg      string
 	json     string
 	wait     time.Duration
 }
@@ -59,11 +55,10 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.SetOutput(errOut)
 	var o options
 	var timeouts string
-	fs.StringVar(&o.binary, "binary", "", "raftpeer binary; built from this module if empty")
+	fs.StringVar(&o.binary, "binary", "bin/raftpeer", "raftpeer binary, built from the module bench/")
 	fs.IntVar(&o.n, "n", 5, fmt.Sprintf("peers per cluster, %d to %d", raftbench.MinPeers, raftbench.MaxPeers))
 	fs.IntVar(&o.rounds, "rounds", 3, "leader crashes per timing variant")
 	fs.StringVar(&timeouts, "timeouts", raftbench.TimeoutsDefault+","+raftbench.Timeouts150ms, "comma-separated timing variants")
-	fs.StringVar(&o.svg, "svg", "", "write a failover plot to this .svg file")
 	fs.StringVar(&o.json, "json", "", "write the results to this file as JSON (a list of failover series, durations in nanoseconds)")
 	fs.DurationVar(&o.wait, "wait", raftbench.DefaultWait, "bound on each wait for agreement")
 	if err := fs.Parse(args); err != nil {
@@ -78,27 +73,13 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 		}
 		o.timeouts = append(o.timeouts, t)
 	}
-	if o.svg != "" && filepath.Ext(o.svg) != ".svg" {
-		return o, fmt.Errorf("-svg %s: want a .svg file", o.svg)
+	if o.binary == "" {
+		return o, errors.New("-binary: the raftpeer binary is required (go tool task bench:build)")
 	}
 	return o, nil // raftbench checks -n, -rounds and -wait
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
-	if o.binary == "" {
-		dir, err := os.MkdirTemp("", "raftcheck-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		o.binary = filepath.Join(dir, "raftpeer")
-		build := exec.CommandContext(ctx, "go", "build", "-o", o.binary, "github.com/baton-election/baton/bench/raftpeer")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build raftpeer: %w", err)
-		}
-	}
-	var series []plot.Series
 	var results []Series
 	var lines []string
 	for _, t := range o.timeouts {
@@ -111,7 +92,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		name := fmt.Sprintf("raft %s %d", t, o.n)
 		lines = append(lines, fmt.Sprintf("%-18s rounds %d  p50 %s  p90 %s  p99 %s  max %s",
 			name, len(res.Rounds), ms(res.P50), ms(res.P90), ms(res.P99), ms(res.Max)))
-		series = append(series, plot.Series{Name: name, P50: res.P50, P90: res.P90, Max: res.Max})
 		results = append(results, Series{Name: name, Rounds: res.Failovers(), P50: res.P50, P90: res.P90, P99: res.P99, Max: res.Max})
 	}
 	if o.json != "" {
@@ -126,14 +106,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	fmt.Fprintln(out, "crash failover (kill the leader until every survivor names the new one):")
 	for _, l := range lines {
 		fmt.Fprintln(out, "  "+l)
-	}
-	if o.svg != "" {
-		host, _ := os.Hostname()
-		caption := fmt.Sprintf("%s, %s", host, time.Now().UTC().Format(time.DateOnly))
-		if err := plot.WriteFailover(o.svg, caption, series); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "wrote", o.svg)
 	}
 	return nil
 }

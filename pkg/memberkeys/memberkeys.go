@@ -3,7 +3,10 @@
 // ELECTION_KEY_FILE), and members.keys, the public key of every member
 // (every node's ELECTION_KEYS_FILE, in the format protocol.ParseMemberKeys
 // reads). The keys command, the NATS configuration generator and the
-// local cluster all make their keys here.
+// local cluster all make their keys here; a deployment of its own can too.
+//
+// Every file is written atomically and synced (WriteFile), so that a crash
+// leaves either no file or a whole one.
 package memberkeys
 
 import (
@@ -17,7 +20,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/baton-election/baton/internal/atomicfile"
+	"github.com/baton-election/baton/pkg/internal/atomicfile"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -89,6 +92,18 @@ func Generate(dir string, ids []uint64) (*protocol.MemberKeys, error) {
 		return nil, fmt.Errorf("memberkeys: %w", err)
 	}
 	return protocol.ParseMemberKeys(strings.NewReader(members.String()))
+}
+
+// WriteFile writes data to path as the key files are written: into a
+// temporary file that is synced, then renamed over path, and the directory
+// synced, so that a crash leaves the old file or the new one, never a part.
+// It is for the files made from a cluster's keys, such as the NATS
+// configuration that names its members (cmd/natsconf).
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	if err := atomicfile.Write(path, data, perm); err != nil {
+		return fmt.Errorf("memberkeys: %w", err)
+	}
+	return nil
 }
 
 // Read reads dir/members.keys (protocol.ReadMemberKeysFile).

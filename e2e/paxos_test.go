@@ -147,7 +147,7 @@ func (w *leaderWatch) stop() {
 // its container, which works when the container has no network.
 func (d *deployment) statusInside(ctx context.Context, alg string, id uint64) (status, error) {
 	var s status
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	code, out, err := d.nodes[alg][id].Exec(ctx, []string{"/healthcheck", "-print", "http://127.0.0.1:8080/status"}, tcexec.Multiplexed())
 	if err != nil {
@@ -200,13 +200,20 @@ func TestPaxosPartition(t *testing.T) {
 	if waited := time.Since(cutAt); waited < lease {
 		t.Errorf("the small side dropped its leader %v after the cut, before a lease (%v) could end: the check is wrong", waited, lease)
 	}
-	check := time.Now()
-	for time.Since(check) < time.Second {
+	check, read := time.Now(), 0
+	for time.Since(check) < time.Second || read == 0 {
+		if time.Since(check) > converge {
+			t.Fatalf("the small side's nodes could not be asked for %v", converge)
+		}
 		for _, id := range small {
 			s, err := d.statusInside(context.Background(), alg, id)
 			if err != nil {
-				t.Fatalf("node %d: %v", id, err)
+				// A slow docker exec on a loaded host proves nothing
+				// either way: the next round asks again.
+				t.Logf("node %d: %v", id, err)
+				continue
 			}
+			read++
 			if s.State == "leader" {
 				t.Fatalf("node %d on the small side reports state leader (term %d) %v after the cut", id, s.Term, time.Since(cutAt))
 			}

@@ -21,7 +21,7 @@ func bound(n int, timing election.Timing) int {
 
 func runScenario(t *testing.T, name string, sc scenario, seeds int, check func(h *harness)) {
 	t.Helper()
-	if testing.Short() {
+	if testing.Short() || underRace {
 		seeds = min(seeds, 10)
 	}
 	worst, total := 0, 0

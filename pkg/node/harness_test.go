@@ -123,6 +123,13 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 		ConnectionEvents: c.events,
 		Probe:            probe,
 	})
+	return run(t, n, nc, err)
+}
+
+// run runs n, made by New on nc with error err, until the test ends, and
+// waits until it is healthy.
+func run(t *testing.T, n *Node, nc *nats.Conn, err error) *running {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -25,20 +23,7 @@ func startClocked(t *testing.T, c *cluster, id uint64, now func() time.Time, dir
 		Logger:    testLogger().With("node", id, "cluster", c.name),
 		Now:       now,
 	})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{Node: n, nc: nc, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- n.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	batontest.CheckFor(t, 5*time.Second, func() error {
-		if !n.Healthy() {
-			return errors.New("not healthy")
-		}
-		return nil
-	})
-	return r
+	return run(t, n, nc, err)
 }
 
 // A node restarted without its data on a host whose clock is behind the

@@ -192,6 +192,9 @@ func (c *Config) validate() error {
 	if err := c.loadKeys(); err != nil {
 		return err
 	}
+	if c.Algorithm == "byzantine" {
+		return invalid("ELECTION_ALGORITHM", "byzantine is not selectable yet: its election machine exists (pkg/byzantine), the node cannot run it; use one of %v", protocol.Algorithms)
+	}
 	if !slices.Contains(protocol.Algorithms, protocol.Algorithm(c.Algorithm)) {
 		return invalid("ELECTION_ALGORITHM", "%q is not one of %v", c.Algorithm, protocol.Algorithms)
 	}

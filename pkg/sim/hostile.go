@@ -318,30 +318,12 @@ func RunHostile(seed uint64, spec Spec, n int, hc HostileConfig, trace io.Writer
 	if trace != nil {
 		fmt.Fprintf(trace, "%5d  the liar is silent: must agree by tick %d\n", c.Now(), c.Now()+res.Bound)
 	}
-	since := -1
-	for c.Now() < res.End {
-		c.Tick()
-		if c.Err() != nil {
-			res.Err = c.Err()
-			return res
-		}
-		_, _, ok := c.Agreement()
-		switch {
-		case ok && since < 0:
-			since = c.Now()
-		case !ok:
-			since = -1
-		}
-		if since < 0 && c.Now() >= res.QuietAt+res.Bound {
-			res.Err = fmt.Errorf("sim: liveness violated: no agreement on the highest honest ID %d ticks after the liar fell silent (tick %d): %s",
-				c.Now()-res.QuietAt, c.Now(), c.describe())
-			return res
-		}
+	converged, err := c.awaitAgreement(res.QuietAt, res.Bound, res.End, "honest", "the liar fell silent", trace, nil)
+	if err != nil {
+		res.Err = err
+		return res
 	}
-	res.Converged = since - res.QuietAt
-	if _, term, _ := c.Agreement(); term < c.MaxClaimedByRunning() {
-		res.Err = fmt.Errorf("%w: the cluster agreed on term %d, below term %d claimed before by a node that runs", ErrInvariant, term, c.MaxClaimedByRunning())
-	}
+	res.Converged = converged
 	return res
 }
 

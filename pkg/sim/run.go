@@ -345,47 +345,64 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 	}
 
 	res.End = res.QuietAt + b + 2*(timing.LeaderTimeoutTicks+timing.CoordinatorTicks)
+	converged, err := c.awaitAgreement(res.QuietAt, b, res.End, "live", "the quiet phase started", trace, func() {
+		sent, _ := c.Messages()
+		res.Messages = sent - sentBefore
+		// Every election and every claim within its bound, one whole
+		// election for what is left of the faults (rounds whose nodes
+		// restarted), and two answers (a Stale reply, an ack) to each
+		// copy still in flight from the faults or waiting for a paused
+		// node: at most twice that.
+		res.MessageLimit = 2 * ((c.Elections()-electionsBefore)*ElectionBound(spec, n) + (c.Claims()-claimsBefore)*ClaimBound(n) +
+			MessageBound(spec, n) + 2*(inFlight+c.Backlog()-backlogBefore))
+	})
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	res.Converged = converged
+	if res.Messages > res.MessageLimit {
+		res.Err = fmt.Errorf("%w: %d messages from the quiet phase to the agreement, above the bound %d for the %d elections", ErrInvariant, res.Messages, res.MessageLimit, c.Elections()-electionsBefore)
+	}
+	return res
+}
+
+// awaitAgreement ticks c until end. The quiet phase began at quietAt: the
+// cluster must agree on the highest (who) ID within bound ticks of it and
+// stay agreed; a liveness error says what began it (after). onAgree runs
+// each time an agreement begins. It returns the ticks from quietAt to the
+// agreement that lasted, or the first invariant violated, including an
+// agreement on a term below one a running node claimed before.
+func (c *Cluster) awaitAgreement(quietAt, bound, end int, who, after string, trace io.Writer, onAgree func()) (int, error) {
 	since := -1
-	for c.Now() < res.End {
+	for c.Now() < end {
 		c.Tick()
-		if c.Err() != nil {
-			res.Err = c.Err()
-			return res
+		if err := c.Err(); err != nil {
+			return 0, err
 		}
 		_, _, ok := c.Agreement()
 		switch {
 		case ok && since < 0:
 			since = c.Now()
-			sent, _ := c.Messages()
-			res.Messages = sent - sentBefore
-			// Every election and every claim within its bound, one whole
-			// election for what is left of the faults (rounds whose nodes
-			// restarted), and two answers (a Stale reply, an ack) to each
-			// copy still in flight from the faults or waiting for a paused
-			// node: at most twice that.
-			res.MessageLimit = 2 * ((c.Elections()-electionsBefore)*ElectionBound(spec, n) + (c.Claims()-claimsBefore)*ClaimBound(n) +
-				MessageBound(spec, n) + 2*(inFlight+c.Backlog()-backlogBefore))
+			if onAgree != nil {
+				onAgree()
+			}
 		case !ok:
 			since = -1
 		}
-		if since < 0 && c.Now() >= res.QuietAt+b {
-			res.Err = fmt.Errorf("sim: liveness violated: no agreement on the highest live ID %d ticks after the quiet phase started (tick %d): %s",
-				c.Now()-res.QuietAt, c.Now(), c.describe())
+		if since < 0 && c.Now() >= quietAt+bound {
+			err := fmt.Errorf("sim: liveness violated: no agreement on the highest %s ID %d ticks after %s (tick %d): %s",
+				who, c.Now()-quietAt, after, c.Now(), c.describe())
 			if trace != nil {
-				fmt.Fprintf(trace, "%5d  VIOLATION %v\n", c.Now(), res.Err)
+				fmt.Fprintf(trace, "%5d  VIOLATION %v\n", c.Now(), err)
 			}
-			return res
+			return 0, err
 		}
 	}
-	res.Converged = since - res.QuietAt
-	_, term, _ := c.Agreement()
-	switch {
-	case term < c.MaxClaimedByRunning():
-		res.Err = fmt.Errorf("%w: the cluster agreed on term %d, below term %d claimed before by a node that runs", ErrInvariant, term, c.MaxClaimedByRunning())
-	case res.Messages > res.MessageLimit:
-		res.Err = fmt.Errorf("%w: %d messages from the quiet phase to the agreement, above the bound %d for the %d elections", ErrInvariant, res.Messages, res.MessageLimit, c.Elections()-electionsBefore)
+	if _, term, _ := c.Agreement(); term < c.MaxClaimedByRunning() {
+		return 0, fmt.Errorf("%w: the cluster agreed on term %d, below term %d claimed before by a node that runs", ErrInvariant, term, c.MaxClaimedByRunning())
 	}
-	return res
+	return since - quietAt, nil
 }
 
 // describe renders every node's view, for failure messages.

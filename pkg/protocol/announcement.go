@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/baton-election/baton/pkg/certify"
 )
 
 // TimeFormat is RFC 3339 with nanoseconds, always nine digits.
@@ -40,9 +42,14 @@ const (
 	Bully Algorithm = "bully"
 	Ring  Algorithm = "ring"
 	Paxos Algorithm = "paxos"
+	// Byzantine is the algorithm of package byzantine, which elects a
+	// leader among members of whom up to ⌊(n−1)/3⌋ may lie. Its
+	// announcements carry the leader's certificate.
+	Byzantine Algorithm = "byzantine"
 )
 
-// Algorithms lists the algorithms a node can run.
+// Algorithms lists the algorithms a node can run (Byzantine is not among
+// them until the node runs it).
 var Algorithms = []Algorithm{Bully, Ring, Paxos}
 
 // Announcement is published on LeaderSubject each time a node becomes
@@ -53,23 +60,50 @@ type Announcement struct {
 	Term      uint64    `json:"term"`
 	Algorithm Algorithm `json:"algorithm"`
 	At        Timestamp `json:"at"`
+	// Certificate is the leader's certificate: the votes of a quorum of
+	// the members for Leader in Term of Cluster (certify.Certificate, in
+	// its JSON form). Byzantine announcements carry it, the others do
+	// not; VerifyAnnouncement checks it against the members' keys.
+	Certificate *certify.Certificate `json:"certificate,omitempty"`
 }
+
+// MaxAnnouncement bounds an announcement that carries a certificate, in
+// bytes: MaxPayload for the announcement's own fields and
+// certify.MaxJSONSize for the certificate, which holds up to
+// certify.MaxMembers signatures (at 101 members, a quorum of 68 makes
+// about 8 KB). An announcement without a certificate is held to
+// MaxPayload.
+const MaxAnnouncement = MaxPayload + certify.MaxJSONSize
 
 // ErrAnnouncement is wrapped by every error of DecodeAnnouncement.
 var ErrAnnouncement = errors.New("protocol: invalid announcement")
+
+// ErrNeedKeys is wrapped by the error of a byzantine announcement read
+// or checked without the members' keys: only the keys can tell a valid
+// certificate from a forged one, so such an announcement is not
+// believed.
+var ErrNeedKeys = errors.New("protocol: a byzantine leader is believed only with the members' keys")
+
+// ErrUncertified is wrapped by the error of an announcement whose
+// certificate is missing (byzantine) or does not hold under the members'
+// keys, together with the certify error that says why.
+var ErrUncertified = errors.New("protocol: leader without a valid certificate")
 
 // EncodeAnnouncement returns the wire form of a.
 func EncodeAnnouncement(a Announcement) ([]byte, error) { return json.Marshal(a) }
 
 // DecodeAnnouncement parses and checks an announcement. Unknown fields are
-// ignored, as the contract asks of consumers.
+// ignored, as the contract asks of consumers. It checks the shape of a
+// certificate, not its signatures (VerifyAnnouncement does): a byzantine
+// announcement must carry one, and a certificate, wherever it is carried,
+// must name the announcement's cluster, term and leader.
 func DecodeAnnouncement(data []byte) (Announcement, error) {
 	var a Announcement
-	if len(data) > MaxPayload {
-		return a, fmt.Errorf("%w: %d bytes exceeds %d", ErrAnnouncement, len(data), MaxPayload)
+	if len(data) > MaxAnnouncement {
+		return a, fmt.Errorf("%w: %d bytes exceeds %d", ErrAnnouncement, len(data), MaxAnnouncement)
 	}
 	if err := json.Unmarshal(data, &a); err != nil {
-		return Announcement{}, fmt.Errorf("%w: %v", ErrAnnouncement, err)
+		return Announcement{}, fmt.Errorf("%w: %w", ErrAnnouncement, err)
 	}
 	switch {
 	case ValidateCluster(a.Cluster) != nil:
@@ -82,6 +116,41 @@ func DecodeAnnouncement(data []byte) (Announcement, error) {
 		return Announcement{}, fmt.Errorf("%w: term %d above the ceiling %d", ErrAnnouncement, a.Term, MaxTerm)
 	case a.At.IsZero():
 		return Announcement{}, fmt.Errorf("%w: at missing", ErrAnnouncement)
+	case a.Certificate == nil && len(data) > MaxPayload:
+		return Announcement{}, fmt.Errorf("%w: %d bytes without a certificate exceeds %d", ErrAnnouncement, len(data), MaxPayload)
+	case a.Certificate == nil && a.Algorithm == Byzantine:
+		return Announcement{}, fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
+	}
+	if c := a.Certificate; c != nil && (c.Cluster != a.Cluster || c.Term != a.Term || c.Leader != a.Leader) {
+		return Announcement{}, fmt.Errorf("%w: %w: the certificate is of leader %d in term %d of %q, the announcement of leader %d in term %d of %q",
+			ErrAnnouncement, ErrUncertified, c.Leader, c.Term, c.Cluster, a.Leader, a.Term, a.Cluster)
 	}
 	return a, nil
+}
+
+// VerifyAnnouncement checks, with the members' keys, what a decoded
+// announcement's signature does not: that a byzantine announcement's
+// certificate holds (certify.VerifyCertificateFor its cluster, term and
+// leader among the members keys lists). A certificate on an announcement
+// of another algorithm is checked too. Without keys (nil), a byzantine
+// announcement cannot be checked: the error wraps ErrNeedKeys. A missing
+// or failing certificate wraps ErrAnnouncement, ErrUncertified and
+// certify's error.
+func VerifyAnnouncement(keys *MemberKeys, a Announcement) error {
+	if a.Certificate == nil {
+		if a.Algorithm == Byzantine {
+			return fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
+		}
+		return nil
+	}
+	if keys == nil {
+		if a.Algorithm == Byzantine {
+			return fmt.Errorf("%w: %w", ErrAnnouncement, ErrNeedKeys)
+		}
+		return nil // nothing is checked without keys
+	}
+	if err := certify.VerifyCertificateFor(keys.Members(), *a.Certificate, a.Cluster, a.Term, a.Leader); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
+	}
+	return nil
 }

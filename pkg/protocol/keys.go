@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/certify"
 )
 
 // Member keys: every member of a cluster has an Ed25519 key pair in the
@@ -322,6 +324,39 @@ func (k *MemberKeys) Verify(subject string, payload []byte, h nats.Header) (uint
 func CheckSigner(signer, named uint64) error {
 	if signer != named {
 		return reject(ReasonSignature, "signed by member %d, but the message is from %d", signer, named)
+	}
+	return nil
+}
+
+// Members returns the keys as the membership that checks certificates,
+// signed statements and evidence (certify.Members): the members are those
+// with a key, and a member's signature is checked with its key. A nil
+// *MemberKeys has no members.
+func (k *MemberKeys) Members() certify.Members { return certifyMembers{k} }
+
+// certifyMembers adapts MemberKeys to certify.Members.
+type certifyMembers struct{ k *MemberKeys }
+
+func (m certifyMembers) Size() int { return m.k.Len() }
+
+func (m certifyMembers) Has(id uint64) bool {
+	_, ok := m.k.PublicKey(id)
+	return ok
+}
+
+func (m certifyMembers) Verify(member uint64, data, sig []byte) error {
+	if m.k == nil {
+		return fmt.Errorf("%w: %d", certify.ErrUnknownMember, member)
+	}
+	key, ok := m.k.keys[member]
+	if !ok {
+		return fmt.Errorf("%w: %d", certify.ErrUnknownMember, member)
+	}
+	if len(sig) != signatureSize {
+		return fmt.Errorf("%w: member %d: signature of %d bytes, want %d", certify.ErrSignature, member, len(sig), signatureSize)
+	}
+	if err := key.kp.Verify(data, sig); err != nil {
+		return fmt.Errorf("%w: member %d: %v", certify.ErrSignature, member, err)
 	}
 	return nil
 }

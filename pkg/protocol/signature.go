@@ -11,8 +11,11 @@ import (
 // names as leader (see MemberKeys.Verify; the signature is checked before
 // the payload is decoded): a missing or wrong signature is a
 // *ValidationError with ReasonSignature. A malformed announcement, or one
-// of another cluster, wraps ErrAnnouncement. Every reader (the observer,
-// pkg/leader) checks announcements with it.
+// of another cluster, wraps ErrAnnouncement. A byzantine announcement
+// counts only with the members' keys and a certificate that holds under
+// them (VerifyAnnouncement): without keys its error wraps ErrNeedKeys, with
+// a missing or failing certificate ErrUncertified. Every reader (the
+// observer, pkg/leader) checks announcements with it.
 func ReadAnnouncement(keys *MemberKeys, cluster string, data []byte, h nats.Header) (Announcement, error) {
 	var signer uint64
 	if keys != nil {
@@ -32,6 +35,9 @@ func ReadAnnouncement(keys *MemberKeys, cluster string, data []byte, h nats.Head
 		if err := CheckSigner(signer, a.Leader); err != nil {
 			return Announcement{}, err
 		}
+	}
+	if err := VerifyAnnouncement(keys, a); err != nil {
+		return Announcement{}, err
 	}
 	return a, nil
 }

@@ -19,6 +19,7 @@ import (
 //	election.<cluster>.propose       Paxos Propose (and lease renewal), broadcast
 //	election.<cluster>.node.<id>     one node's inbox (Answer, Stale, ring messages)
 //	election.<cluster>.query         request/reply: the leader answers with its Announcement
+//	election.<cluster>.bz_<type>     the byzantine broadcasts (bz_propose, bz_vote, bz_timeout, bz_hello, bz_evidence)
 const (
 	// Root is the first token of every subject.
 	Root = "election"
@@ -37,6 +38,9 @@ const (
 	KindQuery       = "query"
 	KindPrepare     = "prepare"
 	KindPropose     = "propose"
+	// KindEvidence is the subject of TypeBzEvidence: members broadcast
+	// there the evidence that another member lied.
+	KindEvidence = string(TypeBzEvidence)
 )
 
 var clusterName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
@@ -71,11 +75,19 @@ func BroadcastSubject(cluster string, t Type) string {
 	switch t {
 	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose:
 		return Root + "." + cluster + "." + string(t)
+	case TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence:
+		return Root + "." + cluster + "." + string(t)
 	}
 	return ""
 }
 
-// BroadcastTypes lists the message types that are broadcast.
+// CertifiedBroadcastTypes lists the byzantine algorithm's broadcast
+// types. BroadcastTypes, which the nodes of the other algorithms
+// subscribe to, does not hold them.
+var CertifiedBroadcastTypes = []Type{TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence}
+
+// BroadcastTypes lists the message types that are broadcast by Bully, the
+// ring and Paxos (see CertifiedBroadcastTypes for the byzantine ones).
 var BroadcastTypes = []Type{TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose}
 
 // BroadcastSubjects lists the broadcast subjects of a cluster.

@@ -24,6 +24,10 @@ func TestSubjects(t *testing.T) {
 		{SubjectFor("c", Message{Type: TypePrepare, From: 1, Term: 3}), "election.c.prepare"},
 		{SubjectFor("c", Message{Type: TypePropose, From: 1, Term: 3}), "election.c.propose"},
 		{SubjectFor("c", Message{Type: TypePromise, From: 1, To: 4, Term: 3}), "election.c.node.4"},
+		{SubjectFor("c", Message{Type: TypeBzEvidence, From: 1}), "election.c.bz_evidence"},
+		{SubjectFor("c", Message{Type: TypeBzVote, From: 1, Term: 3}), "election.c.bz_vote"},
+		{SubjectFor("c", Message{Type: TypeBzStatus, From: 1, To: 4, Term: 3}), "election.c.node.4"},
+		{BroadcastSubject("c", TypeBzAck), ""},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -32,6 +32,20 @@
 // signed by the member it names as leader, and any other is ignored. An
 // application needs no seed: public keys only verify. Without WithKeys,
 // anybody who can publish on the leader subject can name a leader.
+//
+// # Byzantine clusters
+//
+// A leader of the byzantine algorithm holds its term only with a
+// certificate, the votes of a quorum of the members, and its
+// announcements carry it. With WithKeys, such an announcement, from any
+// of the three paths, counts only if its certificate holds under the
+// members' keys (protocol.VerifyAnnouncement); a missing, short, forged
+// or other term's certificate is dropped like a bad signature. Without
+// keys nothing can tell a certificate from a forgery, so a byzantine
+// announcement is never believed: Current returns an error wrapping
+// ErrNeedKeys instead of the leader, and Watch yields that error and
+// ends. Follow a byzantine cluster with WithKeys, and fence its writes
+// with NewCertifiedFence, which admits a term only with its certificate.
 package leader
 
 import (
@@ -45,11 +59,23 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // ErrNoLeader is returned by Current when no leader is known.
 var ErrNoLeader = errors.New("leader: no leader known")
+
+// ErrNeedKeys is wrapped by the error of Current and Watch when they read
+// a byzantine cluster's announcement without WithKeys, and by a Fence
+// without keys asked to check a certificate: a byzantine leader is
+// believed only with a certificate checked against the members' keys.
+var ErrNeedKeys = protocol.ErrNeedKeys
+
+// ErrUncertified is wrapped by the error of a certified fence (see
+// NewCertifiedFence) asked to admit a term without its certificate, or
+// with a certificate that does not hold.
+var ErrUncertified = protocol.ErrUncertified
 
 // ErrConnectionClosed is the error Watch yields when its NATS connection
 // has closed for good.
@@ -86,7 +112,9 @@ func WithoutStream() Option { return func(o *options) { o.stream = false } }
 
 // WithKeys makes Current, Watch and LastAnnounced accept only
 // announcements signed by the member they name as leader, with its key
-// among keys (the nodes' ELECTION_KEYS_FILE). A nil keys checks nothing.
+// among keys (the nodes' ELECTION_KEYS_FILE), and, for a byzantine
+// cluster, carrying a certificate that holds under keys. A nil keys checks
+// nothing, and believes no byzantine announcement.
 func WithKeys(keys *protocol.MemberKeys) Option { return func(o *options) { o.keys = keys } }
 
 // WithRejected makes Current and Watch call f with the error of every
@@ -114,7 +142,9 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// Current returns the leader of cluster now, or ErrNoLeader.
+// Current returns the leader of cluster now, or ErrNoLeader. For a
+// byzantine cluster without WithKeys, it returns an error wrapping
+// ErrNeedKeys.
 func Current(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) (protocol.Announcement, error) {
 	if err := protocol.ValidateCluster(cluster); err != nil {
 		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
@@ -125,24 +155,44 @@ func Current(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option)
 func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (protocol.Announcement, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.queryTimeout)
 	defer cancel()
+	// needKeys is set when a byzantine announcement was read without
+	// keys: then "no leader" would hide why.
+	var needKeys error
 	reply, err := nc.RequestWithContext(ctx, protocol.QuerySubject(cluster), nil)
 	if err == nil {
-		if a, err := o.read(cluster, reply); err == nil {
+		a, err := o.read(cluster, reply)
+		if err == nil {
 			return a, nil
+		}
+		if errors.Is(err, ErrNeedKeys) {
+			needKeys = err
 		}
 	}
 	if errors.Is(err, nats.ErrConnectionClosed) {
 		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
 	}
 	if o.stream && ctx.Err() == nil {
-		if a, err := lastAnnounced(ctx, nc, cluster, o); err == nil {
+		a, err := lastAnnounced(ctx, nc, cluster, o)
+		if err == nil {
 			return a, nil
+		}
+		if errors.Is(err, ErrNeedKeys) {
+			needKeys = err
 		}
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return protocol.Announcement{}, err // the caller's context ended
 	}
+	if needKeys != nil {
+		return protocol.Announcement{}, needKeysError(cluster, needKeys)
+	}
 	return protocol.Announcement{}, ErrNoLeader
+}
+
+// needKeysError says that cluster's byzantine announcement, refused with
+// err, needs WithKeys.
+func needKeysError(cluster string, err error) error {
+	return fmt.Errorf("leader: cluster %s: %w (use WithKeys)", cluster, err)
 }
 
 // LastAnnounced returns the last announcement of cluster kept by the
@@ -184,9 +234,11 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 // Watch yields the leader of cluster as soon as it is known (at once if
 // there is one), then every newer leader, in increasing term, until ctx
 // ends or the loop stops. It yields an error, and iteration ends after it,
-// if it cannot subscribe or when the NATS connection closes for good
+// if it cannot subscribe, when the NATS connection closes for good
 // (ErrConnectionClosed): a closed connection can no longer tell of a new
-// leader, so silence from it would read as "no change".
+// leader, so silence from it would read as "no change"; and when it reads
+// a byzantine announcement without WithKeys (ErrNeedKeys), since it could
+// never believe that cluster's leader.
 //
 //	for a, err := range leader.Watch(ctx, nc, "default") {
 //		if err != nil { ... }
@@ -203,7 +255,18 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			mu     sync.Mutex
 			newest protocol.Announcement
 			signal = make(chan struct{}, 1)
+			// needKeys gets the first byzantine announcement's error
+			// when there are no keys.
+			needKeys = make(chan error, 1)
 		)
+		refuse := func(err error) {
+			if errors.Is(err, ErrNeedKeys) {
+				select {
+				case needKeys <- err:
+				default:
+				}
+			}
+		}
 		offer := func(a protocol.Announcement) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -222,9 +285,12 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			return
 		}
 		sub, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-			if a, err := o.read(cluster, m); err == nil {
-				offer(a)
+			a, err := o.read(cluster, m)
+			if err != nil {
+				refuse(needKeysError(cluster, err))
+				return
 			}
+			offer(a)
 		})
 		if err != nil {
 			yield(protocol.Announcement{}, fmt.Errorf("leader: subscribe: %w", err))
@@ -234,6 +300,8 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 
 		if a, err := current(ctx, nc, cluster, o); err == nil {
 			offer(a)
+		} else {
+			refuse(err)
 		}
 		var resync <-chan time.Time
 		if o.resync > 0 {
@@ -249,6 +317,9 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			case <-closed:
 				yield(protocol.Announcement{}, ErrConnectionClosed)
 				return
+			case err := <-needKeys:
+				yield(protocol.Announcement{}, err)
+				return
 			case <-signal:
 				mu.Lock()
 				a := newest
@@ -262,6 +333,8 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			case <-resync:
 				if a, err := current(ctx, nc, cluster, o); err == nil {
 					offer(a)
+				} else {
+					refuse(err)
 				}
 			}
 		}
@@ -284,16 +357,65 @@ var ErrStaleTerm = errors.New("leader: stale term")
 // successor has written once. The zero value admits every term. A Fence is
 // safe for concurrent use; to survive restarts, persist Term with the
 // resource.
+//
+// In a byzantine cluster a term is a leader's only with its certificate:
+// a fence made by NewCertifiedFence admits a term only through
+// AdmitCertified, so a member that claims a term it was not voted into
+// cannot write.
 type Fence struct {
 	mu   sync.Mutex
 	term uint64
+	// cluster and keys are set by NewCertifiedFence: then every term
+	// needs its certificate.
+	cluster string
+	keys    *protocol.MemberKeys
+}
+
+// NewCertifiedFence returns the fence of a byzantine cluster's resource:
+// it admits a term only with the certificate of that term's leader,
+// valid under keys, the members' public keys (AdmitCertified); Admit,
+// without one, refuses every term. keys must not be nil.
+func NewCertifiedFence(cluster string, keys *protocol.MemberKeys) *Fence {
+	return &Fence{cluster: cluster, keys: keys}
 }
 
 // Admit admits term if it is at least the highest admitted so far, and
-// remembers it; otherwise it returns an error wrapping ErrStaleTerm.
+// remembers it; otherwise it returns an error wrapping ErrStaleTerm. A
+// certified fence refuses it (ErrUncertified): use AdmitCertified.
 func (f *Fence) Admit(term uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.keys != nil {
+		return fmt.Errorf("leader: %w: term %d without its certificate (the fence of byzantine cluster %q admits certified terms only)", ErrUncertified, term, f.cluster)
+	}
+	return f.admit(term)
+}
+
+// AdmitCertified admits the term of the leader's certificate c, as Admit
+// does, if c holds: the votes of a quorum of the members for c.Leader in
+// c.Term of the fence's cluster, each signed with the member's key
+// (certify.VerifyCertificateFor). A writer passes the certificate of its
+// announcement (protocol.Announcement.Certificate). A missing or invalid
+// certificate wraps ErrUncertified and certify's error; a fence without
+// keys (not from NewCertifiedFence) cannot check one, and returns an
+// error wrapping ErrNeedKeys.
+func (f *Fence) AdmitCertified(c *certify.Certificate) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.keys == nil {
+		return fmt.Errorf("leader: %w: the fence has no keys to check a certificate with (NewCertifiedFence)", ErrNeedKeys)
+	}
+	if c == nil {
+		return fmt.Errorf("leader: %w: no certificate", ErrUncertified)
+	}
+	if err := certify.VerifyCertificateFor(f.keys.Members(), *c, f.cluster, c.Term, c.Leader); err != nil {
+		return fmt.Errorf("leader: %w: %w", ErrUncertified, err)
+	}
+	return f.admit(c.Term)
+}
+
+// admit is Admit's rule; f.mu is held.
+func (f *Fence) admit(term uint64) error {
 	if term < f.term {
 		return fmt.Errorf("%w: %d is older than %d", ErrStaleTerm, term, f.term)
 	}

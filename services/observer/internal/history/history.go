@@ -26,6 +26,12 @@
 // the floor are refused from then on, so an old announcement redelivered
 // after a compaction is not recorded again.
 //
+// A cluster also keeps its faulty members: a member of a byzantine
+// cluster whose lie was proven (two contradicting statements signed with
+// its key, certify.Evidence) is recorded once, with the first proof seen,
+// and stays recorded; at most MaxFaulty per cluster. The caller checks the
+// proof's signatures before it records it.
+//
 // Times come from two clocks: a leadership starts at the `at` of its
 // announcement (the new leader's clock); ends that the observer detects
 // itself (resign, silence) carry the observer's clock. Gaps are clamped at
@@ -37,8 +43,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
 )
+
+// MaxFaulty bounds the faulty members recorded per cluster: a cluster
+// that can prove lies has at most certify.MaxMembers members.
+const MaxFaulty = certify.MaxMembers
 
 // Kind names what a Record says.
 type Kind string
@@ -57,6 +68,9 @@ const (
 	// KindFloor: the leaderships below Term were compacted away; records
 	// of lower terms are refused.
 	KindFloor Kind = "floor"
+	// KindFaulty: Member lied, as Evidence proves; At is when the
+	// observer recorded it.
+	KindFaulty Kind = "faulty"
 )
 
 // EndReason says how the observer learnt that a leadership ended.
@@ -103,6 +117,21 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Leaders are the two nodes that acted as leader at once (Split).
 	Leaders []Acting `json:"leaders,omitempty"`
+	// Member is the member convicted (Faulty).
+	Member uint64 `json:"member,omitempty"`
+	// Evidence is the proof of its lie (Faulty), its signatures checked
+	// before it was recorded.
+	Evidence *certify.Evidence `json:"evidence,omitempty"`
+}
+
+// Faulty is a member proven to have lied.
+type Faulty struct {
+	Member uint64
+	// At is when the observer recorded it.
+	At time.Time
+	// Evidence is the first proof seen: two contradicting statements
+	// signed with the member's key.
+	Evidence certify.Evidence
 }
 
 // Leadership is one leader's time in office.
@@ -146,6 +175,19 @@ type Cluster struct {
 	// Floor is the lowest term still recorded after a compaction: the
 	// leaderships below it were dropped. 0 if never compacted.
 	Floor uint64
+	// Faulty are the members proven to have lied, in the order recorded,
+	// one entry per member, at most MaxFaulty; compaction keeps them.
+	Faulty []Faulty
+}
+
+// FaultyMember returns the record of member id if it was proven faulty.
+func (c *Cluster) FaultyMember(id uint64) (Faulty, bool) {
+	for _, f := range c.Faulty {
+		if f.Member == id {
+			return f, true
+		}
+	}
+	return Faulty{}, false
 }
 
 // Latest returns the leadership with the highest term.
@@ -177,7 +219,7 @@ func (c *Cluster) Index(term uint64) (int, bool) {
 
 // accepts reports whether r would change the cluster: the dedup rule.
 func (c *Cluster) accepts(r Record) bool {
-	if r.Kind != KindSplit && r.Term < c.Floor {
+	if r.Kind != KindSplit && r.Kind != KindFaulty && r.Term < c.Floor {
 		return false // compacted away
 	}
 	switch r.Kind {
@@ -198,6 +240,12 @@ func (c *Cluster) accepts(r Record) bool {
 		return len(r.Leaders) == 2
 	case KindFloor:
 		return r.Term > c.Floor
+	case KindFaulty:
+		if r.Member == 0 || r.Evidence == nil || r.Evidence.Member() != r.Member || len(c.Faulty) >= MaxFaulty {
+			return false
+		}
+		_, known := c.FaultyMember(r.Member)
+		return !known
 	}
 	return false
 }
@@ -238,6 +286,8 @@ func (c *Cluster) apply(r Record) {
 		c.Leaderships[i].EndedAt, c.Leaderships[i].EndReason = time.Time{}, ""
 	case KindSplit:
 		c.SplitBrains = append(c.SplitBrains, SplitBrain{At: r.At.Time, Reason: r.Reason, Leaders: [2]Acting(r.Leaders)})
+	case KindFaulty:
+		c.Faulty = append(c.Faulty, Faulty{Member: r.Member, At: r.At.Time, Evidence: *r.Evidence})
 	case KindFloor:
 		c.Floor = r.Term
 		i, _ := c.find(r.Term)
@@ -270,12 +320,22 @@ func (c *Cluster) compacted(keep int) (*Cluster, []Record) {
 	for _, s := range kept.SplitBrains {
 		recs = append(recs, Record{Kind: KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
 	}
+	for _, f := range kept.Faulty {
+		recs = append(recs, faultyRecord(f))
+	}
 	return kept, recs
 }
 
-// clone returns a deep copy, for readers outside the store's lock.
+// faultyRecord is the record of f.
+func faultyRecord(f Faulty) Record {
+	e := f.Evidence
+	return Record{Kind: KindFaulty, Member: f.Member, At: protocol.Timestamp{Time: f.At}, Evidence: &e}
+}
+
+// clone returns a copy, for readers outside the store's lock. The
+// evidence is shared: it is never changed once recorded.
 func (c *Cluster) clone() *Cluster {
-	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor}
+	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty)}
 }
 
 // SplitBrainOf reports whether l took part in a split-brain event.

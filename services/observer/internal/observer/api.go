@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
@@ -47,6 +48,7 @@ func (o *Observer) routes() http.Handler {
 	mux.HandleFunc("GET /api/clusters/{cluster}/leader", o.apiLeader)
 	mux.HandleFunc("GET /api/clusters/{cluster}/gaps", o.apiGaps)
 	mux.HandleFunc("GET /api/clusters/{cluster}/split-brain", o.apiSplitBrain)
+	mux.HandleFunc("GET /api/clusters/{cluster}/faulty", o.apiFaulty)
 	mux.HandleFunc("GET /api/events", o.apiEvents)
 	// Every other request under /api/: 405 with Allow on a path that GET
 	// serves, 404 otherwise, both as JSON errors.
@@ -122,6 +124,15 @@ type splitBrainJSON struct {
 	At      protocol.Timestamp `json:"at"`
 	Reason  string             `json:"reason"`
 	Leaders []history.Acting   `json:"leaders"`
+}
+
+// faultyJSON is a member proven to have lied, with the proof: its two
+// contradicting statements and their signatures, in certify's JSON form
+// ({"member":…,"first":<signed statement>,"second":<signed statement>}).
+type faultyJSON struct {
+	Member   uint64             `json:"member"`
+	At       protocol.Timestamp `json:"at"`
+	Evidence *certify.Evidence  `json:"evidence"`
 }
 
 type errorJSON struct {
@@ -541,6 +552,26 @@ func (o *Observer) apiSplitBrain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writePage(w, out, link)
+}
+
+// apiFaulty lists the members of the cluster proven to have lied, in the
+// order recorded, each with its proof. The list is short (one entry per
+// member at most), so it takes no paging.
+func (o *Observer) apiFaulty(w http.ResponseWriter, r *http.Request) {
+	if !checkParams(w, r.URL.Query()) {
+		return
+	}
+	var out []faultyJSON
+	if _, ok := o.readCluster(w, r, func(c *history.Cluster) {
+		out = make([]faultyJSON, 0, len(c.Faulty))
+		for _, f := range c.Faulty {
+			e := f.Evidence
+			out = append(out, faultyJSON{Member: f.Member, At: protocol.Timestamp{Time: f.At}, Evidence: &e})
+		}
+	}); !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // splitTerm is the newer term of a split brain's two leaderships.

@@ -15,6 +15,11 @@ import (
 // OBSERVER_KEYS_DIR).
 const resultBadSignature = "bad_signature"
 
+// resultBadCertificate is the result label of a byzantine announcement
+// dropped because its certificate is missing or does not hold under the
+// cluster's keys (or the cluster has no keys to check it with).
+const resultBadCertificate = "bad_certificate"
+
 // metrics are the observer's Prometheus metrics, in a registry of its own.
 type metrics struct {
 	reg           *prometheus.Registry
@@ -33,6 +38,8 @@ type metrics struct {
 	streamsRefused prometheus.Counter
 	events         *prometheus.CounterVec
 	resyncs        *prometheus.CounterVec
+	// evidence counts the members recorded as faulty, with their proof.
+	evidence *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -69,11 +76,11 @@ func newMetrics() *metrics {
 		}, []string{"cluster", "reason"}),
 		announcements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_announcements_total",
-			Help: "Announcements read from the stream, by result: recorded, duplicate (redelivered), invalid, bad_signature.",
+			Help: "Announcements read from the stream, by result: recorded, duplicate (redelivered), invalid, bad_signature, bad_certificate (byzantine).",
 		}, []string{"result"}),
 		live: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_live_messages_total",
-			Help: "Live messages (leader, heartbeat, resign, query answers) by kind and result: ok, invalid, bad_signature, dropped (inbox full).",
+			Help: "Live messages (leader, heartbeat, resign, propose, bz_evidence, query answers) by kind and result: ok, invalid, bad_signature (also forged or uncheckable evidence), bad_certificate (byzantine announcements), dropped (inbox full).",
 		}, []string{"kind", "result"}),
 		compacted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_history_compacted_total",
@@ -95,18 +102,22 @@ func newMetrics() *metrics {
 			Name: "observer_event_stream_resyncs_total",
 			Help: "resync events sent on GET /api/events, by reason: behind (the client fell behind the buffer), unknown_id (a Last-Event-ID this process did not issue).",
 		}, []string{"reason"}),
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_evidence_recorded_total",
+			Help: "Members of byzantine clusters recorded as faulty by this process, each with the evidence of its lie (two contradicting statements signed with its key), per cluster.",
+		}, []string{"cluster"}),
 	}
-	m.reg.MustRegister(m.changes, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
+	m.reg.MustRegister(m.changes, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
 		m.streams, m.streamsRefused, m.events, m.resyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
 	// start, at zero, so that rates and increase() alerts see zero rather
 	// than nothing.
-	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature} {
+	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature, resultBadCertificate} {
 		m.announcements.WithLabelValues(r)
 	}
 	for _, kind := range append(slices.Clone(liveKinds), protocol.KindQuery) {
-		for _, r := range []string{"ok", "invalid", resultBadSignature, "dropped"} {
+		for _, r := range []string{"ok", "invalid", resultBadSignature, resultBadCertificate, "dropped"} {
 			m.live.WithLabelValues(kind, r)
 		}
 	}
@@ -131,6 +142,7 @@ func (m *metrics) known(cluster string) {
 	m.term.WithLabelValues(cluster)
 	m.leader.WithLabelValues(cluster)
 	m.compacted.WithLabelValues(cluster)
+	m.evidence.WithLabelValues(cluster)
 	for _, r := range []string{history.SplitSameTerm, history.SplitStaleLeader} {
 		m.splits.WithLabelValues(cluster, r)
 	}
@@ -168,6 +180,8 @@ func (m *metrics) recorded(cluster string, kept []history.Record, c *history.Clu
 			}
 		case history.KindSplit:
 			m.splits.WithLabelValues(cluster, r.Reason).Inc()
+		case history.KindFaulty:
+			m.evidence.WithLabelValues(cluster).Inc()
 		}
 	}
 }

@@ -61,6 +61,19 @@
 // what fails; without them, anyone who can publish on
 // the election subjects can fake liveness or split brain in the
 // observer's view (never in the nodes').
+//
+// # Byzantine clusters
+//
+// A byzantine leader is recorded only if its announcement carries a
+// certificate that holds under the cluster's keys
+// (protocol.ReadAnnouncement); without keys for the cluster, none is. The
+// observer also listens to the evidence the members broadcast
+// (election.<cluster>.bz_evidence): a message sent and signed by a member
+// whose two statements contradict each other and are both signed with
+// the key of the member they convict (certify.VerifyEvidence). That
+// member is recorded as faulty, once, with the proof, in the history; the
+// proof convicts whoever relays it, so nothing else is trusted. Evidence
+// of a cluster without keys cannot be checked and is dropped.
 package observer
 
 import (
@@ -78,6 +91,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
 	"github.com/baton-election/baton/services/observer/internal/recorder"
@@ -89,8 +103,14 @@ const liveInbox = 4096
 
 // liveKinds are the kinds of subjects the observer follows live besides
 // the stream: leader announcements (for the order of events), heartbeats,
-// resigns, and Paxos proposals (a leader's lease renewals).
-var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose}
+// resigns, Paxos proposals (a leader's lease renewals) and the evidence
+// of the byzantine members' lies.
+var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose, protocol.KindEvidence}
+
+// maxLive bounds a live message the inbox takes: the largest that any
+// kind may be (a byzantine message, an announcement with a certificate).
+// A larger one is dropped as invalid before it is queued.
+const maxLive = protocol.MaxCertifiedPayload
 
 // missingGrace is how long a term heard in heartbeats may stay unrecorded
 // before the observer asks its leader for the announcement: long enough
@@ -245,6 +265,10 @@ func (o *Observer) Run(ctx context.Context) error {
 	live := make(chan liveMsg, liveInbox)
 	for _, kind := range liveKinds {
 		if _, err := nc.Subscribe(protocol.Root+".*."+kind, func(m *nats.Msg) {
+			if len(m.Data) > maxLive {
+				o.metrics.live.WithLabelValues(kind, "invalid").Inc()
+				return
+			}
 			select {
 			case live <- liveMsg{subject: m.Subject, data: m.Data, header: m.Header, at: o.now()}:
 			default:
@@ -436,8 +460,11 @@ func (o *Observer) readMessage(cluster, subject string, data []byte, h nats.Head
 
 // invalid is the metric result of a message dropped for err.
 func invalid(err error) string {
-	if protocol.ReasonOf(err) == protocol.ReasonSignature {
+	switch {
+	case protocol.ReasonOf(err) == protocol.ReasonSignature:
 		return resultBadSignature
+	case errors.Is(err, protocol.ErrUncertified), errors.Is(err, protocol.ErrNeedKeys):
+		return resultBadCertificate
 	}
 	return "invalid"
 }
@@ -487,6 +514,10 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		return
 	}
 	cluster, kind := parts[1], parts[2]
+	if kind == protocol.KindEvidence {
+		o.evidence(cluster, m)
+		return
+	}
 	var node, term uint64
 	var err error
 	switch kind {
@@ -529,6 +560,67 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		recs = rec.HeardHeartbeat(cluster, node, term, m.at)
 	}
 	o.write(cluster, recs)
+}
+
+// evidence records the member that a bz_evidence message proves faulty.
+func (o *Observer) evidence(cluster string, m liveMsg) {
+	e, err := o.readEvidence(cluster, m)
+	if err != nil {
+		o.metrics.live.WithLabelValues(protocol.KindEvidence, invalid(err)).Inc()
+		o.log.Debug("dropping invalid evidence", "subject", m.subject, "err", err)
+		return
+	}
+	o.metrics.live.WithLabelValues(protocol.KindEvidence, "ok").Inc()
+	rec := history.Record{Kind: history.KindFaulty, Member: e.Member(), At: protocol.Timestamp{Time: m.at}, Evidence: &e}
+	kept, err := o.store.Apply(cluster, rec)
+	if err != nil {
+		o.log.Error("cannot record evidence", "cluster", cluster, "member", e.Member(), "err", err)
+		return
+	}
+	if len(kept) > 0 {
+		a, b := e.First.Statement, e.Second.Statement
+		o.log.Warn("faulty member: it signed two contradicting statements", "cluster", cluster, "member", e.Member(),
+			"kind", a.Kind, "term", a.Term, "first_leader", a.Leader, "second_leader", b.Leader, "order", a.Order)
+	}
+	o.changed(cluster, kept)
+}
+
+// readEvidence reads a bz_evidence message of cluster and checks it: sent
+// and signed by a member, on its subject, well formed, and a proof that
+// holds (certify.VerifyEvidence: two contradicting statements of this
+// cluster, both signed with the key of the member they convict). A
+// signature that fails, anywhere, is a *protocol.ValidationError with
+// ReasonSignature; so is evidence of a cluster without keys, which
+// cannot be checked.
+func (o *Observer) readEvidence(cluster string, m liveMsg) (certify.Evidence, error) {
+	keys, err := o.keysOf(cluster)
+	if err != nil {
+		return certify.Evidence{}, err
+	}
+	if keys == nil {
+		return certify.Evidence{}, &protocol.ValidationError{Reason: protocol.ReasonSignature, Detail: "evidence cannot be checked without the members' keys (OBSERVER_KEYS_DIR)"}
+	}
+	msg, err := o.readMessage(cluster, m.subject, m.data, m.header)
+	if err != nil {
+		return certify.Evidence{}, err
+	}
+	if err := protocol.CheckRoute(cluster, m.subject, msg); err != nil {
+		return certify.Evidence{}, err
+	}
+	if err := protocol.Validate(msg, keys.IDs()); err != nil {
+		return certify.Evidence{}, err
+	}
+	if msg.Type != protocol.TypeBzEvidence || msg.Evidence == nil {
+		return certify.Evidence{}, fmt.Errorf("%s message on %s", msg.Type, m.subject)
+	}
+	e := *msg.Evidence
+	if c := e.First.Statement.Cluster; c != cluster {
+		return certify.Evidence{}, fmt.Errorf("evidence of cluster %q on %s", c, m.subject)
+	}
+	if err := certify.VerifyEvidence(keys.Members(), e); err != nil {
+		return certify.Evidence{}, &protocol.ValidationError{Reason: protocol.ReasonSignature, Detail: err.Error()}
+	}
+	return e, nil
 }
 
 // write records recs of cluster, if any, and publishes what was kept.

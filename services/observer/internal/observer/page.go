@@ -3,12 +3,15 @@ package observer
 import (
 	"bytes"
 	"embed"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
 	"time"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
@@ -40,9 +43,57 @@ type clusterView struct {
 	Segments        []segment
 	Rows            []row
 	SplitBrains     []history.SplitBrain
-	Leaderships     int
+	// Faulty are the members proven to have lied, with their proofs.
+	Faulty      []faultyView
+	Leaderships int
 	// Start and Now bound the timeline.
 	Start, Now time.Time
+}
+
+// faultyView is a faulty member as the page shows it: what it said
+// twice, differently, and the signatures that prove it said both.
+type faultyView struct {
+	Member uint64
+	At     time.Time
+	// What says in words what the two statements contradict.
+	What string
+	// First and Second describe the statements; FirstSig and SecondSig
+	// are their signatures in base64.
+	First, Second       string
+	FirstSig, SecondSig string
+	// Proof is the evidence's JSON, for checking it elsewhere.
+	Proof string
+}
+
+func newFaultyView(f history.Faulty) faultyView {
+	a, b := f.Evidence.First.Statement, f.Evidence.Second.Statement
+	v := faultyView{Member: f.Member, At: f.At,
+		First: describe(a), Second: describe(b),
+		FirstSig:  base64.StdEncoding.EncodeToString(f.Evidence.First.Signature),
+		SecondSig: base64.StdEncoding.EncodeToString(f.Evidence.Second.Signature)}
+	switch a.Kind {
+	case certify.KindVote:
+		v.What = fmt.Sprintf("voted for two leaders in term %d", a.Term)
+	case certify.KindRelay:
+		v.What = fmt.Sprintf("relayed two values of order %d of term %d", a.Order, a.Term)
+	default:
+		v.What = "signed two contradicting statements"
+	}
+	if proof, err := json.Marshal(f.Evidence); err == nil {
+		v.Proof = string(proof)
+	}
+	return v
+}
+
+// describe renders a statement for the page.
+func describe(s certify.Statement) string {
+	switch s.Kind {
+	case certify.KindVote:
+		return fmt.Sprintf("vote of member %d for leader %d in term %d", s.Member, s.Leader, s.Term)
+	case certify.KindRelay:
+		return fmt.Sprintf("relay by member %d of order %d of term %d along %v, value sha256 %x", s.Member, s.Order, s.Term, s.Path, s.Digest[:8])
+	}
+	return fmt.Sprintf("%s of member %d in term %d", s.Kind, s.Member, s.Term)
 }
 
 // segment is one stretch of a timeline: a leadership or a gap.
@@ -150,6 +201,9 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 	}
 	for i := len(c.SplitBrains) - 1; i >= max(0, len(c.SplitBrains)-pageSplitBrains); i-- {
 		v.SplitBrains = append(v.SplitBrains, c.SplitBrains[i])
+	}
+	for _, f := range c.Faulty {
+		v.Faulty = append(v.Faulty, newFaultyView(f))
 	}
 	return v
 }

@@ -31,13 +31,16 @@ const (
 	eventGap = "gap"
 	// eventSplitBrain: two nodes acted as leader at once.
 	eventSplitBrain = "split_brain"
+	// eventFaultyMember: a member was proven to have lied; data is the
+	// record GET /api/clusters/{cluster}/faulty lists, with the cluster.
+	eventFaultyMember = "faulty_member"
 	// eventResync: this stream lost events; the client must read the
 	// state again from the other endpoints.
 	eventResync = "resync"
 )
 
 // streamEventNames are the names of the events published to the feed.
-var streamEventNames = []string{eventLeadershipStart, eventLeadershipEnd, eventLeadershipResume, eventGap, eventSplitBrain}
+var streamEventNames = []string{eventLeadershipStart, eventLeadershipEnd, eventLeadershipResume, eventGap, eventSplitBrain, eventFaultyMember}
 
 // Why a stream gets a resync event.
 const (
@@ -99,6 +102,11 @@ type splitBrainEventJSON struct {
 	splitBrainJSON
 }
 
+type faultyEventJSON struct {
+	Cluster string `json:"cluster"`
+	faultyJSON
+}
+
 type resyncJSON struct {
 	Reason string `json:"reason"`
 	// Missed is how many events (of every cluster) the stream skipped;
@@ -144,6 +152,8 @@ func streamEvents(cluster string, kept []history.Record, c *history.Cluster) []s
 			add(name, leadershipEventJSON{Cluster: cluster, leadershipJSON: leadershipView(c, i)})
 		case history.KindSplit:
 			add(eventSplitBrain, splitBrainEventJSON{Cluster: cluster, splitBrainJSON: splitBrainJSON{At: r.At, Reason: r.Reason, Leaders: r.Leaders}})
+		case history.KindFaulty:
+			add(eventFaultyMember, faultyEventJSON{Cluster: cluster, faultyJSON: faultyJSON{Member: r.Member, At: r.At, Evidence: r.Evidence}})
 		}
 	}
 	return events

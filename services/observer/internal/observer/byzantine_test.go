@@ -1,0 +1,222 @@
+package observer
+
+import (
+	"encoding/base64"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// byzantine is a byzantine cluster "default" of four members with keys.
+type byzantine struct {
+	signers map[uint64]*protocol.Signer
+	keys    *protocol.MemberKeys
+}
+
+func newByzantine(t *testing.T) *byzantine {
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
+	return &byzantine{signers: signers, keys: keys}
+}
+
+// sign has member id's key (or, with a stranger signer, a key that is not
+// the member's) sign st.
+func sign(t *testing.T, s *protocol.Signer, st certify.Statement) certify.SignedStatement {
+	t.Helper()
+	cs, err := certify.NewSigner(st.Member, s.KeyPair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := certify.Sign(cs, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signed
+}
+
+// certificate returns the certificate of leader in term, with the votes
+// of voters signed by signers' keys.
+func certificate(t *testing.T, signers map[uint64]*protocol.Signer, term, leader uint64, voters ...uint64) *certify.Certificate {
+	t.Helper()
+	var votes []certify.SignedStatement
+	for _, id := range voters {
+		votes = append(votes, sign(t, signers[id], certify.Vote("default", id, term, leader)))
+	}
+	c, err := certify.NewCertificate(votes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+// publish publishes a message of from on its subject, signed by s (unsigned
+// if s is nil).
+func publishSigned(t *testing.T, nc *nats.Conn, subject string, data []byte, s *protocol.Signer) {
+	t.Helper()
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	if s != nil {
+		m.Header = s.Header(subject, data)
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A byzantine leader is recorded only with a certificate that holds under
+// the cluster's keys: a missing or forged one is refused and counted as
+// bad_certificate, though the announcement is signed by the leader it
+// names.
+func TestByzantineLeaderNeedsACertificate(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	o := startObserver(t, cfg, nil)
+
+	byz := func(leader, term uint64, c *certify.Certificate) []byte {
+		a := announcement("default", leader, term, t0.Add(time.Duration(term)*time.Second))
+		a.Algorithm, a.Certificate = protocol.Byzantine, c
+		data, err := protocol.EncodeAnnouncement(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	subject := protocol.LeaderSubject("default")
+	publishSigned(t, nc, subject, byz(3, 5, nil), b.signers[3])
+	publishSigned(t, nc, subject, byz(3, 6, certificate(t, strangers, 6, 3, 1, 2, 3)), b.signers[3])
+	publishSigned(t, nc, subject, byz(3, 7, certificate(t, b.signers, 7, 3, 3, 1)), b.signers[3])
+	publishSigned(t, nc, subject, byz(4, 8, certificate(t, b.signers, 8, 4, 1, 2, 3)), b.signers[4])
+	o.waitFor(t, "the certified term 8", func() bool { return o.leaderships("default") == 1 })
+	c, _ := o.store.Cluster("default")
+	if l, ok := c.Current(); !ok || l.Term != 8 || l.Leader != 4 || l.Algorithm != protocol.Byzantine {
+		t.Errorf("current leadership %+v, want node 4 in term 8 (byzantine)", l)
+	}
+	if got := counter(o.metrics.announcements.WithLabelValues(resultBadCertificate)); got != 3 {
+		t.Errorf("announcements refused for their certificate: %v, want 3 (missing, forged, short)", got)
+	}
+}
+
+// Without keys for it, no byzantine leader of a cluster is recorded.
+func TestByzantineLeaderWithoutKeys(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	o := startObserver(t, testConfig(url, t.TempDir()), nil)
+	a := announcement("default", 4, 8, t0)
+	a.Algorithm, a.Certificate = protocol.Byzantine, certificate(t, b.signers, 8, 4, 1, 2, 3)
+	announce(t, nc, a)
+	announce(t, nc, announcement("other", 1, 1, t0))
+	o.waitFor(t, "the other cluster", func() bool { return o.leaderships("other") == 1 })
+	if got := counter(o.metrics.announcements.WithLabelValues(resultBadCertificate)); got != 1 || o.leaderships("default") != 0 {
+		t.Errorf("bad_certificate %v, %d leaderships of default; want 1 and 0", got, o.leaderships("default"))
+	}
+}
+
+// The observer records as faulty a member whose evidence holds, once, with
+// the proof, on disk, in the API, on the page and in the metrics; it
+// refuses evidence whose statements are not signed with the convicted
+// member's key, evidence relayed without a member's signature, and the
+// evidence of a cluster it has no keys for.
+func TestEvidenceOfALie(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	o := startObserver(t, cfg, nil)
+
+	// evidence is member's two votes in term 4, signed with s, as member
+	// 2 relays them.
+	evidence := func(cluster string, s *protocol.Signer, member uint64) []byte {
+		return relayed(t, cluster, s, member, 2)
+	}
+	subject := protocol.SubjectFor("default", protocol.Message{Type: protocol.TypeBzEvidence, From: 2})
+	// Forged: member 4's two votes signed with a key that is not 4's,
+	// relayed and signed by member 2.
+	publishSigned(t, nc, subject, evidence("default", batontest.NewSigner(t, 4), 4), b.signers[2])
+	// Member 3's lie, but relayed unsigned, or signed by a key not 2's.
+	publishSigned(t, nc, subject, evidence("default", b.signers[3], 3), nil)
+	publishSigned(t, nc, subject, evidence("default", b.signers[3], 3), batontest.NewSigner(t, 2))
+	// A cluster without keys.
+	other := protocol.SubjectFor("other", protocol.Message{Type: protocol.TypeBzEvidence, From: 2})
+	publishSigned(t, nc, other, evidence("other", b.signers[3], 3), b.signers[2])
+	o.waitFor(t, "the four refusals", func() bool {
+		return counter(o.metrics.live.WithLabelValues(protocol.KindEvidence, resultBadSignature)) == 4
+	})
+	// Member 3's lie, proven twice.
+	proof := evidence("default", b.signers[3], 3)
+	publishSigned(t, nc, subject, proof, b.signers[2])
+	publishSigned(t, nc, subject, relayed(t, "default", b.signers[3], 3, 1), b.signers[1])
+	o.waitFor(t, "both proofs", func() bool { return o.liveCount(protocol.KindEvidence) == 2 })
+
+	c, ok := o.store.Cluster("default")
+	if !ok || len(c.Faulty) != 1 || c.Faulty[0].Member != 3 {
+		t.Fatalf("faulty members %+v, want member 3 alone", c)
+	}
+	if got := counter(o.metrics.evidence.WithLabelValues("default")); got != 1 {
+		t.Errorf("observer_evidence_recorded_total = %v, want 1", got)
+	}
+	if _, ok := o.store.Cluster("other"); ok {
+		t.Error("the cluster without keys was recorded")
+	}
+
+	var listed []faultyJSON
+	if code := o.get(t, "/api/clusters/default/faulty", &listed); code != http.StatusOK || len(listed) != 1 || listed[0].Member != 3 || listed[0].Evidence == nil {
+		t.Fatalf("GET faulty = %d %+v, want member 3 with its evidence", code, listed)
+	}
+	if err := certify.VerifyEvidence(b.keys.Members(), *listed[0].Evidence); err != nil {
+		t.Errorf("the evidence served does not hold: %v", err)
+	}
+	if code := o.get(t, "/api/clusters/nowhere/faulty", nil); code != http.StatusNotFound {
+		t.Errorf("GET faulty of an unknown cluster = %d, want 404", code)
+	}
+
+	resp, err := http.Get("http://" + o.Addr() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// html/template writes '+' as a character reference.
+	sig := strings.ReplaceAll(base64.StdEncoding.EncodeToString(c.Faulty[0].Evidence.First.Signature), "+", "&#43;")
+	for _, want := range []string{"Faulty members", `data-member="3"`, "voted for two leaders in term 4", "vote of member 3 for leader 1 in term 4", sig} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+
+	// The record survives a restart.
+	o.stop()
+	o = startObserver(t, cfg, nil)
+	if c, _ := o.store.Cluster("default"); len(c.Faulty) != 1 || c.Faulty[0].Member != 3 {
+		t.Errorf("after a restart, faulty members %+v, want member 3", c.Faulty)
+	}
+}
+
+// relayed is a bz_evidence message of from with member's two votes in
+// term 4 of cluster, for 1 and for 2, signed with s.
+func relayed(t *testing.T, cluster string, s *protocol.Signer, member, from uint64) []byte {
+	t.Helper()
+	e := &certify.Evidence{
+		First:  sign(t, s, certify.Vote(cluster, member, 4, 1)),
+		Second: sign(t, s, certify.Vote(cluster, member, 4, 2)),
+	}
+	data, err := protocol.Encode(protocol.Message{Type: protocol.TypeBzEvidence, From: from, Evidence: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

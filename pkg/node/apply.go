@@ -34,21 +34,23 @@ func (n *Node) commit() error {
 		n.record(ev)
 	}
 	st := rd.Status
-	var claim *announcement
 	if rd.Claimed != 0 {
-		claim = n.announcement(rd.Claimed)
-		n.current = claim
+		n.current, n.currentAnnounced = n.announcement(rd.Claimed), false
 	}
 	n.show(st)
 	for _, m := range rd.Messages {
 		n.log.Debug("send", "msg", m)
 		n.publish(m)
 	}
-	if claim != nil && n.leadingNow() != nil {
+	if n.current != nil && !n.currentAnnounced && n.leadingNow() == n.current {
 		// Announce once the status shows the leadership, so whoever hears
 		// the announcement finds it in /status and in queries; never with
-		// a lease that has already ended.
-		n.announce(claim)
+		// a lease that has already ended. A claim whose lease ended before
+		// it could be announced is announced when the lease is won again
+		// in the same term (byzantine: a leader keeps its term when a
+		// quorum's acks lapse and come back).
+		n.currentAnnounced = true
+		n.announce(n.current)
 	}
 	n.answerQueries(st.Role == election.Leader)
 	return nil
@@ -101,6 +103,9 @@ func (n *Node) record(ev election.Event) {
 	case election.SteppedDown:
 		n.metrics.steppedDown.Inc()
 		n.log.Info("stepped down", "term", ev.Term)
+	case election.MemberLied:
+		n.metrics.membersLied.Inc()
+		n.log.Warn("member lied: it signed two contradicting statements", "member", ev.Member, "term", ev.Term)
 	}
 }
 
@@ -154,21 +159,29 @@ func (n *Node) publish(m protocol.Message) {
 // announcement encodes (and signs, with a key) this node's leadership
 // with term.
 func (n *Node) announcement(term uint64) *announcement {
-	data, err := protocol.EncodeAnnouncement(protocol.Announcement{
+	a := protocol.Announcement{
 		Cluster:   n.cfg.Cluster,
 		Leader:    n.id,
 		Term:      term,
 		Algorithm: n.cfg.Algorithm,
 		At:        protocol.Timestamp{Time: n.cfg.Now().UTC()},
-	})
+	}
+	if n.certifier != nil {
+		// A byzantine machine claims only with the certificate of its
+		// term in hand.
+		if cert, ok := n.certifier.Certificate(); ok && cert.Term == term && cert.Leader == n.id {
+			a.Certificate = &cert
+		}
+	}
+	data, err := protocol.EncodeAnnouncement(a)
 	if err != nil {
 		panic(fmt.Sprintf("node: encode announcement: %v", err)) // a struct of strings and numbers
 	}
-	a := &announcement{term: term, data: data}
+	out := &announcement{term: term, data: data}
 	if n.cfg.Signer != nil {
-		a.header = n.cfg.Signer.SignAnnouncement(n.cfg.Cluster, data)
+		out.header = n.cfg.Signer.SignAnnouncement(n.cfg.Cluster, data)
 	}
-	return a
+	return out
 }
 
 // announce publishes a leadership of this node on the leader subject.

@@ -34,7 +34,7 @@ func drainAnnouncements(ch <-chan protocol.Announcement) uint64 {
 // its data directories, whether it left cleanly or crashed, announces a
 // term above every term announced before.
 func TestTermsSurviveWholeClusterRestarts(t *testing.T) {
-	for _, algorithm := range protocol.Algorithms {
+	for _, algorithm := range protocol.CrashAlgorithms {
 		t.Run(string(algorithm), func(t *testing.T) {
 			url := batontest.StartNATS(t)
 			c := cluster{url: url, name: "restart", algorithm: algorithm, members: five}

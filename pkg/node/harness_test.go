@@ -30,6 +30,17 @@ var testTiming = election.Timing{
 	LeaderLeaseTicks:   election.LeaderLease(election.DefaultLeaseTicks, election.DefaultMaxDrift),
 }
 
+// byzantineTiming is testTiming with a longer lease: every round of the
+// byzantine algorithm costs each member several signature checks, and a
+// loaded machine running the race detector must not make a live leader's
+// lease lapse.
+var byzantineTiming = func() election.Timing {
+	t := testTiming
+	t.LeaseTicks = 40
+	t.LeaderLeaseTicks = election.LeaderLease(t.LeaseTicks, election.DefaultMaxDrift)
+	return t
+}()
+
 // connect connects to url as the node service does: without echo, so a
 // node does not receive what it publishes, and draining for at most 1 s.
 func connect(t *testing.T, url string, opts ...nats.Option) *nats.Conn {
@@ -214,7 +225,7 @@ func agreement(nodes map[uint64]*running, leader uint64) (uint64, error) {
 func awaitAgreement(t *testing.T, nodes map[uint64]*running, leader uint64) uint64 {
 	t.Helper()
 	var term uint64
-	batontest.CheckFor(t, 10*time.Second, func() (err error) {
+	batontest.CheckFor(t, 20*time.Second, func() (err error) {
 		term, err = agreement(nodes, leader)
 		return err
 	})
@@ -306,13 +317,16 @@ func awaitAnnouncement(t *testing.T, ch <-chan protocol.Announcement, leader, te
 }
 
 // query asks the cluster for its leader; with keys, the answer must be
-// signed by the leader it names.
+// signed by the leader it names. While no node answers (a lease that
+// lapsed on a loaded machine and is being won again), it asks again for
+// up to 10 s.
 func query(t *testing.T, nc *nats.Conn, cluster string, keys *protocol.MemberKeys) protocol.Announcement {
 	t.Helper()
-	reply, err := nc.Request(protocol.QuerySubject(cluster), nil, 2*time.Second)
-	if err != nil {
-		t.Fatalf("query: %v", err)
-	}
+	var reply *nats.Msg
+	batontest.CheckFor(t, 10*time.Second, func() (err error) {
+		reply, err = nc.Request(protocol.QuerySubject(cluster), nil, 2*time.Second)
+		return err
+	})
 	a, err := protocol.ReadAnnouncement(keys, cluster, reply.Data, reply.Header)
 	if err != nil {
 		t.Fatalf("query reply %q: %v", reply.Data, err)

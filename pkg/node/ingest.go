@@ -44,7 +44,7 @@ func (n *Node) onMessage(msg *nats.Msg) {
 // check runs every check on a received message, cheapest first, and
 // returns it decoded.
 func (n *Node) check(msg *nats.Msg) (protocol.Message, error) {
-	if len(msg.Data) > protocol.MaxPayload {
+	if len(msg.Data) > n.maxPayload {
 		return protocol.Message{}, &protocol.ValidationError{Reason: protocol.ReasonOversized, Detail: strconv.Itoa(len(msg.Data)) + " bytes"}
 	}
 	var signer uint64

@@ -17,6 +17,7 @@ type metrics struct {
 	leaderChanges     prometheus.Counter
 	leaderTimeouts    prometheus.Counter
 	steppedDown       prometheus.Counter
+	membersLied       prometheus.Counter
 	unreachable       prometheus.Counter
 	term              prometheus.Gauge
 	connectionEvents  prometheus.Gauge
@@ -55,6 +56,10 @@ func newMetrics() *metrics {
 			Name: "election_stepped_down_total",
 			Help: "Times this node stopped leading on its own: its lease ran out, or it handed over (Paxos).",
 		}),
+		membersLied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_members_lied_total",
+			Help: "Members this node convicted of lying (byzantine): it holds two contradicting statements signed by each.",
+		}),
 		unreachable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "election_peers_unreachable_total",
 			Help: "Point-to-point messages that found no subscriber (NATS no responders).",
@@ -77,7 +82,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
-		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
+		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {

@@ -110,6 +110,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baton-election/baton/pkg/bully"
+	"github.com/baton-election/baton/pkg/byzantine"
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/internal/core"
@@ -218,6 +220,9 @@ type Node struct {
 	log     *slog.Logger
 	metrics *metrics
 	guard   *protocol.ReplayGuard
+	// maxPayload is the largest message accepted: protocol.MaxPayload, or
+	// protocol.MaxCertifiedPayload for the byzantine algorithm.
+	maxPayload int
 
 	claims   chan event // heartbeats and Coordinators
 	inbox    chan event // everything else
@@ -246,10 +251,13 @@ type Node struct {
 	startedAt          time.Time    // on the wall clock, when the incarnation began; set with it
 
 	// Owned by the Run goroutine.
-	current  *announcement  // the last leadership this node claimed
-	drv      *driver.Driver // drives the machine
-	store    *store
-	querySub Subscription
+	current *announcement // the last leadership this node claimed
+	// currentAnnounced: current has been published on the leader subject.
+	currentAnnounced bool
+	certifier        certifier // the machine, if it certifies its leaders
+	drv              *driver.Driver // drives the machine
+	store            *store
+	querySub         Subscription
 }
 
 // event is one entry of a queue: a message, a peer found unreachable, or a
@@ -291,9 +299,6 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if _, err := newMachine(cfg.Algorithm, cfg.Election); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
 	}
@@ -310,6 +315,12 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 		if err := cfg.Keys.Check(members, cfg.Signer); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+	}
+	if cfg.Algorithm.NeedsKeys() && cfg.Signer == nil {
+		return nil, fmt.Errorf("%w: %s needs member keys", ErrConfig, cfg.Algorithm)
+	}
+	if _, err := newMachine(cfg, cfg.Election); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch cfg.ConnectionEvents {
 	case "":
@@ -336,15 +347,19 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 		cfg.Now = time.Now
 	}
 	n := &Node{
-		nc:      tr,
-		cfg:     cfg,
-		id:      cfg.Election.ID,
-		members: members,
-		log:     cfg.Logger,
-		metrics: newMetrics(),
-		guard:   protocol.NewReplayGuard(cfg.MaxMessageAge),
-		claims:  make(chan event, claimsQueueSize),
-		inbox:   make(chan event, cfg.InboxSize),
+		nc:         tr,
+		cfg:        cfg,
+		id:         cfg.Election.ID,
+		members:    members,
+		log:        cfg.Logger,
+		metrics:    newMetrics(),
+		guard:      protocol.NewReplayGuard(cfg.MaxMessageAge),
+		maxPayload: protocol.MaxPayload,
+		claims:     make(chan event, claimsQueueSize),
+		inbox:      make(chan event, cfg.InboxSize),
+	}
+	if cfg.Algorithm == protocol.Byzantine {
+		n.maxPayload = protocol.MaxCertifiedPayload
 	}
 	n.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "election_subscription_dropped_total",
@@ -370,17 +385,28 @@ func setDefault[T comparable](v *T, def T) {
 	}
 }
 
-// newMachine builds the machine of algorithm.
-func newMachine(algorithm protocol.Algorithm, cfg election.Config) (election.Machine, error) {
-	switch algorithm {
+// certifier is a machine whose leaders hold certificates (byzantine): an
+// announcement carries the certificate of its term.
+type certifier interface {
+	Certificate() (certify.Certificate, bool)
+}
+
+// newMachine builds the machine of the node's algorithm with ecfg.
+func newMachine(cfg Config, ecfg election.Config) (election.Machine, error) {
+	switch cfg.Algorithm {
 	case protocol.Bully:
-		return bully.New(cfg)
+		return bully.New(ecfg)
 	case protocol.Ring:
-		return ring.New(cfg)
+		return ring.New(ecfg)
 	case protocol.Paxos:
-		return paxos.New(cfg)
+		return paxos.New(ecfg)
+	case protocol.Byzantine:
+		if cfg.Signer == nil {
+			return nil, fmt.Errorf("%s needs member keys", cfg.Algorithm)
+		}
+		return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: cfg.Keys.Members()})
 	}
-	return nil, fmt.Errorf("unknown algorithm %q", algorithm)
+	return nil, fmt.Errorf("unknown algorithm %q", cfg.Algorithm)
 }
 
 // Run drives the machine until ctx ends, then leaves cleanly and drains the
@@ -476,7 +502,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	if learned.Leader != n.id {
 		cfg.Found = election.Leadership{Leader: learned.Leader, Term: learned.Term}
 	}
-	machine, err := newMachine(n.cfg.Algorithm, cfg)
+	machine, err := newMachine(n.cfg, cfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -485,6 +511,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.drv = drv
+	n.certifier, _ = machine.(certifier)
 	n.incarnation, n.startedAt = inc, started
 	n.setView(machine.Status(), time.Time{}, nil)
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
@@ -738,7 +765,7 @@ func (n *Node) subscribe() error {
 		subs = append(subs, sub)
 		return nil
 	}
-	subjects := append(protocol.BroadcastSubjects(n.cfg.Cluster), protocol.InboxSubject(n.cfg.Cluster, n.id))
+	subjects := append(protocol.BroadcastSubjectsOf(n.cfg.Cluster, n.cfg.Algorithm), protocol.InboxSubject(n.cfg.Cluster, n.id))
 	for _, s := range subjects {
 		if err := subscribe(s, n.onMessage); err != nil {
 			return err

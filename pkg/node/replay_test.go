@@ -84,7 +84,7 @@ func unchanged(t *testing.T, nodes map[uint64]*running, name string, before map[
 // the leader changes exactly as if they had not been sent, and every copy
 // is dropped as replayed or expired.
 func TestReplayedMessagesChangeNothing(t *testing.T) {
-	for _, algorithm := range protocol.Algorithms {
+	for _, algorithm := range protocol.CrashAlgorithms {
 		t.Run(string(algorithm), func(t *testing.T) {
 			url := batontest.StartNATS(t)
 			signers, keys := batontest.MemberKeys(t, five...)

@@ -43,14 +43,26 @@ const (
 	Ring  Algorithm = "ring"
 	Paxos Algorithm = "paxos"
 	// Byzantine is the algorithm of package byzantine, which elects a
-	// leader among members of whom up to ⌊(n−1)/3⌋ may lie. Its
-	// announcements carry the leader's certificate.
+	// leader among members of whom up to ⌊(n−1)/3⌋ may lie with their
+	// own keys; it needs member keys. Its announcements carry the
+	// leader's certificate.
 	Byzantine Algorithm = "byzantine"
 )
 
-// Algorithms lists the algorithms a node can run (Byzantine is not among
-// them until the node runs it).
-var Algorithms = []Algorithm{Bully, Ring, Paxos}
+// Algorithms lists the algorithms a node can run.
+var Algorithms = []Algorithm{Bully, Ring, Paxos, Byzantine}
+
+// CrashAlgorithms lists the algorithms that tolerate crashes, pauses and
+// (Paxos) partitions but not lies; they run with or without member keys.
+var CrashAlgorithms = []Algorithm{Bully, Ring, Paxos}
+
+// Leases reports whether algorithm's leaders hold a lease granted by a
+// quorum (Paxos and byzantine): it renews more often and needs the
+// lease's settings.
+func (a Algorithm) Leases() bool { return a == Paxos || a == Byzantine }
+
+// NeedsKeys reports whether algorithm runs only with member keys.
+func (a Algorithm) NeedsKeys() bool { return a == Byzantine }
 
 // Announcement is published on LeaderSubject each time a node becomes
 // leader. Consumers must ignore fields they do not know.

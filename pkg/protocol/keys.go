@@ -360,3 +360,13 @@ func (m certifyMembers) Verify(member uint64, data, sig []byte) error {
 	}
 	return nil
 }
+
+// Certify returns the signer of the byzantine algorithm's statements: the
+// same member and key.
+func (s *Signer) Certify() certify.Signer {
+	cs, err := certify.NewSigner(s.id, s.kp)
+	if err != nil {
+		panic(fmt.Sprintf("protocol: certify signer: %v", err)) // a seed checked by NewSigner
+	}
+	return cs
+}

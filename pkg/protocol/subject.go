@@ -99,6 +99,20 @@ func BroadcastSubjects(cluster string) []string {
 	return subjects
 }
 
+// BroadcastSubjectsOf lists the broadcast subjects a node of algorithm
+// subscribes to in cluster: BroadcastSubjects, or for the byzantine
+// algorithm its own types and Resign.
+func BroadcastSubjectsOf(cluster string, a Algorithm) []string {
+	if a != Byzantine {
+		return BroadcastSubjects(cluster)
+	}
+	subjects := []string{BroadcastSubject(cluster, TypeResign)}
+	for _, t := range CertifiedBroadcastTypes {
+		subjects = append(subjects, BroadcastSubject(cluster, t))
+	}
+	return subjects
+}
+
 // SubjectFor is the subject m is published on in cluster: the receiver's
 // inbox for point-to-point messages, the type's broadcast subject otherwise.
 func SubjectFor(cluster string, m Message) string {

@@ -36,7 +36,7 @@ type Config struct {
 	// Peers are the comma-separated IDs of every member, this node
 	// included. Every member must be configured with the same set.
 	Peers string `env:"NODE_PEERS,required,notEmpty"`
-	// Algorithm is the election algorithm: bully, ring or paxos.
+	// Algorithm is the election algorithm: bully, ring, paxos or byzantine.
 	Algorithm string `env:"ELECTION_ALGORITHM" envDefault:"bully"`
 	// Cluster is the cluster name, [A-Za-z0-9_-]+. Clusters with different
 	// names share one NATS without seeing each other.
@@ -55,7 +55,7 @@ type Config struct {
 	// HeartbeatInterval is how often the leader broadcasts a heartbeat
 	// (rounded down to whole ticks); a Paxos leader renews its lease as
 	// often. Empty or 0 means 100 ms for Bully and the ring, 50 ms for
-	// Paxos.
+	// Paxos and byzantine.
 	HeartbeatInterval time.Duration `env:"ELECTION_HEARTBEAT_INTERVAL"`
 	// LeaderTimeout is how long a follower waits without hearing its leader
 	// before it starts an election (rounded up to whole ticks). It must
@@ -74,12 +74,12 @@ type Config struct {
 	// Lease is how long a Paxos acceptor holds the lease it grants: a
 	// crashed or cut-off leader is replaced about this long after its last
 	// renewal. Empty or 0 means 200 ms for up to 25 members and 8 ms per member
-	// in larger clusters (800 ms for 101). Paxos only.
+	// in larger clusters (800 ms for 101). Paxos and byzantine only.
 	Lease time.Duration `env:"ELECTION_LEASE"`
 	// MaxDrift bounds how much the rate of any node's clock may differ
 	// from real time, as a fraction (0.05 is 5%): Paxos leaders count on
 	// their lease for ELECTION_LEASE·(1-d)/(1+d) less a tick, so that two
-	// leases never overlap in real time. Paxos only.
+	// leases never overlap in real time. Paxos and byzantine only.
 	MaxDrift float64 `env:"ELECTION_MAX_DRIFT" envDefault:"0.05"`
 	// MaxMessageAge is how far a message's timestamp may be from this
 	// node's clock, either way: older messages are dropped as replays. It
@@ -192,11 +192,11 @@ func (c *Config) validate() error {
 	if err := c.loadKeys(); err != nil {
 		return err
 	}
-	if c.Algorithm == "byzantine" {
-		return invalid("ELECTION_ALGORITHM", "byzantine is not selectable yet: its election machine exists (pkg/byzantine), the node cannot run it; use one of %v", protocol.Algorithms)
-	}
 	if !slices.Contains(protocol.Algorithms, protocol.Algorithm(c.Algorithm)) {
 		return invalid("ELECTION_ALGORITHM", "%q is not one of %v", c.Algorithm, protocol.Algorithms)
+	}
+	if protocol.Algorithm(c.Algorithm).NeedsKeys() && c.signer == nil {
+		return invalid("ELECTION_ALGORITHM", "%s needs member keys: set ELECTION_KEY_FILE and ELECTION_KEYS_FILE (%s)", c.Algorithm, keysDoc)
 	}
 	if protocol.ValidateCluster(c.Cluster) != nil {
 		return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
@@ -354,7 +354,7 @@ func (c *Config) ticks() (election.Timing, error) {
 	}
 	if c.HeartbeatInterval == 0 {
 		ticks := election.DefaultHeartbeatTicks
-		if c.Algorithm == string(protocol.Paxos) {
+		if protocol.Algorithm(c.Algorithm).Leases() {
 			ticks = election.DefaultRenewalTicks
 		}
 		c.HeartbeatInterval = time.Duration(ticks) * 10 * time.Millisecond
@@ -394,7 +394,7 @@ func (c *Config) ticks() (election.Timing, error) {
 	if c.MaxDrift < 0 || c.MaxDrift >= 0.5 || c.MaxDrift != c.MaxDrift {
 		return t, invalid("ELECTION_MAX_DRIFT", "%v is not a fraction in [0, 0.5)", c.MaxDrift)
 	}
-	if c.Algorithm == string(protocol.Paxos) {
+	if protocol.Algorithm(c.Algorithm).Leases() {
 		if c.Lease < 0 {
 			return t, invalid("ELECTION_LEASE", "must be positive, got %v", c.Lease)
 		}

@@ -57,7 +57,7 @@ func TestInvalidConfiguration(t *testing.T) {
 		{with("NODE_PEERS", "1,x,3"), "NODE_PEERS", `"x" is not a positive integer`},
 		{with("NODE_PEERS", "1,,3"), "NODE_PEERS", "not a positive integer"},
 		{with("ELECTION_ALGORITHM", "raft"), "ELECTION_ALGORITHM", "raft"},
-		{with("ELECTION_ALGORITHM", "byzantine"), "ELECTION_ALGORITHM", "not selectable yet"},
+		{with("ELECTION_ALGORITHM", "byzantine"), "ELECTION_ALGORITHM", "needs member keys"},
 		{with("ELECTION_ALGORITHM", "paxos", "ELECTION_LEASE", "-1s"), "ELECTION_LEASE", "positive"},
 		{with("ELECTION_ALGORITHM", "paxos", "ELECTION_LEASE", "60ms"), "ELECTION_LEASE", "raise it"},
 		{with("ELECTION_MAX_DRIFT", "lots"), "ELECTION_MAX_DRIFT", "not a number"},

@@ -254,7 +254,7 @@ type Node struct {
 	current *announcement // the last leadership this node claimed
 	// currentAnnounced: current has been published on the leader subject.
 	currentAnnounced bool
-	certifier        certifier // the machine, if it certifies its leaders
+	certifier        certifier      // the machine, if it certifies its leaders
 	drv              *driver.Driver // drives the machine
 	store            *store
 	querySub         Subscription

@@ -5,7 +5,7 @@
 // the outcome and printing how long that took.
 //
 //	go tool task chaos            # runs: bin/chaos -compose "docker compose"
-//	chaos -observer http://127.0.0.1:8080 -clusters bully,ring,paxos -step 3s
+//	chaos -observer http://127.0.0.1:8080 -clusters bully,ring,paxos,byzantine -step 3s
 package main
 
 import (
@@ -46,7 +46,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	observer := fs.String("observer", "http://127.0.0.1:8080", "base URL of the observer")
 	compose := fs.String("compose", "", `compose command, e.g. "docker compose" or "docker-compose" (default: whichever works)`)
-	clusters := fs.String("clusters", "bully,ring,paxos", "comma-separated clusters; each node's Compose service is <cluster>-<id>")
+	clusters := fs.String("clusters", "bully,ring,paxos,byzantine", "comma-separated clusters; each node's Compose service is <cluster>-<id>")
 	step := fs.Duration("step", 3*time.Second, "pause between steps, to watch the page")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the observer to record each outcome")
 	if err := fs.Parse(args); err != nil {

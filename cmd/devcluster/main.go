@@ -159,6 +159,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 	}
+	if !withKeys {
+		for _, a := range cfg.algorithms {
+			if protocol.Algorithm(a).NeedsKeys() {
+				return fmt.Errorf("-algorithm %s needs member keys: pass -keys on (or auto, with a node binary that reads ELECTION_KEY_FILE)", a)
+			}
+		}
+	}
 	members := map[string]*protocol.MemberKeys{}
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
 	exits := make(chan *localcluster.Node, len(cfg.algorithms)*cfg.nodes)

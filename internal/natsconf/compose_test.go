@@ -3,6 +3,8 @@ package natsconf
 import (
 	"os"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,13 +20,33 @@ func TestComposeKeysMatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peers := regexp.MustCompile(`NODE_PEERS: "([0-9,]+)"`).FindSubmatch(compose)
-	if peers == nil {
-		t.Fatal("compose.yaml: no NODE_PEERS")
+	// Each node service <cluster>-<id> names its member; together they
+	// are the clusters and their members.
+	nodes := regexp.MustCompile(`(?m)^  ([a-z]+)-([0-9]+): \{.*\}$`).FindAllSubmatch(compose, -1)
+	members := map[string][]int{}
+	for _, m := range nodes {
+		id, err := strconv.Atoi(string(m[2]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		members[string(m[1])] = append(members[string(m[1])], id)
+	}
+	clusters := regexp.MustCompile(`ELECTION_CLUSTER: ([A-Za-z0-9_-]+)`).FindAllSubmatch(compose, -1)
+	if len(clusters) == 0 || len(clusters) != len(members) {
+		t.Fatalf("compose.yaml: %d clusters configured, node services of %d", len(clusters), len(members))
 	}
 	want := map[string]bool{}
-	for _, m := range regexp.MustCompile(`ELECTION_CLUSTER: ([A-Za-z0-9_-]+)`).FindAllSubmatch(compose, -1) {
-		want["-cluster "+string(m[1])+"="+string(peers[1])] = true
+	for _, m := range clusters {
+		ids := members[string(m[1])]
+		if len(ids) == 0 {
+			t.Fatalf("compose.yaml: no node services of cluster %s", m[1])
+		}
+		slices.Sort(ids)
+		list := make([]string, len(ids))
+		for i, id := range ids {
+			list[i] = strconv.Itoa(id)
+		}
+		want["-cluster "+string(m[1])+"="+strings.Join(list, ",")] = true
 	}
 	line := regexp.MustCompile(`KEY_CLUSTERS: (.*)`).FindSubmatch(taskfile)
 	if line == nil {
@@ -34,17 +56,13 @@ func TestComposeKeysMatch(t *testing.T) {
 	for _, m := range regexp.MustCompile(`-cluster \S+`).FindAll(line[1], -1) {
 		got[string(m)] = true
 	}
-	if len(want) == 0 || len(got) != len(want) {
+	if len(got) != len(want) {
 		t.Fatalf("Taskfile KEY_CLUSTERS %v; compose.yaml has %v", got, want)
 	}
 	for k := range want {
 		if !got[k] {
 			t.Errorf("Taskfile KEY_CLUSTERS lacks %q", k)
 		}
-	}
-	nodes := regexp.MustCompile(`(?m)^  ([a-z]+)-([0-9]+): \{.*\}$`).FindAllSubmatch(compose, -1)
-	if len(nodes) != len(want)*len(strings.Split(string(peers[1]), ",")) {
-		t.Errorf("compose.yaml: %d node services for %d clusters of %s", len(nodes), len(want), peers[1])
 	}
 	for _, m := range nodes {
 		svc := string(m[0])

@@ -8,7 +8,7 @@
 // term lower than one it has seen (see leader.Fence), which covers the
 // moment between a takeover and this program hearing of it.
 //
-//	NATS_URL=nats://127.0.0.1:4222 ELECTION_CLUSTER=default NODE_ID=3 go run ./examples/leaderonly
+//	NATS_URL=nats://127.0.0.1:4222 ELECTION_CLUSTER=default NODE_ID=3 go run ./cmd/leaderonly
 //
 // Set ELECTION_KEYS_FILE to the nodes' member keys file, if they have
 // keys, so that only announcements signed by the leader they name count.

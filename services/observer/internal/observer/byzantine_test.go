@@ -220,3 +220,47 @@ func relayed(t *testing.T, cluster string, s *protocol.Signer, member, from uint
 	}
 	return data
 }
+
+// A byzantine leader's round counts as its heartbeat only with the
+// certificate of its own term: a round before the certificate is no
+// leader's yet, and one with a forged certificate is refused.
+func TestByzantineRenewalsAreHeartbeats(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	o := startObserver(t, cfg, nil)
+
+	a := announcement("default", 4, 8, t0)
+	a.Algorithm, a.Certificate = protocol.Byzantine, certificate(t, b.signers, 8, 4, 1, 2, 3)
+	data, err := protocol.EncodeAnnouncement(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishSigned(t, nc, protocol.LeaderSubject("default"), data, b.signers[4])
+	o.waitFor(t, "the certified term 8", func() bool { return o.leaderships("default") == 1 })
+
+	round := func(seq uint64, c *certify.Certificate) []byte {
+		data, err := protocol.Encode(protocol.Message{Type: protocol.TypeBzPropose, From: 4, Term: 8, Seq: seq, Cert: c,
+			Inc: 1, N: seq, TS: time.Now().UnixMilli()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	subject := protocol.BroadcastSubject("default", protocol.TypeBzPropose)
+	publishSigned(t, nc, subject, round(1, nil), b.signers[4])
+	publishSigned(t, nc, subject, round(2, certificate(t, strangers, 8, 4, 1, 2, 3)), b.signers[4])
+	publishSigned(t, nc, subject, round(3, certificate(t, b.signers, 8, 4, 1, 2, 3)), b.signers[4])
+	o.waitFor(t, "the certified round as a heartbeat", func() bool {
+		return counter(o.metrics.live.WithLabelValues(protocol.KindHeartbeat, "ok")) == 1
+	})
+	if got := counter(o.metrics.live.WithLabelValues(kindBzPropose, resultBadCertificate)); got != 1 {
+		t.Errorf("rounds refused for their certificate: %v, want 1 (forged)", got)
+	}
+	if got := o.leaderships("default"); got != 1 {
+		t.Errorf("%d leaderships after the rounds, want 1", got)
+	}
+}

@@ -103,9 +103,13 @@ const liveInbox = 4096
 
 // liveKinds are the kinds of subjects the observer follows live besides
 // the stream: leader announcements (for the order of events), heartbeats,
-// resigns, Paxos proposals (a leader's lease renewals) and the evidence
-// of the byzantine members' lies.
-var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose, protocol.KindEvidence}
+// resigns, Paxos proposals (a leader's lease renewals), the byzantine
+// leaders' certified renewals and the evidence of the byzantine members'
+// lies.
+var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose, kindBzPropose, protocol.KindEvidence}
+
+// kindBzPropose is the subject kind of the byzantine leader's rounds.
+var kindBzPropose = string(protocol.TypeBzPropose)
 
 // maxLive bounds a live message the inbox takes: the largest that any
 // kind may be (a byzantine message, an announcement with a certificate).
@@ -542,6 +546,25 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 			// A Paxos leader's lease renewal is its heartbeat.
 			kind = protocol.KindHeartbeat
 		}
+	case kindBzPropose:
+		var msg protocol.Message
+		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
+		if err == nil && (msg.Type != protocol.TypeBzPropose || msg.To != 0) {
+			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
+		}
+		if err == nil && msg.Cert == nil {
+			return // a round before the certificate: no leader yet
+		}
+		if err == nil {
+			err = o.checkRenewal(cluster, msg)
+		}
+		if err != nil {
+			o.metrics.live.WithLabelValues(kind, invalid(err)).Inc()
+			o.log.Debug("dropping invalid message", "subject", m.subject, "err", err)
+			return
+		}
+		// A certified leader's round is its heartbeat.
+		node, term, kind = msg.From, msg.Term, protocol.KindHeartbeat
 	}
 	if err != nil {
 		o.metrics.live.WithLabelValues(kind, invalid(err)).Inc()
@@ -560,6 +583,23 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		recs = rec.HeardHeartbeat(cluster, node, term, m.at)
 	}
 	o.write(cluster, recs)
+}
+
+// checkRenewal checks that a byzantine leader's round carries the
+// certificate of its own leadership in its term, valid under the
+// cluster's keys: only then is it the leader's heartbeat.
+func (o *Observer) checkRenewal(cluster string, msg protocol.Message) error {
+	keys, err := o.keysOf(cluster)
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		return fmt.Errorf("%w: cluster %s", protocol.ErrNeedKeys, cluster)
+	}
+	if err := certify.VerifyCertificateFor(keys.Members(), *msg.Cert, cluster, msg.Term, msg.From); err != nil {
+		return fmt.Errorf("%w: %w", protocol.ErrUncertified, err)
+	}
+	return nil
 }
 
 // evidence records the member that a bz_evidence message proves faulty.

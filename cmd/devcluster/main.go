@@ -167,6 +167,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	members := map[string]*protocol.MemberKeys{}
+	keyDirs := map[string]string{} // each cluster's key directory, with keys
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
 	exits := make(chan *localcluster.Node, len(cfg.algorithms)*cfg.nodes)
 	var nodes []*localcluster.Node
@@ -189,6 +190,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			if members[name], err = localcluster.MakeMemberKeys(keyDir, ids); err != nil {
 				return err
 			}
+			keyDirs[name] = keyDir
 		}
 		ns, err := localcluster.NewNodes(localcluster.Spec{
 			Binary:    cfg.binary,
@@ -246,8 +248,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var observer *localcluster.Process
 	if cfg.observer != "" {
 		addr := fmt.Sprintf("127.0.0.1:%d", cfg.observerPort)
-		observer, err = localcluster.StartProcess(cfg.observer, filepath.Join(cfg.logDir, "observer.log"),
-			append(localcluster.ObserverEnv(), "NATS_URL="+natsURL, "HTTP_ADDR="+addr, "OBSERVER_DATA="+filepath.Join(cfg.logDir, "observer-data")))
+		env := append(localcluster.ObserverEnv(), "NATS_URL="+natsURL, "HTTP_ADDR="+addr, "OBSERVER_DATA="+filepath.Join(cfg.logDir, "observer-data"))
+		if len(keyDirs) > 0 {
+			// The observer checks what the members sign, byzantine
+			// certificates included.
+			dir := filepath.Join(cfg.logDir, "keys", "observer")
+			if err := localcluster.ObserverKeys(dir, keyDirs); err != nil {
+				return err
+			}
+			env = append(env, "OBSERVER_KEYS_DIR="+dir)
+		}
+		observer, err = localcluster.StartProcess(cfg.observer, filepath.Join(cfg.logDir, "observer.log"), env)
 		if err != nil {
 			return err
 		}

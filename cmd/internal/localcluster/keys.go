@@ -42,3 +42,24 @@ func KnowsMemberKeys(path string) (bool, error) {
 	}
 	return bytes.Contains(data, []byte("ELECTION_KEY_FILE")), nil
 }
+
+// ObserverKeys writes in dir, for each cluster of keyDirs, the file
+// <cluster>.keys with the members' public keys that MakeMemberKeys left in
+// keyDirs[cluster]: the observer's OBSERVER_KEYS_DIR, with which it
+// records only what members signed (and byzantine leaders only with their
+// certificates).
+func ObserverKeys(dir string, keyDirs map[string]string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("localcluster: %w", err)
+	}
+	for cluster, from := range keyDirs {
+		data, err := os.ReadFile(filepath.Join(from, memberkeys.MembersFile))
+		if err != nil {
+			return fmt.Errorf("localcluster: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, cluster+".keys"), data, 0o644); err != nil {
+			return fmt.Errorf("localcluster: %w", err)
+		}
+	}
+	return nil
+}

@@ -41,6 +41,67 @@ type environment struct {
 	http     *http.Client
 	observer *exec.Cmd
 	obsURL   string // base URL of the observer's HTTP API, "" without one
+	// keyDirs holds the key directory of each cluster whose algorithm
+	// needs member keys (byzantine), made before the server starts so
+	// that it knows their users.
+	keyDirs map[string]string
+}
+
+// clusterName is the name of the cluster of algorithm at size; steady
+// for the steady-state run.
+func clusterName(algorithm protocol.Algorithm, size int, steady bool) string {
+	if steady {
+		return fmt.Sprintf("bench-steady-%s-%d", algorithm, size)
+	}
+	return fmt.Sprintf("bench-%s-%d", algorithm, size)
+}
+
+// memberKeys makes the member keys of every cluster the run will start
+// whose algorithm needs them, under dir.
+func memberKeys(cfg config, dir string) (map[string]string, map[string]*protocol.MemberKeys, error) {
+	dirs, members := map[string]string{}, map[string]*protocol.MemberKeys{}
+	for _, a := range cfg.algorithms {
+		if !a.NeedsKeys() {
+			continue
+		}
+		names := map[string]int{clusterName(a, cfg.sizes[0], true): cfg.sizes[0]}
+		for _, size := range cfg.sizes {
+			names[clusterName(a, size, false)] = size
+		}
+		for name, size := range names {
+			ids := make([]uint64, size)
+			for i := range ids {
+				ids[i] = uint64(i + 1)
+			}
+			keyDir := filepath.Join(dir, name)
+			keys, err := localcluster.MakeMemberKeys(keyDir, ids)
+			if err != nil {
+				return nil, nil, err
+			}
+			dirs[name], members[name] = keyDir, keys
+		}
+	}
+	return dirs, members, nil
+}
+
+// newNodes makes the nodes of spec, connecting with their member keys
+// where the cluster has them, else as the node user.
+func (e *environment) newNodes(spec localcluster.Spec) ([]*localcluster.Node, error) {
+	keyDir, keyed := e.keyDirs[spec.Cluster]
+	spec.Env = localcluster.NodeEnv()
+	if keyed {
+		spec.Env = nil
+	}
+	nodes, err := localcluster.NewNodes(spec)
+	if err != nil || !keyed {
+		return nodes, err
+	}
+	for _, n := range nodes {
+		for _, kv := range localcluster.MemberEnv(keyDir, n.ID) {
+			n.Setenv(kv)
+		}
+	}
+	return nodes, nil
 }
 
 func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environment, error) {
@@ -48,8 +109,12 @@ func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environmen
 	if err != nil {
 		return nil, err
 	}
+	keyDirs, members, err := memberKeys(cfg, filepath.Join(cfg.logDir, "keys"))
+	if err != nil {
+		return nil, err
+	}
 	// Configured as a deployment: the nodes receive connection events.
-	ns, err := natsconf.StartLocal(store, "127.0.0.1", -1, store, nil)
+	ns, err := natsconf.StartLocal(store, "127.0.0.1", -1, store, members)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +123,7 @@ func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environmen
 		natsconf.Stop(ns)
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
-	e := &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient()}
+	e := &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient(), keyDirs: keyDirs}
 	if cfg.observer != "" {
 		if err := e.startObserver(ctx); err != nil {
 			e.close()
@@ -82,6 +147,13 @@ func (e *environment) startObserver(ctx context.Context) error {
 	}
 	cmd := exec.Command(e.cfg.observer)
 	cmd.Env = append(append(os.Environ(), localcluster.ObserverEnv()...), "NATS_URL="+e.natsURL, "HTTP_ADDR="+addr[0], "OBSERVER_DATA="+data)
+	if len(e.keyDirs) > 0 {
+		dir := filepath.Join(e.cfg.logDir, "keys", "observer")
+		if err := localcluster.ObserverKeys(dir, e.keyDirs); err != nil {
+			return err
+		}
+		cmd.Env = append(cmd.Env, "OBSERVER_KEYS_DIR="+dir)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = localcluster.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -261,7 +333,7 @@ func freeAddrs(n int) ([]string, error) {
 func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm, size int) (res *result, err error) {
 	res = &result{algorithm: algorithm, n: size}
 	defer func() { res.err = err }()
-	cluster := fmt.Sprintf("bench-%s-%d", algorithm, size)
+	cluster := clusterName(algorithm, size, false)
 	w := &wire{}
 	if e.obsURL != "" {
 		w.announced = make(chan announced, 16)
@@ -278,7 +350,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	// that a peer is gone (NATS answers "no responders" only to a message
 	// nobody receives). Point-to-point messages are counted by the nodes'
 	// metrics instead.
-	subjects := append(protocol.BroadcastSubjects(cluster), protocol.LeaderSubject(cluster))
+	subjects := append(protocol.BroadcastSubjectsOf(cluster, algorithm), protocol.LeaderSubject(cluster))
 	for _, subject := range subjects {
 		sub, err := e.nc.Subscribe(subject, w.handle)
 		if err != nil {
@@ -303,7 +375,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
-	nodes, err := localcluster.NewNodes(localcluster.Spec{
+	nodes, err := e.newNodes(localcluster.Spec{
 		Binary:    e.cfg.binary,
 		NATSURL:   e.natsURL,
 		Cluster:   cluster,
@@ -311,7 +383,6 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		IDs:       ids,
 		HTTPAddrs: addrs,
 		LogDir:    filepath.Join(e.cfg.logDir, cluster),
-		Env:       localcluster.NodeEnv(),
 	})
 	if err != nil {
 		return res, err
@@ -580,7 +651,7 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 		if res.n != size || res.err != nil {
 			continue
 		}
-		name := fmt.Sprintf("bench-steady-%s-%d", res.algorithm, size)
+		name := clusterName(res.algorithm, size, true)
 		w := &wire{}
 		sub, err := e.nc.Subscribe(protocol.LeaderSubject(name), w.handle)
 		if err != nil {
@@ -595,9 +666,9 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 		for i := range ids {
 			ids[i] = uint64(i + 1)
 		}
-		nodes, err := localcluster.NewNodes(localcluster.Spec{
+		nodes, err := e.newNodes(localcluster.Spec{
 			Binary: e.cfg.binary, NATSURL: e.natsURL, Cluster: name, Algorithm: string(res.algorithm),
-			IDs: ids, HTTPAddrs: addrs, LogDir: filepath.Join(e.cfg.logDir, name), Env: localcluster.NodeEnv(),
+			IDs: ids, HTTPAddrs: addrs, LogDir: filepath.Join(e.cfg.logDir, name),
 		})
 		if err != nil {
 			return err

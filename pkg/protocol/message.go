@@ -46,14 +46,18 @@ const MaxTerm uint64 = 1 << 62
 const MaxHops = 1 << 20
 
 // Steady reports whether m is part of a quiet cluster's steady traffic
-// rather than of an election: a heartbeat, or a Paxos leader's lease
-// renewal (a Propose naming its leader) and its acceptances.
+// rather than of an election: a heartbeat, a Paxos leader's lease
+// renewal (a Propose naming its leader) and its acceptances, or a
+// byzantine leader's round with its certificate and the acknowledgements
+// of its rounds.
 func Steady(m Message) bool {
 	switch m.Type {
-	case TypeHeartbeat:
+	case TypeHeartbeat, TypeBzAck:
 		return true
 	case TypePropose, TypeAccepted:
 		return m.Candidate != 0
+	case TypeBzPropose:
+		return m.Cert != nil
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -33,7 +34,7 @@ func (a *arrivals) Ready() election.Ready { return election.Ready{} }
 // the message over before ticks that fell due before it arrived: a Paxos
 // grant is then counted from the arrival, not from the earlier tick.
 func TestMessagesCarryTheirArrival(t *testing.T) {
-	n, err := NewWithTransport(unused{}, Config{
+	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
 		Cluster:   "arrival",
 		Algorithm: protocol.Paxos,
 		Election:  electionConfig(1, []uint64{1, 2, 3}),
@@ -54,7 +55,7 @@ func TestMessagesCarryTheirArrival(t *testing.T) {
 	// a flush brought, which arrived in ticks 41 and 47.
 	drv.Advance(drv.At(39))
 	for _, at := range []int{41, 47} {
-		n.handle(event{msg: protocol.Message{Type: protocol.TypePropose, From: 2, Term: 2, Seq: 1}, at: drv.At(at).Add(time.Millisecond)})
+		n.handle(transport.Inbound{Kind: transport.Message, Msg: protocol.Message{Type: protocol.TypePropose, From: 2, Term: 2, Seq: 1}, At: drv.At(at).Add(time.Millisecond)})
 	}
 	if m.now != 39 || len(m.arrived) != 2 || m.arrived[0] != 41 || m.arrived[1] != 47 {
 		t.Fatalf("machine at tick %d got arrivals %v, want tick 39 with arrivals [41 47]", m.now, m.arrived)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
-	"github.com/baton-election/baton/pkg/node/nodetest"
+	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -18,7 +18,7 @@ import (
 // them. The nodes run on an in-memory network here; a real application
 // passes its *nats.Conn to node.New instead.
 func ExampleNode_Run() {
-	network := nodetest.NewNetwork()
+	network := transport.NewNetwork()
 	members := []uint64{1, 2, 3}
 	ctx, stopNodes := context.WithCancel(context.Background())
 	worked := make(chan struct{})
@@ -53,7 +53,8 @@ func ExampleNode_Run() {
 		if id == 3 {
 			cfg.Callbacks = callbacks
 		}
-		n, err := node.NewWithTransport(network.Connect(protocol.ConnectionName("jobs", id)), cfg)
+		conn := network.Join(id)
+		n, err := node.NewWithTransport(conn, conn, cfg)
 		if err != nil {
 			panic(err)
 		}

@@ -35,7 +35,9 @@ type view struct {
 	leaseUntil time.Time
 	// leading is this node's announcement while it leads under its term,
 	// nil otherwise.
-	leading *announcement
+	leading *protocol.Announcement
+	// running: the machine runs (from its start until Run ends it).
+	running bool
 }
 
 // at is the status v shows at now, and the end of the lease it leads
@@ -58,7 +60,7 @@ func (v *view) at(now time.Time) (protocol.Status, time.Time) {
 
 // leadingAt is this node's announcement if v shows it leading at now, and
 // nil otherwise (its lease has ended, say).
-func (v *view) leadingAt(now time.Time) *announcement {
+func (v *view) leadingAt(now time.Time) *protocol.Announcement {
 	if v.leading == nil || (!v.leaseUntil.IsZero() && !now.Before(v.leaseUntil)) {
 		return nil
 	}
@@ -69,10 +71,9 @@ func (v *view) leadingAt(now time.Time) *announcement {
 const MaxStatusWait = 5 * time.Minute
 
 // setView publishes the status st, with the end of its lease (zero if
-// none) and the announcement queries are answered with (nil unless it
-// leads), as one value, and wakes the watchers if the leadership view
-// changed.
-func (n *Node) setView(st election.Status, leaseUntil time.Time, leading *announcement) {
+// none), the announcement queries are answered with (nil unless it
+// leads) and whether the machine runs, as one value.
+func (n *Node) setView(st election.Status, leaseUntil time.Time, leading *protocol.Announcement, running bool) {
 	s := protocol.Status{
 		ID:        n.id,
 		Cluster:   n.cfg.Cluster,
@@ -84,15 +85,21 @@ func (n *Node) setView(st election.Status, leaseUntil time.Time, leading *announ
 		leader := st.Leader
 		s.Leader = &leader
 	}
-	old := n.view.Swap(&view{status: s, leaseUntil: leaseUntil, leading: leading})
-	if old == nil || old.status.ETag() != s.ETag() {
+	n.publishView(&view{status: s, leaseUntil: leaseUntil, leading: leading, running: running})
+}
+
+// publishView publishes v and wakes the watchers if what they see
+// changed.
+func (n *Node) publishView(v *view) {
+	old := n.view.Swap(v)
+	if old == nil || old.status.ETag() != v.status.ETag() || old.running != v.running {
 		n.changed()
 	}
 }
 
-// Healthy reports whether the node is running and connected to NATS.
+// Healthy reports whether the node is running and connected.
 func (n *Node) Healthy() bool {
-	return n.running.Load() && n.nc.IsConnected()
+	return n.view.Load().running && n.tr.Connected()
 }
 
 // Registry is the node's own metrics registry. Callers may register more

@@ -23,7 +23,16 @@ type metrics struct {
 	connectionEvents  prometheus.Gauge
 	leaderDisconnects prometheus.Counter
 	peerDisconnects   prometheus.Counter
+	// subscriptionDrops reads the NATS adapter's count, if there is one.
+	subscriptionDrops func() float64
 }
+
+// Received, Dropped (transport.Meter), EventsDelivered and
+// PeerDisconnected (natstransport.Meter) count for the transport.
+func (m *metrics) Received(t protocol.Type)  { m.received.WithLabelValues(string(t)).Inc() }
+func (m *metrics) Dropped(r protocol.Reason) { m.dropped.WithLabelValues(string(r)).Inc() }
+func (m *metrics) EventsDelivered()          { m.connectionEvents.Set(1) }
+func (m *metrics) PeerDisconnected()         { m.peerDisconnects.Inc() }
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -81,6 +90,15 @@ func newMetrics() *metrics {
 			Help: "Term of the leadership this node last accepted or claimed.",
 		}),
 	}
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "election_subscription_dropped_total",
+		Help: "Messages NATS dropped before the node read them, because a subscription's pending limits were reached.",
+	}, func() float64 {
+		if m.subscriptionDrops == nil {
+			return 0
+		}
+		return m.subscriptionDrops()
+	}))
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
 		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
 	// Every label value exists from the start, so a rate is defined before

@@ -1,61 +1,49 @@
-// Package node runs one election.Machine over NATS: the runtime of the node
-// service.
+// Package node runs one election.Machine over a transport: the runtime of
+// the node service.
 //
-// A Node owns one goroutine (Run) that owns the machine. It selects over the
-// context, a timer set to the machine's next deadline (Machine.Due: an idle
-// node does not wake up until something is due), and two bounded queues:
-// leadership claims (heartbeats and Coordinators) and everything else, the
-// claims first, so that no other traffic can delay the current leader's
-// heartbeats. Each queued message carries the time it arrived, and the
-// machine gets, before it, only the ticks that fell due before that time:
-// a node descheduled for a while handles what arrived meanwhile before its
-// own time-outs fire, instead of timing out on messages waiting in its
-// queue. When a deadline comes with nothing queued, a node that does not
-// lead first flushes its connection and handles what that brings (settle):
-// a message still unread in its socket is handled before the deadline's
-// tick, though what is measured from its arrival (a Paxos grant) is
-// measured from when it really arrived.
+// The package has one part per job:
 //
-// NATS subscription callbacks never block. Each checks a message, cheapest
-// check first, and queues it without waiting: its size; with member keys,
-// its signature over the raw bytes by the member its Election-Signer
-// header names (protocol.MemberKeys.Verify); its decoding
-// (protocol.Decode), after which its sender must be that signer
-// (protocol.CheckSigner); its subject (protocol.CheckRoute); its
-// fields against the membership (protocol.Validate); and its freshness
-// (protocol.ReplayGuard: a message already received, one of an earlier
-// incarnation of its sender, or one dated further than MaxMessageAge from
-// this node's clock). A message that fails a check, or finds its queue
-// full, is dropped, logged at debug level and counted by reason; it never
-// reaches the machine. Every subscription has pending limits, so a flood
-// costs bounded memory.
+//   - the loop (node.go, apply.go): one goroutine, Run's, owns the
+//     driver (pkg/driver) and through it the machine, and carries out
+//     each Ready: store, show, send, announce;
+//   - the transport (pkg/node/transport): the protocol's messages in and
+//     out; New runs the node on the NATS adapter (pkg/node/natstransport),
+//     which owns subjects, signatures, the checks of what arrives, replay
+//     guard, per-sender shares, "no responders" and connection events;
+//     NewWithTransport takes another, such as the in-memory network of
+//     pkg/node/transport on which this package's tests run;
+//   - the bootstrap (bootstrap.go): what the cluster says of its term,
+//     asked once before the machine starts;
+//   - the store (store.go): the hard state on disk;
+//   - what others read (http.go, metrics.go, participant.go): /status,
+//     /healthz, /metrics and the callbacks read one immutable snapshot of
+//     the node (view), which the loop publishes after each change.
+//
+// The loop selects over the context, a timer set to the machine's next
+// deadline (Machine.Due: an idle node does not wake up until something is
+// due), and the transport's two bounded lanes: leadership claims
+// (heartbeats and Coordinators) and everything else, the claims first, so
+// that no other traffic can delay the current leader's heartbeats. Each
+// queued message carries the time it arrived, and the machine gets,
+// before it, only the ticks that fell due before that time: a node
+// descheduled for a while handles what arrived meanwhile before its own
+// time-outs fire, instead of timing out on messages waiting in its queue.
+// When a deadline comes with nothing queued, a node that does not lead
+// first settles its transport (the NATS adapter flushes its connection and
+// waits until its subscriptions have queued what that brought) and
+// handles what that brings: a message still unread in its socket is
+// handled before the deadline's tick, though what is measured from its
+// arrival (a Paxos grant) is measured from when it really arrived.
 //
 // The machine is driven through pkg/driver, the driver the simulator uses
 // too: it turns time into ticks, drops the messages of stale ticks,
-// batches, and hands each message the tick it arrived in. After every
-// batch of events the node carries out the driver's Ready: it writes the
-// hard state to the data directory when it changed (and stops if it
+// batches, stamps, and hands each message the tick it arrived in. After
+// every batch of events the node carries out the driver's Ready: it writes
+// the hard state to the data directory when it changed (and stops if it
 // cannot: a node must not act on a term that a restart could forget),
-// then publishes each message on protocol.SubjectFor (stamped with its
-// incarnation, number and time, and signed with the node's key when it has
-// one), then,
-// when the machine has claimed a new term, a protocol.Announcement on the
-// cluster's leader subject. Only while it leads does the node subscribe to
-// the query subject, where it answers with that announcement: a request
-// while no node leads fails at once with "no responders".
-//
-// Point-to-point messages are published with a reply subject under one of
-// the node's own NATS inboxes that names the receiver and the message. The
-// node never gets a reply to them, except the server's "no responders"
-// status when nobody is subscribed to the receiver's inbox: the receiver's
-// connection is gone, and the machine hears at once that it is unreachable
-// instead of waiting for a time-out. Only a status for a message sent in
-// the last second, and not answered before, counts.
-//
-// The node reaches NATS only through a Transport (transport.go): New
-// wraps a *nats.Conn in one, NewWithTransport takes another, such as the
-// in-memory network of pkg/node/nodetest that tests the runtime without
-// sockets or real time.
+// then shows the new status, sends each message, and, when the machine has
+// claimed a new term, announces a protocol.Announcement. While it leads,
+// the transport answers the cluster's queries with that announcement.
 //
 // # Terms across restarts
 //
@@ -75,11 +63,11 @@
 //
 // New checks the configuration and starts nothing. Run is the node's one
 // lifecycle: it opens the data directory, waits until the connection is
-// up, learns the cluster's term, subscribes, starts the machine and blocks
-// until its context ends; then the machine resigns (a leader hands over at
-// once), its last messages are published and flushed, and the connection
-// is drained and closed. Beside the machine, Run calls the application's
-// Config.Callbacks, modelled on client-go's leaderelection:
+// up, learns the cluster's term, opens the transport, starts the machine
+// and blocks until its context ends; then the machine resigns (a leader
+// hands over at once), its last messages are sent, and the transport is
+// closed (the NATS connection drained). Beside the machine, Run calls the
+// application's Config.Callbacks, modelled on client-go's leaderelection:
 // OnStartedLeading with a context that ends with the leadership (before
 // the message that hands over leaves, and under Paxos no later than the
 // lease), OnStoppedLeading after it, OnNewLeader for each leadership it
@@ -101,8 +89,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +100,8 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/internal/core"
+	"github.com/baton-election/baton/pkg/node/natstransport"
+	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/ring"
@@ -129,16 +116,26 @@ const (
 	DefaultLearnTimeout    = 500 * time.Millisecond
 	// DefaultPendingMsgs and DefaultPendingBytes bound what NATS may hold
 	// for each subscription before the node's callback takes it.
-	DefaultPendingMsgs  = 1024
-	DefaultPendingBytes = 1 << 20
+	DefaultPendingMsgs  = natstransport.DefaultPendingMsgs
+	DefaultPendingBytes = natstransport.DefaultPendingBytes
 )
 
-// claimsQueueSize bounds the queue of leadership claims.
-const claimsQueueSize = 64
+// Drop reasons of the runtime's own, beside protocol.Reasons.
+const (
+	ReasonInboxFull     = transport.ReasonInboxFull
+	ReasonSenderLimit   = natstransport.ReasonSenderLimit
+	ReasonReplyNotInbox = natstransport.ReasonReplyNotInbox
+)
 
-// ReasonInboxFull is the drop reason of a valid message that arrived while
-// its queue was full. The other reasons are protocol.Reasons.
-const ReasonInboxFull protocol.Reason = "inbox_full"
+// ConnectionEvents modes of Config.ConnectionEvents.
+const (
+	// ConnectionEventsAuto subscribes to the connection events and, with a
+	// Config.Probe, checks at start that the server delivers them.
+	ConnectionEventsAuto = "auto"
+	// ConnectionEventsOff ignores them: failures are detected by the
+	// heartbeats alone.
+	ConnectionEventsOff = "off"
+)
 
 // Errors of New and Run.
 var (
@@ -195,7 +192,7 @@ type Config struct {
 	// ConnectionEvents is ConnectionEventsAuto (the default, if empty) or
 	// ConnectionEventsOff: whether the node follows the NATS server's
 	// connection events to notice at once that a member's connection
-	// closed (see events.go and internal/natsconf).
+	// closed (see pkg/node/natstransport and internal/natsconf).
 	ConnectionEvents string
 	// Probe, if set, opens a connection to the node's NATS server under
 	// the given connection name and closes it. The node uses it at start
@@ -211,86 +208,103 @@ type Config struct {
 	Callbacks Callbacks
 }
 
-// Node drives one election machine over one NATS connection.
+// Node drives one election machine over one transport.
+//
+// Its fields are set by New, except those of the loop: the loop's
+// goroutine alone touches them. Whatever other goroutines read (HTTP, the
+// metrics, the callbacks) is published in view, one immutable value.
 type Node struct {
-	nc      Transport
+	tr      transport.Transport
+	cluster TermSource // what the node asks the cluster as it starts
 	cfg     Config
 	id      uint64
 	members []uint64 // sorted
 	log     *slog.Logger
 	metrics *metrics
-	guard   *protocol.ReplayGuard
-	// maxPayload is the largest message accepted: protocol.MaxPayload, or
-	// protocol.MaxCertifiedPayload for the byzantine algorithm.
-	maxPayload int
+	lanes   *transport.Lanes
 
-	claims   chan event // heartbeats and Coordinators
-	inbox    chan event // everything else
-	senders  senders    // each member's share of them (fair.go)
-	replyTo  string     // prefix of the reply subjects of point-to-point messages
-	replies  replies
-	running  atomic.Bool
-	stopping atomic.Bool
-	started  atomic.Bool
-	// ingesting counts the subscription handlers of election messages
-	// running now: settle waits for them to queue what they took.
-	ingesting atomic.Int32
+	started atomic.Bool // Run was called
 	// view is the node's status, lease and leadership, published together
 	// (setView); never nil once New returns.
 	view atomic.Pointer[view]
 	// leadership's context ends as the leadership does, before any message
 	// that follows it (a Resign) leaves: OnStartedLeading runs under it.
 	leadership leadership
-	subs       atomic.Pointer[[]Subscription]
-	watchers   watchers      // notified of every status change (lead, /status)
-	conns      *connections  // nil while connection events are off; set before subscribing
-	probed     chan struct{} // closed when the start-up probe of connection events is over
+	watchers   watchers // notified of every status change (lead, /status)
 
-	lastExpiredWarning atomic.Int64 // Unix ms of the last warning about expired messages
-	incarnation        uint64       // this process's incarnation; set before the subscriptions
-	startedAt          time.Time    // on the wall clock, when the incarnation began; set with it
-
-	// Owned by the Run goroutine.
-	current *announcement // the last leadership this node claimed
-	// currentAnnounced: current has been published on the leader subject.
+	// Owned by the loop.
+	current *protocol.Announcement // the last leadership this node claimed
+	// currentAnnounced: current has been announced.
 	currentAnnounced bool
 	certifier        certifier      // the machine, if it certifies its leaders
 	drv              *driver.Driver // drives the machine
 	store            *store
-	querySub         Subscription
 }
 
-// event is one entry of a queue: a message, a peer found unreachable, or a
-// peer whose connection closed, with the time it arrived.
-type event struct {
-	msg         protocol.Message
-	unreachable uint64
-	down        uint64
-	at          time.Time
-}
-
-// announcement is the encoded Announcement of a leadership.
-type announcement struct {
-	term   uint64
-	data   []byte
-	header nats.Header // the signature, when the node has a key
-}
-
-// New checks cfg and returns a node for nc. It starts nothing.
+// New checks cfg and returns a node for nc, on the NATS adapter
+// (pkg/node/natstransport). It starts nothing.
 func New(nc *nats.Conn, cfg Config) (*Node, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
 	}
-	return NewWithTransport(NATSTransport(nc), cfg)
+	n, err := newNode(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = n.cfg
+	maxPayload, err := maxPayload(cfg.Algorithm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	adapter, err := natstransport.New(nc, natstransport.Config{
+		Cluster:          cfg.Cluster,
+		Algorithm:        cfg.Algorithm,
+		ID:               n.id,
+		Members:          n.members,
+		MaxPayload:       maxPayload,
+		Signer:           cfg.Signer,
+		Keys:             cfg.Keys,
+		MaxMessageAge:    cfg.MaxMessageAge,
+		PendingMsgs:      cfg.PendingMsgs,
+		PendingBytes:     cfg.PendingBytes,
+		ConnectionEvents: cfg.ConnectionEvents == ConnectionEventsAuto,
+		Probe:            cfg.Probe,
+		ProbeTimeout:     cfg.LearnTimeout,
+		ShutdownTimeout:  cfg.ShutdownTimeout,
+		Now:              cfg.Now,
+		Logger:           cfg.Logger,
+		Meter:            n.metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	n.tr = adapter
+	n.cluster = natstransport.Cluster{NC: nc, Name: cfg.Cluster, Keys: cfg.Keys}
+	n.metrics.subscriptionDrops = func() float64 { return float64(adapter.SubscriptionDrops()) }
+	return n, nil
 }
 
-// NewWithTransport checks cfg and returns a node for the connection tr. It
-// starts nothing; Run owns tr from the moment it is called, as it owns the
-// connection of New.
-func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
-	if tr == nil {
+// NewWithTransport checks cfg and returns a node for the transport tr
+// that asks cluster for its term as it starts: the runtime's tests run it
+// on the in-memory network of pkg/node/transport. It starts nothing; Run
+// owns tr from the moment it is called, as it owns the connection of New.
+// Of cfg, what concerns NATS alone (keys, pending limits, connection
+// events) is tr's business.
+func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config) (*Node, error) {
+	if tr == nil || cluster == nil {
 		return nil, fmt.Errorf("%w: no transport", ErrConfig)
 	}
+	n, err := newNode(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.tr, n.cluster = tr, cluster
+	return n, nil
+}
+
+// newNode checks cfg, fills its defaults and returns a node without a
+// transport.
+func newNode(cfg Config) (*Node, error) {
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -347,24 +361,13 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 		cfg.Now = time.Now
 	}
 	n := &Node{
-		nc:         tr,
-		cfg:        cfg,
-		id:         cfg.Election.ID,
-		members:    members,
-		log:        cfg.Logger,
-		metrics:    newMetrics(),
-		guard:      protocol.NewReplayGuard(cfg.MaxMessageAge),
-		maxPayload: protocol.MaxPayload,
-		claims:     make(chan event, claimsQueueSize),
-		inbox:      make(chan event, cfg.InboxSize),
+		cfg:     cfg,
+		id:      cfg.Election.ID,
+		members: members,
+		log:     cfg.Logger,
+		metrics: newMetrics(),
 	}
-	if cfg.Algorithm == protocol.Byzantine {
-		n.maxPayload = protocol.MaxCertifiedPayload
-	}
-	n.metrics.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "election_subscription_dropped_total",
-		Help: "Messages NATS dropped before the node read them, because a subscription's pending limits were reached.",
-	}, n.slowConsumerDrops))
+	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
 	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "election_is_leader",
 		Help: "1 while this node leads (under a lease, while the lease holds), 0 otherwise.",
@@ -374,7 +377,7 @@ func NewWithTransport(tr Transport, cfg Config) (*Node, error) {
 		}
 		return 0
 	}))
-	n.setView(election.Status{ID: n.id}, time.Time{}, nil)
+	n.setView(election.Status{ID: n.id}, time.Time{}, nil, false)
 	return n, nil
 }
 
@@ -409,6 +412,19 @@ func newMachine(cfg Config, ecfg election.Config) (election.Machine, error) {
 	return nil, fmt.Errorf("unknown algorithm %q", cfg.Algorithm)
 }
 
+// maxPayload is the largest message a node of algorithm accepts:
+// protocol.MaxPayload, or protocol.MaxCertifiedPayload for the byzantine
+// algorithm, whose messages carry certificates.
+func maxPayload(algorithm protocol.Algorithm) (int, error) {
+	switch algorithm {
+	case protocol.Bully, protocol.Ring, protocol.Paxos:
+		return protocol.MaxPayload, nil
+	case protocol.Byzantine:
+		return protocol.MaxCertifiedPayload, nil
+	}
+	return 0, fmt.Errorf("unknown algorithm %q", algorithm)
+}
+
 // Run drives the machine until ctx ends, then leaves cleanly and drains the
 // connection. Beside it, it calls Config.Callbacks as the leadership
 // changes, and returns only once they have returned. It returns nil after
@@ -436,96 +452,65 @@ func (n *Node) Run(ctx context.Context) error {
 
 // run is Run without the callbacks.
 func (n *Node) run(ctx context.Context) error {
-	closed, stopClosed := n.nc.StatusChanged(nats.CLOSED)
-	defer stopClosed()
 	st, saved, err := openStore(n.cfg.DataDir)
 	if err != nil {
-		n.nc.Close()
+		n.tr.Abort()
 		return err
 	}
 	n.store = st
 	defer st.close()
-	if err := n.awaitConnection(ctx, closed); err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		n.drain()
+	switch err := n.tr.Connect(ctx, n.lanes); {
+	case errors.Is(err, transport.ErrClosed):
+		n.tr.Abort()
+		return ErrConnectionClosed
+	case ctx.Err() != nil:
+		n.tr.Close()
 		return nil
-	}
-	err = n.begin(ctx, saved)
-	if n.probed != nil {
-		defer func() { <-n.probed }()
-	}
-	if err != nil {
-		n.nc.Close()
+	case err != nil:
+		n.tr.Abort()
 		return err
 	}
-	return n.loop(ctx, closed)
+	if err := n.begin(ctx, saved); err != nil {
+		n.tr.Abort()
+		return err
+	}
+	return n.loop(ctx)
 }
 
-// begin learns the cluster's term, stores the state the machine starts
-// from with a new incarnation, builds the machine and subscribes.
+// begin learns the cluster's term (bootstrap.go), stores the state the
+// machine starts from with a new incarnation, builds the machine and
+// opens the transport for it.
 func (n *Node) begin(ctx context.Context, saved stored) error {
-	eventSubs, err := n.subscribeEvents()
-	if err != nil {
-		return err
-	}
-	n.subs.Store(&eventSubs)
-	// The probe runs beside the node and only logs and sets a gauge: the
-	// node must not stay deaf to its peers while it waits for an event (a
-	// node that does not answer counts as gone to the others). Run waits
-	// for it before returning.
-	n.probed = make(chan struct{})
-	go func() {
-		defer close(n.probed)
-		n.probeEvents(ctx)
-	}()
 	asked := time.Now()
-	learned := n.learn(ctx)
+	learned, err := Learn(ctx, n.cluster, n.cfg.LearnTimeout)
+	if err != nil {
+		n.log.Debug("learning the cluster's leader and term", "learned", learned, "err", err)
+	}
 	took := time.Since(asked)
-	state := saved.HardState
-	// What the cluster says moves the terms no further than one member's
-	// messages may (core.TermBurst): an announcement or an answer is a
-	// member's word too, and one near the ceiling would leave this node
-	// no term to claim. It catches up from the messages if it is behind.
-	learned = learned.Bounded(state.MaxTerm + core.TermBurst)
-	state.MaxTerm = max(state.MaxTerm, learned.MaxTerm())
-	started := n.cfg.Now()
-	inc := max(uint64(started.UnixNano()), saved.Incarnation+1)
-	if err := n.store.write(stored{HardState: state, Incarnation: inc}); err != nil {
+	start := Bootstrap(saved.HardState, saved.Incarnation, learned, n.id, n.cfg.Now())
+	if err := n.store.write(stored{HardState: start.State, Incarnation: start.Incarnation}); err != nil {
 		return err
 	}
 	cfg := n.cfg.Election
-	cfg.State = state
+	cfg.State = start.State
 	cfg.Restored = saved.Version != 0 // state.json existed
-	cfg.Incarnation = inc
-	if learned.Leader != n.id {
-		cfg.Found = election.Leadership{Leader: learned.Leader, Term: learned.Term}
-	}
+	cfg.Incarnation = start.Incarnation
+	cfg.Found = start.Found
 	machine, err := newMachine(n.cfg, cfg)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	drv, err := driver.New(machine, driver.Config{Tick: n.cfg.Tick, Incarnation: inc})
+	drv, err := driver.New(machine, driver.Config{Tick: n.cfg.Tick, Incarnation: start.Incarnation})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.drv = drv
 	n.certifier, _ = machine.(certifier)
-	n.incarnation, n.startedAt = inc, started
-	n.setView(machine.Status(), time.Time{}, nil)
+	n.setView(machine.Status(), time.Time{}, nil, false)
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
 		"leader_found", learned.Leader, "leader_term", learned.Term, "last_announced_term", learned.Last,
-		"learn_took", took.Round(time.Millisecond), "incarnation", inc)
-	if err := n.subscribe(); err != nil {
-		return err
-	}
-	// Make sure the server knows our subscriptions before anyone can
-	// answer our first messages.
-	if err := n.nc.Flush(n.cfg.ShutdownTimeout); err != nil {
-		n.log.Warn("flush after subscribing", "err", err)
-	}
-	return nil
+		"learn_took", took.Round(time.Millisecond), "incarnation", start.Incarnation)
+	return n.tr.Open(transport.Self{Incarnation: start.Incarnation, Started: start.At})
 }
 
 // loop is the node's one goroutine from the machine's start to the end.
@@ -536,18 +521,17 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 // process) thus handles the answers and claims that arrived meanwhile
 // before its own time-outs, as if it had never stalled, instead of timing
 // out on messages that are waiting in its queue.
-func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
+func (n *Node) loop(ctx context.Context) error {
 	n.drv.Start(time.Now())
 	timer := time.NewTimer(n.untilDeadline())
 	defer timer.Stop()
-	n.running.Store(true)
 	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick,
 		"signed", n.cfg.Signer != nil, "incarnation", n.drv.Incarnation())
 	if err := n.commit(); err != nil {
 		return n.fail(err)
 	}
 	for {
-		ev, ok := n.queued()
+		in, ok := n.queued()
 		if !ok {
 			// Nothing waits: catch up with the clock, then sleep until the
 			// machine's next deadline or the next event.
@@ -560,29 +544,29 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 			case <-ctx.Done():
 				n.shutdown()
 				return nil
-			case <-closed:
-				n.setStopped()
-				n.stopping.Store(true)
-				n.log.Warn("NATS connection closed; stopping without resigning")
+			case <-n.tr.Closed():
+				n.stopped()
+				n.log.Warn("connection closed; stopping without resigning")
+				n.tr.Abort()
 				return ErrConnectionClosed
 			case <-timer.C:
 				if err := n.settle(); err != nil {
 					return n.fail(err)
 				}
 				continue
-			case ev = <-n.claims:
-			case ev = <-n.inbox:
+			case in = <-n.lanes.Claims():
+			case in = <-n.lanes.Others():
 			}
 		}
 		// This event and whatever else is queued, up to maxBatch, then one
 		// commit: under load, one write of the state serves them all.
 		for handled := 1; ; handled++ {
-			n.drv.Advance(ev.at)
-			n.handle(ev)
+			n.drv.Advance(in.At)
+			n.handle(in)
 			if handled == maxBatch {
 				break
 			}
-			if ev, ok = n.queued(); !ok {
+			if in, ok = n.queued(); !ok {
 				break
 			}
 		}
@@ -599,87 +583,54 @@ func (n *Node) loop(ctx context.Context, closed <-chan nats.Status) error {
 // maxBatch bounds the events handled between two commits.
 const maxBatch = 64
 
-// settleTimeout bounds how long settle waits for the NATS server's answer
-// to its flush.
-const settleTimeout = 100 * time.Millisecond
-
-// maxSettleYields bounds how many times settle lets the subscriptions'
-// handlers run to queue what the flush brought.
-const maxSettleYields = 64
-
 // settle runs when the machine's next deadline has come with nothing
 // queued, before the deadline's ticks are given. A follower or candidate
-// first makes sure it has read everything the NATS server has sent it (a
-// flush: the server answers it only after what it sent before), lets the
-// subscriptions' handlers queue it, and hands it to the machine as if it
-// had arrived in time: after every tick before the deadline's, which the
-// loop gives next (so a heartbeat of a new leader, read there, is not
-// followed at once by the silence it ended). On a loaded machine a node is
-// often descheduled past its deadline while the leader's heartbeat, or a higher
-// node's Answer, waits unread in its socket: without this it would time
-// out a leader that is alive, or declare itself while a higher node is
-// alive. Only the order is moved, not the time: each message still
-// carries the time it arrived, and what is measured from the arrival (a
-// Paxos acceptor's grant, election.ArrivalStepper) is measured from
-// there, so a grant never ends before the lease argument assumes. A
-// leader's deadlines are its own heartbeats and lease; it does not flush
-// for them.
+// first makes sure it has everything the network had delivered to it
+// (transport.Settle: the NATS adapter flushes the connection and waits
+// until its subscriptions have put on the lanes what the flush brought),
+// and hands it to the machine as if it had arrived in time: after every
+// tick before the deadline's, which the loop gives next (so a heartbeat
+// of a new leader, read there, is not followed at once by the silence it
+// ended). On a loaded machine a node is often descheduled past its
+// deadline while the leader's heartbeat, or a higher node's Answer, waits
+// unread in its socket: without this it would time out a leader that is
+// alive, or declare itself while a higher node is alive. Only the order
+// is moved, not the time: each message still carries the time it
+// arrived, and what is measured from the arrival (a Paxos acceptor's
+// grant, election.ArrivalStepper) is measured from there, so a grant
+// never ends before the lease argument assumes. A leader's deadlines are
+// its own heartbeats and lease; it does not settle for them.
 func (n *Node) settle() error {
 	if n.drv.Status().Role == election.Leader {
 		return nil
 	}
-	if err := n.nc.Flush(settleTimeout); err != nil {
-		n.log.Debug("flush before a deadline", "err", err)
-	}
-	for range maxSettleYields {
-		if n.pending() == 0 && n.ingesting.Load() == 0 {
-			break
-		}
-		runtime.Gosched() // the handlers run; they never block
-	}
-	runtime.Gosched() // and one that was taking a message finishes
-	ev, ok := n.queued()
+	n.tr.Settle()
+	in, ok := n.queued()
 	if !ok {
 		return nil
 	}
 	n.drv.Settle() // the ticks before the deadline's, which the loop slept for
-	for ; ok; ev, ok = n.queued() {
-		n.handle(ev)
+	for ; ok; in, ok = n.queued() {
+		n.handle(in)
 	}
 	return n.commit()
 }
 
-// pending is how many messages wait in the subscriptions for their
-// handlers.
-func (n *Node) pending() int {
-	subs := n.subs.Load()
-	if subs == nil {
-		return 0
-	}
-	total := 0
-	for _, s := range *subs {
-		if p, err := s.Pending(); err == nil {
-			total += p
-		}
-	}
-	return total
-}
-
 // queued returns the next queued event without waiting: leadership claims
 // first, so that no other traffic can delay them.
-func (n *Node) queued() (event, bool) {
+func (n *Node) queued() (transport.Inbound, bool) {
 	select {
-	case ev := <-n.claims:
-		return ev, true
+	case in := <-n.lanes.Claims():
+		return in, true
 	default:
 	}
 	select {
-	case ev := <-n.claims:
-		return ev, true
-	case ev := <-n.inbox:
-		return ev, true
+	case in := <-n.lanes.Claims():
+		return in, true
+	case in := <-n.lanes.Others():
+		return in, true
 	default:
-		return event{}, false
+		return transport.Inbound{}, false
 	}
 }
 
@@ -688,191 +639,50 @@ func (n *Node) untilDeadline() time.Duration {
 	return max(0, time.Until(n.drv.At(n.drv.Deadline())))
 }
 
-// setStopped marks the node as no longer running and wakes lead.
-func (n *Node) setStopped() {
-	n.running.Store(false)
-	n.leadership.end()
-	n.changed()
-}
-
 // handle gives one queued event to the machine.
-func (n *Node) handle(ev event) {
-	if ev.down != 0 {
-		n.log.Debug("peer's connection closed", "peer", ev.down)
-		n.drv.PeerDown(ev.down)
-		return
-	}
-	if ev.unreachable != 0 {
+func (n *Node) handle(in transport.Inbound) {
+	switch in.Kind {
+	case transport.PeerDown:
+		n.log.Debug("peer's connection closed", "peer", in.Peer)
+		n.drv.PeerDown(in.Peer)
+	case transport.Unreachable:
 		n.metrics.unreachable.Inc()
-		n.log.Debug("peer unreachable", "peer", ev.unreachable)
-		n.drv.Unreachable(ev.unreachable)
-		return
+		n.log.Debug("peer unreachable", "peer", in.Peer)
+		n.drv.Unreachable(in.Peer)
+	case transport.Message:
+		n.log.Debug("receive", "msg", in.Msg)
+		// With the tick it arrived in, which is later than the machine's
+		// when settle hands it over before the deadline's tick: a Paxos
+		// grant is counted from the arrival.
+		n.drv.Step(in.Msg, in.At)
 	}
-	n.log.Debug("receive", "msg", ev.msg)
-	// With the tick it arrived in, which is later than the machine's when
-	// settle hands it over before the deadline's tick: a Paxos grant is
-	// counted from the arrival.
-	n.drv.Step(ev.msg, ev.at)
 }
 
 // fail stops a node whose data directory failed: it must not go on acting
 // on a term it could not store. It does not resign, since its Resign
 // could not be stored either; the others detect its silence.
 func (n *Node) fail(err error) error {
-	n.setStopped()
-	n.stopping.Store(true)
+	n.stopped()
 	n.log.Error("cannot store the node's state; stopping", "err", err)
-	n.nc.Close()
+	n.tr.Abort()
 	return err
 }
 
-// awaitConnection returns once the connection is up, ctx ends (nil), or the
-// connection closes (ErrConnectionClosed).
-func (n *Node) awaitConnection(ctx context.Context, closed <-chan nats.Status) error {
-	connected, stopConnected := n.nc.StatusChanged(nats.CONNECTED)
-	defer stopConnected()
-	for !n.nc.IsConnected() {
-		if n.nc.IsClosed() {
-			return ErrConnectionClosed
-		}
-		n.log.Info("waiting for NATS")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-closed:
-			return ErrConnectionClosed
-		case <-connected:
-		}
-	}
-	return nil
-}
-
-// subscribe subscribes to the broadcast subjects, this node's inbox and
-// the reply subjects of its point-to-point messages, each with pending
-// limits.
-func (n *Node) subscribe() error {
-	var subs []Subscription
-	subscribe := func(subject string, cb func(*nats.Msg)) error {
-		counted := func(msg *nats.Msg) {
-			n.ingesting.Add(1)
-			defer n.ingesting.Add(-1)
-			cb(msg)
-		}
-		sub, err := n.nc.Subscribe(subject, n.cfg.PendingMsgs, n.cfg.PendingBytes, counted)
-		if err != nil {
-			return fmt.Errorf("node: subscribe %s: %w", subject, err)
-		}
-		subs = append(subs, sub)
-		return nil
-	}
-	subjects := append(protocol.BroadcastSubjectsOf(n.cfg.Cluster, n.cfg.Algorithm), protocol.InboxSubject(n.cfg.Cluster, n.id))
-	for _, s := range subjects {
-		if err := subscribe(s, n.onMessage); err != nil {
-			return err
-		}
-	}
-	n.replyTo = n.nc.NewInbox()
-	if err := subscribe(n.replyTo+".*.*", n.onReply); err != nil {
-		return err
-	}
-	if events := n.subs.Load(); events != nil {
-		subs = append(subs, *events...)
-	}
-	n.subs.Store(&subs)
-	return nil
-}
-
-// slowConsumerDrops is how many messages NATS dropped because a
-// subscription's pending limits were reached.
-func (n *Node) slowConsumerDrops() float64 {
-	subs := n.subs.Load()
-	if subs == nil {
-		return 0
-	}
-	total := 0
-	for _, s := range *subs {
-		if d, err := s.Dropped(); err == nil {
-			total += d
-		}
-	}
-	return float64(total)
-}
-
-// shutdown resigns, publishes the Resign, and drains the connection.
+// shutdown resigns, sends the Resign, and closes the transport.
 func (n *Node) shutdown() {
-	n.stopping.Store(true)
 	n.drv.Resign()
 	if err := n.commit(); err != nil {
 		n.log.Error("store the state on leaving", "err", err)
 	}
-	n.setStopped()
+	n.stopped()
 	n.log.Info("node resigned")
-	n.drain()
+	n.tr.Close()
 }
 
-// drain flushes what was published and drains and closes the connection,
-// waiting at most ShutdownTimeout in all.
-func (n *Node) drain() {
-	n.stopping.Store(true)
-	deadline := time.NewTimer(n.cfg.ShutdownTimeout)
-	defer deadline.Stop()
-	closed, stopClosed := n.nc.StatusChanged(nats.CLOSED)
-	defer stopClosed()
-	if err := n.nc.Drain(); err != nil {
-		if !errors.Is(err, nats.ErrConnectionClosed) {
-			n.log.Warn("drain", "err", err)
-		}
-		n.nc.Close()
-		return
-	}
-	select {
-	case <-closed:
-	case <-deadline.C:
-		n.log.Warn("drain timed out; closing", "timeout", n.cfg.ShutdownTimeout)
-		n.nc.Close()
-	}
-}
-
-// replies are the point-to-point messages sent recently, by reply
-// subject, so that a "no responders" status counts only for one of them,
-// once.
-type replies struct {
-	mu   sync.Mutex
-	sent map[string]time.Time
-}
-
-// replyWindow is how long a point-to-point message's "no responders"
-// status is awaited.
-const replyWindow = time.Second
-
-// maxReplies bounds the reply subjects remembered; beyond it the oldest
-// half-window is forgotten.
-const maxReplies = 4096
-
-func (r *replies) add(subject string, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sent == nil {
-		r.sent = make(map[string]time.Time)
-	}
-	if len(r.sent) >= maxReplies {
-		for s, at := range r.sent {
-			if now.Sub(at) > replyWindow/2 {
-				delete(r.sent, s)
-			}
-		}
-	}
-	if len(r.sent) < maxReplies {
-		r.sent[subject] = now
-	}
-}
-
-// take reports whether subject is the reply subject of a message sent in
-// the last replyWindow, and forgets it.
-func (r *replies) take(subject string, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	at, ok := r.sent[subject]
-	delete(r.sent, subject)
-	return ok && now.Sub(at) <= replyWindow
+// stopped shows the node as no longer running, and ends its leadership.
+func (n *Node) stopped() {
+	n.leadership.end()
+	n.tr.Lead(nil, time.Time{})
+	v := n.view.Load()
+	n.publishView(&view{status: v.status})
 }

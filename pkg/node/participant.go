@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/baton-election/baton/pkg/node/transport"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Callbacks are what Run calls as the node's leadership changes, modelled
@@ -63,19 +64,7 @@ func (n *Node) lead(ctx context.Context, cb Callbacks) {
 	defer n.unwatch(changed)
 	// The connection's changes wake the loop too: a node that lost its
 	// connection cannot confirm that it leads.
-	var forwarders sync.WaitGroup
-	var stops []func()
-	for _, s := range []nats.Status{nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED} {
-		ch, stop := n.nc.StatusChanged(s)
-		stops = append(stops, stop)
-		forwarders.Go(func() { forward(ch, changed) })
-	}
-	defer func() {
-		for _, stop := range stops {
-			stop() // closes the channel, which ends its forwarder
-		}
-		forwarders.Wait()
-	}()
+	defer n.tr.Watch(changed)()
 
 	var (
 		leading    bool
@@ -111,7 +100,8 @@ func (n *Node) lead(ctx context.Context, cb Callbacks) {
 			}
 		}
 		term := n.leadership.current()
-		now := n.running.Load() && n.nc.IsConnected() && n.leadingNow() != nil && term != 0
+		v := n.view.Load()
+		now := v.running && n.tr.Connected() && v.leadingAt(time.Now()) != nil && term != 0
 		if leading && (!now || term != workTerm) {
 			// It stopped leading, or leads again under a new leadership
 			// since the last look: the old work ends first.
@@ -133,7 +123,7 @@ func (n *Node) lead(ctx context.Context, cb Callbacks) {
 				cancel() // ended meanwhile: the change wakes this loop again
 			}
 		}
-		if until := n.view.Load().leaseUntil; leading && !until.IsZero() {
+		if until := v.leaseUntil; leading && !until.IsZero() {
 			// Look again when the lease ends (at once if it just has),
 			// unless it is renewed first.
 			leaseTimer = time.AfterFunc(time.Until(until), func() { notify(changed) })
@@ -149,22 +139,9 @@ func (n *Node) lead(ctx context.Context, cb Callbacks) {
 	}
 }
 
-// forward turns a status channel's receptions into notifications, until
-// the channel is closed by its stop function.
-func forward(ch <-chan nats.Status, changed chan struct{}) {
-	for range ch {
-		notify(changed)
-	}
-}
-
 // notify wakes a watcher without blocking: a notification pending is
 // enough, since the watcher reads the current state.
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
+func notify(ch chan struct{}) { transport.Notify(ch) }
 
 // leadership tells the leaderships of this node apart and ends the work
 // of each: begun when the event loop shows a new leadership, ended by the
@@ -173,14 +150,14 @@ func notify(ch chan struct{}) {
 // then.
 type leadership struct {
 	mu      sync.Mutex
-	of      *announcement
+	of      *protocol.Announcement
 	gen     uint64                        // of the current leadership; 0 while none
 	next    uint64                        // the last number given to a leadership or an attachment
 	cancels map[uint64]context.CancelFunc // by attachment, of the current leadership
 }
 
 // begin starts leadership a, ending any other first.
-func (l *leadership) begin(a *announcement) {
+func (l *leadership) begin(a *protocol.Announcement) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.of == a {

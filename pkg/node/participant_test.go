@@ -179,7 +179,8 @@ func TestCallbacksLeaseEnds(t *testing.T) {
 // OnNewLeader alone is enough to follow the leader.
 func TestCallbacksConfig(t *testing.T) {
 	s := newSim(t, protocol.Bully, 1)
-	_, err := node.NewWithTransport(s.net.Connect("stopped-only"), node.Config{
+	conn := s.net.Join(1)
+	_, err := node.NewWithTransport(conn, conn, node.Config{
 		Cluster:   "seam",
 		Algorithm: protocol.Bully,
 		Election:  election.Config{ID: 1, Members: []uint64{1}, Timing: seamTiming},

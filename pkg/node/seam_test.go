@@ -1,9 +1,9 @@
 package node_test
 
 // Tests of the runtime's own behaviour on the in-memory network of
-// pkg/node/nodetest, inside testing/synctest bubbles: the node's ticker
-// and timers run on the bubble's fake clock, so the tests are
-// deterministic, wait for events rather than time, and take no real time.
+// pkg/node/transport, inside testing/synctest bubbles: the node's timers
+// run on the bubble's fake clock, so the tests are deterministic, wait
+// for events rather than time, and take no real time.
 
 import (
 	"context"
@@ -20,12 +20,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
-	"github.com/baton-election/baton/pkg/node/nodetest"
+	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -45,7 +44,7 @@ const waitLimit = time.Minute
 // sim is a cluster of nodes on one in-memory network.
 type sim struct {
 	t         *testing.T
-	net       *nodetest.Network
+	net       *transport.Network
 	cluster   string
 	algorithm protocol.Algorithm
 	members   []uint64
@@ -55,14 +54,14 @@ type sim struct {
 // member is one node of a sim.
 type member struct {
 	*node.Node
-	conn   *nodetest.Conn
+	conn   *transport.Endpoint
 	dir    string
 	cancel context.CancelFunc
 	done   chan error
 }
 
 func newSim(t *testing.T, algorithm protocol.Algorithm, members ...uint64) *sim {
-	return &sim{t: t, net: nodetest.NewNetwork(), cluster: "seam", algorithm: algorithm, members: members, nodes: make(map[uint64]*member)}
+	return &sim{t: t, net: transport.NewNetwork(), cluster: "seam", algorithm: algorithm, members: members, nodes: make(map[uint64]*member)}
 }
 
 func seamLogger(id uint64) *slog.Logger {
@@ -76,7 +75,7 @@ func seamLogger(id uint64) *slog.Logger {
 // configuration. The node does not run yet.
 func (s *sim) add(id uint64, edit func(*node.Config)) *member {
 	s.t.Helper()
-	conn := s.net.Connect(protocol.ConnectionName(s.cluster, id))
+	conn := s.net.Join(id)
 	cfg := node.Config{
 		Cluster:          s.cluster,
 		Algorithm:        s.algorithm,
@@ -88,7 +87,7 @@ func (s *sim) add(id uint64, edit func(*node.Config)) *member {
 	if edit != nil {
 		edit(&cfg)
 	}
-	n, err := node.NewWithTransport(conn, cfg)
+	n, err := node.NewWithTransport(conn, conn, cfg)
 	if err != nil {
 		s.t.Fatalf("NewWithTransport: %v", err)
 	}
@@ -120,52 +119,35 @@ func (m *member) stop() error {
 	return err
 }
 
-// observer connects a client that records the cluster's announcements.
-func (s *sim) observer() (*nodetest.Conn, <-chan protocol.Announcement) {
-	s.t.Helper()
-	conn := s.net.Connect("observer")
-	s.t.Cleanup(conn.Close)
+// observer records the cluster's announcements.
+func (s *sim) observer() <-chan protocol.Announcement {
 	ch := make(chan protocol.Announcement, 256)
-	_, err := conn.Subscribe(protocol.LeaderSubject(s.cluster), 256, 1<<20, func(m *nats.Msg) {
-		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, nil)
-		if err != nil {
-			s.t.Errorf("announcement %q: %v", m.Data, err)
+	s.net.Observe(func(p transport.Packet) {
+		if p.Announcement == nil {
 			return
 		}
 		select {
-		case ch <- a:
+		case ch <- *p.Announcement:
 		default:
 			s.t.Error("announcements not read")
 		}
 	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return conn, ch
+	return ch
 }
 
-// heartbeats subscribes a client to the cluster's heartbeats and
-// returns the sender of each.
+// heartbeats returns the sender of each of the cluster's heartbeats.
 func (s *sim) heartbeats() <-chan uint64 {
-	s.t.Helper()
-	conn := s.net.Connect("heartbeats")
-	s.t.Cleanup(conn.Close)
 	ch := make(chan uint64, 1024)
-	_, err := conn.Subscribe(protocol.BroadcastSubject(s.cluster, protocol.TypeHeartbeat), 1024, 1<<20, func(m *nats.Msg) {
-		pm, err := protocol.Decode(m.Data)
-		if err != nil {
-			s.t.Errorf("heartbeat %q: %v", m.Data, err)
+	s.net.Observe(func(p transport.Packet) {
+		if p.Announcement != nil || p.Msg.Type != protocol.TypeHeartbeat {
 			return
 		}
 		select {
-		case ch <- pm.From:
+		case ch <- p.Msg.From:
 		default:
 			s.t.Error("heartbeats not read")
 		}
 	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	return ch
 }
 
@@ -274,7 +256,7 @@ func statusPage(m *member) (protocol.Status, error) {
 func TestSeamAnnounceOrdering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2, 3)
-		byConn := make(map[*nodetest.Conn]*member)
+		byConn := make(map[*transport.Endpoint]*member)
 		for _, id := range s.members {
 			m := s.add(id, nil)
 			byConn[m.conn] = m
@@ -282,19 +264,14 @@ func TestSeamAnnounceOrdering(t *testing.T) {
 		var mu sync.Mutex
 		var claims, announced int
 		var violations []string
-		s.net.Tap(func(from *nodetest.Conn, msg *nats.Msg) {
-			m := byConn[from]
+		s.net.Observe(func(p transport.Packet) {
+			m := byConn[p.From]
 			if m == nil {
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if msg.Subject == protocol.LeaderSubject(s.cluster) {
-				a, err := protocol.DecodeAnnouncement(msg.Data)
-				if err != nil {
-					violations = append(violations, err.Error())
-					return
-				}
+			if a := p.Announcement; a != nil {
 				st, err := statusPage(m)
 				if err != nil || st.State != "leader" || st.Term != a.Term || st.Leader == nil || *st.Leader != a.Leader {
 					violations = append(violations, fmt.Sprintf("announcement of %d at term %d while /status shows %+v (%v)", a.Leader, a.Term, st, err))
@@ -302,8 +279,8 @@ func TestSeamAnnounceOrdering(t *testing.T) {
 				announced++
 				return
 			}
-			pm, err := protocol.Decode(msg.Data)
-			if err != nil || (pm.Type != protocol.TypeCoordinator && pm.Type != protocol.TypeHeartbeat) {
+			pm := p.Msg
+			if pm.Type != protocol.TypeCoordinator && pm.Type != protocol.TypeHeartbeat {
 				return
 			}
 			term, maxTerm, err := onDisk(m.dir)
@@ -312,7 +289,7 @@ func TestSeamAnnounceOrdering(t *testing.T) {
 			}
 			claims++
 		})
-		_, ch := s.observer()
+		ch := s.observer()
 		beats := s.heartbeats()
 		for _, id := range s.members {
 			s.nodes[id].run()
@@ -350,35 +327,9 @@ func (s *sim) stopAll() error {
 }
 
 // query asks the cluster for its leader and returns every answer.
-func (s *sim) query(conn *nodetest.Conn) []protocol.Announcement {
-	s.t.Helper()
-	var mu sync.Mutex
-	var got []protocol.Announcement
-	inbox := conn.NewInbox()
-	sub, err := conn.Subscribe(inbox, 16, 1<<20, func(m *nats.Msg) {
-		mu.Lock()
-		defer mu.Unlock()
-		if m.Header.Get("Status") == "503" {
-			return
-		}
-		a, err := protocol.ReadAnnouncement(nil, s.cluster, m.Data, nil)
-		if err != nil {
-			s.t.Errorf("answer %q: %v", m.Data, err)
-			return
-		}
-		got = append(got, a)
-	})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := conn.Publish(&nats.Msg{Subject: protocol.QuerySubject(s.cluster), Reply: inbox}); err != nil {
-		s.t.Fatal(err)
-	}
+func (s *sim) query() []protocol.Announcement {
 	synctest.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	return append([]protocol.Announcement(nil), got...)
+	return s.net.Query()
 }
 
 // The query responder answers only while its node leads: nobody answers
@@ -387,15 +338,15 @@ func (s *sim) query(conn *nodetest.Conn) []protocol.Announcement {
 func TestSeamQueryResponderOnlyWhileLeading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2, 3)
-		client, ch := s.observer()
-		if _, err := client.Request(context.Background(), protocol.QuerySubject(s.cluster), nil); !errors.Is(err, nats.ErrNoResponders) {
-			t.Fatalf("query without nodes: %v, want no responders", err)
+		ch := s.observer()
+		if got := s.query(); len(got) != 0 {
+			t.Fatalf("query without nodes: answers %+v, want none", got)
 		}
 		s.add(1, nil).run()
 		s.add(2, nil).run()
 		first := awaitLeader(t, ch, 2)
 		synctest.Wait()
-		if got := s.query(client); len(got) != 1 || got[0].Leader != 2 || got[0].Term != first.Term {
+		if got := s.query(); len(got) != 1 || got[0].Leader != 2 || got[0].Term != first.Term {
 			t.Fatalf("query while 2 leads at term %d: answers %+v, want one from 2", first.Term, got)
 		}
 		s.add(3, nil).run()
@@ -404,14 +355,14 @@ func TestSeamQueryResponderOnlyWhileLeading(t *testing.T) {
 		if err := s.follows(3, second.Term); err != nil {
 			t.Fatal(err)
 		}
-		if got := s.query(client); len(got) != 1 || got[0].Leader != 3 || got[0].Term != second.Term {
+		if got := s.query(); len(got) != 1 || got[0].Leader != 3 || got[0].Term != second.Term {
 			t.Fatalf("query after 3 took over at term %d: answers %+v, want one from 3 alone", second.Term, got)
 		}
 		if err := s.stopAll(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.Request(context.Background(), protocol.QuerySubject(s.cluster), nil); !errors.Is(err, nats.ErrNoResponders) {
-			t.Fatalf("query after every node stopped: %v, want no responders", err)
+		if got := s.query(); len(got) != 0 {
+			t.Fatalf("query after every node stopped: answers %+v, want none", got)
 		}
 	})
 }
@@ -428,17 +379,17 @@ func TestSeamShutdownHandsOver(t *testing.T) {
 		leader := s.nodes[3]
 		var mu sync.Mutex
 		var resigns []string
-		s.net.Tap(func(from *nodetest.Conn, msg *nats.Msg) {
-			if from != leader.conn {
+		s.net.Observe(func(p transport.Packet) {
+			if p.From != leader.conn || p.Announcement != nil {
 				return
 			}
-			if pm, err := protocol.Decode(msg.Data); err == nil && pm.Type == protocol.TypeResign {
+			if p.Msg.Type == protocol.TypeResign {
 				mu.Lock()
 				defer mu.Unlock()
-				resigns = append(resigns, fmt.Sprintf("draining %v, closed %v", from.Draining(), from.IsClosed()))
+				resigns = append(resigns, fmt.Sprintf("closing %v", p.From.Closing()))
 			}
 		})
-		_, ch := s.observer()
+		ch := s.observer()
 		for _, id := range s.members {
 			s.nodes[id].run()
 		}
@@ -450,12 +401,12 @@ func TestSeamShutdownHandsOver(t *testing.T) {
 		if err := leader.stop(); err != nil {
 			t.Fatalf("Run of the leader: %v", err)
 		}
-		if !leader.conn.IsClosed() {
+		if leader.conn.Connected() {
 			t.Error("the leader's connection is open after Run returned")
 		}
 		mu.Lock()
-		if len(resigns) != 1 || resigns[0] != "draining false, closed false" {
-			t.Errorf("the leader's Resigns: %v, want one before draining", resigns)
+		if len(resigns) != 1 || resigns[0] != "closing false" {
+			t.Errorf("the leader's Resigns: %v, want one before closing", resigns)
 		}
 		mu.Unlock()
 		next := awaitLeader(t, ch, 2)
@@ -486,7 +437,7 @@ func TestSeamFloodFillsInboxClaimsGetThrough(t *testing.T) {
 		s := newSim(t, protocol.Bully, 1, 2, 3)
 		victim := s.add(2, func(c *node.Config) { c.InboxSize = inboxSize })
 		s.add(3, nil)
-		_, ch := s.observer()
+		ch := s.observer()
 		beats := s.heartbeats()
 		victim.run()
 		s.nodes[3].run()
@@ -501,38 +452,30 @@ func TestSeamFloodFillsInboxClaimsGetThrough(t *testing.T) {
 		elections := metric(t, reg, "election_messages_received_total", "type", "election")
 
 		// The victim's writes stall: the first Election it handles makes
-		// it answer, and its loop waits there while the flood arrives.
+		// it answer, and its loop waits there while the rest of the flood
+		// arrives.
 		victim.conn.Hold()
-		attacker := s.net.Connect("attacker")
+		attacker := s.net.Join(1) // member 1 never runs: the flood comes in its name
 		defer attacker.Close()
 		stamp := protocol.NewStamp(1)
-		for range flood {
+		for i := range flood {
 			m := protocol.Message{V: protocol.Version, Type: protocol.TypeElection, From: 1, Term: a.Term}
 			stamp.Apply(&m, time.Now())
-			data, err := protocol.Encode(m)
-			if err != nil {
+			if err := attacker.Send(m); err != nil {
 				t.Fatal(err)
 			}
-			if err := attacker.Publish(&nats.Msg{Subject: protocol.SubjectFor(s.cluster, m), Data: data}); err != nil {
-				t.Fatal(err)
+			if i == 0 {
+				synctest.Wait() // the victim takes it, and stalls answering it
 			}
 		}
 		synctest.Wait()
-		// Before it stalls, the victim handles the first Election and
-		// what was queued behind it or arrived while it drained its inbox
-		// (one batch, at most MaxBatch in all); then at most inboxSize
-		// wait in its inbox. The rest is dropped.
-		// (Beyond its sender's share, the flood is dropped before it
-		// reaches the inbox: sender_limit.)
+		// The victim handled the first Election; then inboxSize wait in its
+		// inbox. The rest is dropped.
 		drops := metric(t, reg, "election_messages_dropped_total", "reason", "inbox_full")
-		limited := metric(t, reg, "election_messages_dropped_total", "reason", string(node.ReasonSenderLimit))
 		queued := metric(t, reg, "election_messages_received_total", "type", "election") - elections
-		if drops+limited+queued != flood || queued < 1+inboxSize || queued > node.MaxBatch+inboxSize {
-			t.Errorf("elections of the flood: %v queued, %v dropped as inbox_full and %v as sender_limit, want %d in all with %d to %d queued",
-				queued, drops, limited, flood, 1+inboxSize, node.MaxBatch+inboxSize)
-		}
-		if got := metric(t, reg, "election_subscription_dropped_total"); got != 0 {
-			t.Errorf("subscription drops: %v, want none (the inbox is the bound that holds)", got)
+		if drops+queued != flood || queued != 1+inboxSize {
+			t.Errorf("elections of the flood: %v queued and %v dropped as inbox_full, want %d in all with %d queued",
+				queued, drops, flood, 1+inboxSize)
 		}
 		// The leader's next heartbeat reaches the stalled victim, its inbox
 		// still full.
@@ -575,7 +518,7 @@ func TestSeamFollowerDoesNotTimeOutANewLeaderAtItsDeadline(t *testing.T) {
 				}
 			})
 		}
-		_, ch := s.observer()
+		ch := s.observer()
 		for _, id := range s.members {
 			s.nodes[id].run()
 		}

@@ -19,7 +19,7 @@ import (
 // were one value, a reader could take the leadership of one moment with
 // the lease of the next (cleared): leader, with no lease.
 func TestStatusNeverLeaderWithoutLease(t *testing.T) {
-	n, err := NewWithTransport(unused{}, Config{
+	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
 		Cluster:   "view",
 		Algorithm: protocol.Paxos,
 		Election:  electionConfig(1, []uint64{1, 2, 3}),
@@ -39,7 +39,7 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 	}
 	drv.Start(time.Now())
 	n.drv = drv
-	n.current = &announcement{term: 7}
+	n.current = &protocol.Announcement{Term: 7}
 	leader := election.Status{ID: 1, Leader: 1, Term: 7, Role: election.Leader}
 	follower := election.Status{ID: 1, Term: 7, Role: election.Follower}
 
@@ -95,6 +95,3 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 		t.Errorf("after the last round: state %s, want follower", got.State)
 	}
 }
-
-// unused is a Transport for a node that is never run.
-type unused struct{ Transport }

@@ -1,4 +1,4 @@
-package node
+package natstransport
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -24,16 +25,6 @@ import (
 //
 // Heartbeats stay: they detect a hung process, whose connection stays open,
 // and they are all there is where the server does not deliver the events.
-
-// ConnectionEvents modes of Config.ConnectionEvents.
-const (
-	// ConnectionEventsAuto subscribes to the connection events and, with a
-	// Config.Probe, checks at start that the server delivers them.
-	ConnectionEventsAuto = "auto"
-	// ConnectionEventsOff ignores them: failures are detected by the
-	// heartbeats alone.
-	ConnectionEventsOff = "off"
-)
 
 // Subjects of the connection events, as seen from the application account.
 const (
@@ -67,25 +58,22 @@ type connections struct {
 }
 
 // subscribeEvents subscribes to the connection events unless they are off.
-func (n *Node) subscribeEvents() ([]Subscription, error) {
-	if n.cfg.ConnectionEvents == ConnectionEventsOff {
-		return nil, nil
+func (a *Adapter) subscribeEvents() error {
+	if !a.cfg.ConnectionEvents {
+		return nil
 	}
-	n.conns = &connections{
-		latest: make(map[uint64]time.Time, len(n.members)),
-		probe:  protocol.ProbeConnectionName(n.cfg.Cluster, n.id),
+	a.conns = &connections{
+		latest: make(map[uint64]time.Time, len(a.cfg.Members)),
+		probe:  protocol.ProbeConnectionName(a.cfg.Cluster, a.cfg.ID),
 		seen:   make(chan struct{}),
 	}
-	var subs []Subscription
 	for _, subject := range []string{connectSubject, disconnectSubject} {
 		connect := subject == connectSubject
-		sub, err := n.nc.Subscribe(subject, n.cfg.PendingMsgs, n.cfg.PendingBytes, func(msg *nats.Msg) { n.onConnEvent(msg, connect) })
-		if err != nil {
-			return subs, fmt.Errorf("node: subscribe %s: %w", subject, err)
+		if _, err := a.subscribe(subject, func(msg *nats.Msg) { a.onConnEvent(msg, connect) }); err != nil {
+			return err
 		}
-		subs = append(subs, sub)
 	}
-	return subs, nil
+	return nil
 }
 
 // probeGrace is how long a node waits for a connection event of any
@@ -100,40 +88,40 @@ const probeGrace = 200 * time.Millisecond
 // arrive within the learning time-out. It logs the mode in effect (the
 // election_connection_events gauge is set by the first event). It runs
 // while the node learns the cluster's term, before the machine starts.
-func (n *Node) probeEvents(ctx context.Context) {
-	if n.conns == nil {
-		n.log.Info("connection events off: failures are detected by heartbeats alone")
+func (a *Adapter) probeEvents(ctx context.Context) {
+	if a.conns == nil {
+		a.log.Info("connection events off: failures are detected by heartbeats alone")
 		return
 	}
 	inEffect := func() {
-		n.log.Info("connection events in effect: a member's closed connection is noticed at once; heartbeats detect hangs")
+		a.log.Info("connection events in effect: a member's closed connection is noticed at once; heartbeats detect hangs")
 	}
 	grace := time.NewTimer(probeGrace)
 	defer grace.Stop()
 	select {
-	case <-n.conns.seen:
+	case <-a.conns.seen:
 		inEffect()
 		return
 	case <-ctx.Done():
 		return
 	case <-grace.C:
 	}
-	if n.cfg.Probe == nil {
-		n.log.Info("connection events subscribed, none seen yet and no probe: failures are detected by heartbeats until one arrives")
+	if a.cfg.Probe == nil {
+		a.log.Info("connection events subscribed, none seen yet and no probe: failures are detected by heartbeats until one arrives")
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.LearnTimeout)
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
 	defer cancel()
-	if err := n.cfg.Probe(ctx, n.conns.probe); err != nil {
-		n.log.Warn("connection events: the probe connection failed; failures are detected by heartbeats until an event arrives", "err", err)
+	if err := a.cfg.Probe(ctx, a.conns.probe); err != nil {
+		a.log.Warn("connection events: the probe connection failed; failures are detected by heartbeats until an event arrives", "err", err)
 		return
 	}
 	select {
-	case <-n.conns.seen:
+	case <-a.conns.seen:
 		inEffect()
 	case <-ctx.Done():
-		n.log.Warn("connection events: the NATS server delivered none for a probe connection; failures are detected by heartbeats alone (see the NATS configuration in docs)",
-			"waited", n.cfg.LearnTimeout)
+		a.log.Warn("connection events: the NATS server delivered none for a probe connection; failures are detected by heartbeats alone (see the NATS configuration in docs)",
+			"waited", a.cfg.ProbeTimeout)
 	}
 }
 
@@ -146,39 +134,35 @@ func (n *Node) probeEvents(ctx context.Context) {
 // event's client.user is the member's public key). The server must list
 // the members as nkey users: where it has none, it ignores a key a client
 // claims and reports it all the same.
-func (n *Node) onConnEvent(msg *nats.Msg, connect bool) {
-	if n.stopping.Load() || len(msg.Data) > maxEventSize {
+func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
+	if a.stopping.Load() || len(msg.Data) > maxEventSize {
 		return
 	}
 	var e connEvent
 	if err := json.Unmarshal(msg.Data, &e); err != nil {
-		n.log.Debug("undecodable connection event", "subject", msg.Subject, "err", err)
+		a.log.Debug("undecodable connection event", "subject", msg.Subject, "err", err)
 		return
 	}
-	c := n.conns
+	c := a.conns
 	c.once.Do(func() {
 		close(c.seen)
-		n.metrics.connectionEvents.Set(1)
+		a.cfg.Meter.EventsDelivered()
 	})
 	cluster, id, ok := protocol.ParseConnectionName(e.Client.Name)
-	if !ok || cluster != n.cfg.Cluster || id == n.id || !n.isMember(id) {
+	if !ok || cluster != a.cfg.Cluster || id == a.cfg.ID || !a.isMember(id) {
 		return
 	}
-	if n.cfg.Keys != nil {
-		if public, _ := n.cfg.Keys.PublicKey(id); e.Client.User != public {
-			n.drop(protocol.ReasonSignature, msg.Subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %q)", id, e.Client.User))
+	if a.cfg.Keys != nil {
+		if public, _ := a.cfg.Keys.PublicKey(id); e.Client.User != public {
+			a.drop(protocol.ReasonSignature, msg.Subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %q)", id, e.Client.User))
 			return
 		}
 	}
 	if !c.down(id, e.Client.Start, connect) {
 		return
 	}
-	n.metrics.peerDisconnects.Inc()
-	select {
-	case n.claims <- event{down: id, at: time.Now()}:
-	default:
-		n.drop(ReasonInboxFull, msg.Subject, nil)
-	}
+	a.cfg.Meter.PeerDisconnected()
+	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerDown, Peer: id, At: time.Now()})
 }
 
 // down records a connection event of member id about its connection
@@ -196,7 +180,7 @@ func (c *connections) down(id uint64, start time.Time, connect bool) bool {
 }
 
 // isMember reports whether id is a member of the cluster.
-func (n *Node) isMember(id uint64) bool {
-	_, found := slices.BinarySearch(n.members, id)
+func (a *Adapter) isMember(id uint64) bool {
+	_, found := slices.BinarySearch(a.cfg.Members, id)
 	return found
 }

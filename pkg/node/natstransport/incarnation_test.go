@@ -1,12 +1,16 @@
-package node
+package natstransport_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -15,7 +19,7 @@ import (
 func startClocked(t *testing.T, c *cluster, id uint64, now func() time.Time, dir string) *running {
 	t.Helper()
 	nc := connect(t, c.url)
-	n, err := New(nc, Config{
+	n, err := node.New(nc, node.Config{
 		Cluster:   c.name,
 		Algorithm: c.algorithm,
 		Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},
@@ -24,6 +28,22 @@ func startClocked(t *testing.T, c *cluster, id uint64, now func() time.Time, dir
 		Now:       now,
 	})
 	return run(t, n, nc, err)
+}
+
+// incarnation is the incarnation stored in the data directory dir.
+func incarnation(t *testing.T, dir string) uint64 {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Incarnation uint64 `json:"incarnation"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Incarnation
 }
 
 // A node restarted without its data on a host whose clock is behind the
@@ -37,12 +57,13 @@ func TestRestartWithLowerIncarnationIsHeard(t *testing.T) {
 	nodes := map[uint64]*running{1: c.start(t, 1), 2: c.start(t, 2)}
 	awaitAgreement(t, nodes, 2)
 	ahead := func() time.Time { return time.Now().Add(1500 * time.Millisecond) }
-	nodes[3] = startClocked(t, c, 3, ahead, t.TempDir())
+	oldDir, newDir := t.TempDir(), t.TempDir()
+	nodes[3] = startClocked(t, c, 3, ahead, oldDir)
 	awaitAgreement(t, nodes, 3)
-	before := nodes[3].incarnation
+	before := incarnation(t, oldDir)
 	nodes[3].crash(t)
-	nodes[3] = startClocked(t, c, 3, time.Now, t.TempDir()) // a new host, its clock true
-	if after := nodes[3].incarnation; after >= before {
+	nodes[3] = startClocked(t, c, 3, time.Now, newDir) // a new host, its clock true
+	if after := incarnation(t, newDir); after >= before {
 		t.Fatalf("incarnation of the new process %d, want below the old one's %d", after, before)
 	}
 	// The others hear its heartbeats: in Bully only a leader sends them,

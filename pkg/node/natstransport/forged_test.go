@@ -1,4 +1,4 @@
-package node
+package natstransport_test
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -182,7 +183,7 @@ func TestClustersAreIndependent(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	url := batontest.StartNATS(t)
 	nc := connect(t, url)
-	n, err := New(nc, Config{
+	n, err := node.New(nc, node.Config{
 		Cluster:   "web",
 		Algorithm: protocol.Bully,
 		Election:  electionConfig(7, []uint64{3, 7}),
@@ -352,7 +353,7 @@ func TestForgedNoRespondersIgnored(t *testing.T) {
 func TestStatusWait(t *testing.T) {
 	url := batontest.StartNATS(t)
 	nc := connect(t, url)
-	n, err := New(nc, Config{Cluster: "web", Algorithm: protocol.Bully, Election: electionConfig(7, []uint64{3, 7}),
+	n, err := node.New(nc, node.Config{Cluster: "web", Algorithm: protocol.Bully, Election: electionConfig(7, []uint64{3, 7}),
 		DataDir: t.TempDir(), Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)

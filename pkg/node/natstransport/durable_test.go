@@ -1,6 +1,7 @@
-package node
+package natstransport_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -102,51 +104,13 @@ func TestFreshNodeLearnsTermFromLeader(t *testing.T) {
 	}
 	// Node 1 learned the term before it started: the state on its new
 	// disk is at least the leader's term.
-	data, err := os.ReadFile(filepath.Join(c.data[1], stateFile))
+	data, err := os.ReadFile(filepath.Join(c.data[1], "state.json"))
 	if err != nil || !strings.Contains(string(data), `"max_term":`) {
 		t.Fatalf("node 1's state file: %s, %v", data, err)
 	}
-	st, err := (&store{dir: c.data[1]}).read()
-	if err != nil || st.MaxTerm < term {
+	var st election.HardState
+	if err := json.Unmarshal(data, &st); err != nil || st.MaxTerm < term {
 		t.Errorf("node 1's stored max term: got %d (%v), want at least %d", st.MaxTerm, err, term)
-	}
-}
-
-// Two nodes cannot share a data directory.
-func TestDataDirectoryLocked(t *testing.T) {
-	url := batontest.StartNATS(t)
-	c := cluster{url: url, name: "lock", algorithm: protocol.Bully, members: []uint64{1, 2}}
-	c.start(t, 1)
-	nc := connect(t, url)
-	n, err := New(nc, Config{Cluster: c.name, Algorithm: c.algorithm, Election: electionConfig(2, c.members),
-		DataDir: c.dataDir(t, 1), Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Run(t.Context()); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "in use") {
-		t.Errorf("Run on a locked data directory: got %v, want ErrStorage saying it is in use", err)
-	}
-}
-
-// A corrupt state file stops the node with an error that says what to do,
-// instead of starting from nothing.
-func TestCorruptStateRefused(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(`{"version":1,"term":`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range []string{`{"version":1,"term":`, `{"version":1,"term":5,"max_term":4,"incarnation":1}`,
-		`{"version":9,"term":1,"max_term":1,"incarnation":1}`, `{"version":1,"term":1,"max_term":1,"incarnation":1,"x":1}`} {
-		if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(bad), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s, _, err := openStore(dir)
-		if err == nil {
-			s.close()
-			t.Errorf("state %s: opened, want an error", bad)
-		} else if !errors.Is(err, ErrStorage) {
-			t.Errorf("state %s: got %v, want ErrStorage", bad, err)
-		}
 	}
 }
 

@@ -1,4 +1,4 @@
-package node
+package natstransport_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -46,32 +47,7 @@ func TestQueryAnsweredOnlyToInboxes(t *testing.T) {
 		t.Fatalf("an answer to a query was published on the leader subject: %q", m.Data)
 	default:
 	}
-	if got := counter(t, nodes[1].Registry(), "election_messages_dropped_total", "reason", string(ReasonReplyNotInbox)); got != 3 {
+	if got := counter(t, nodes[1].Registry(), "election_messages_dropped_total", "reason", string(node.ReasonReplyNotInbox)); got != 3 {
 		t.Errorf("queries dropped for their reply subject: got %v, want 3", got)
-	}
-}
-
-// TestInboxReply lists the reply subjects a leader answers on.
-func TestInboxReply(t *testing.T) {
-	for subject, want := range map[string]bool{
-		"_INBOX.abc":                          true,
-		"_INBOX.abc.def":                      true,
-		"_INBOX_app.abc":                      true,
-		"_INBOX":                              false,
-		"_INBOX.":                             false,
-		"_INBOX..x":                           false,
-		"_INBOX.*":                            false,
-		"_INBOX.>":                            false,
-		"_INBOXES.x":                          false,
-		"election.c.leader":                   false,
-		"election.c.node.1":                   false,
-		"x._INBOX.abc":                        false,
-		"_INBOX.a b":                          false,
-		"":                                    false,
-		"_INBOX." + string(make([]byte, 300)): false,
-	} {
-		if got := inboxReply(subject); got != want {
-			t.Errorf("inboxReply(%q): got %v, want %v", subject, got, want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package natstransport_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -154,7 +155,7 @@ func TestConnectionNameProvesNothing(t *testing.T) {
 // and report through the gauge that they rely on heartbeats. With the
 // events off, the node does not subscribe to them at all.
 func TestConnectionEventsNotDelivered(t *testing.T) {
-	for _, events := range []string{ConnectionEventsAuto, ConnectionEventsOff} {
+	for _, events := range []string{node.ConnectionEventsAuto, node.ConnectionEventsOff} {
 		t.Run(events, func(t *testing.T) {
 			url := batontest.StartNATS(t)
 			c := cluster{url: url, name: "plain", algorithm: protocol.Bully, members: []uint64{1, 2}, events: events}
@@ -164,45 +165,7 @@ func TestConnectionEventsNotDelivered(t *testing.T) {
 				if got := counter(t, n.Registry(), "election_connection_events"); got != 0 {
 					t.Errorf("node %d: election_connection_events = %v, want 0", id, got)
 				}
-				if subscribed := n.conns != nil; subscribed != (events == ConnectionEventsAuto) {
-					t.Errorf("node %d: subscribed to connection events: %v with mode %s", id, subscribed, events)
-				}
 			}
 		})
-	}
-}
-
-// TestStaleDisconnect checks that the close of a member's old connection,
-// reported after its newer connection opened, does not count as the
-// member going down.
-func TestStaleDisconnect(t *testing.T) {
-	c := &connections{latest: make(map[uint64]time.Time)}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	t1 := t0.Add(time.Second)
-	if c.down(2, t1, true) {
-		t.Fatal("a connect reported down")
-	}
-	if c.down(2, t0, false) {
-		t.Error("the old connection's close, after the newer connection opened, reported down")
-	}
-	if !c.down(2, t1, false) {
-		t.Error("the current connection's close not reported down")
-	}
-	if !c.down(3, t0, false) {
-		t.Error("the close of a member with no connect seen not reported down")
-	}
-	if c.down(2, t0, true) {
-		t.Error("a connect reported down")
-	}
-	if !c.down(2, t1, false) {
-		t.Error("an old connect lowered the newest known connection")
-	}
-}
-
-func TestConnectionEventsMode(t *testing.T) {
-	nc := connect(t, batontest.StartNATS(t))
-	_, err := New(nc, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
-	if err == nil {
-		t.Fatal("New accepted connection events mode \"on\"")
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package natstransport_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -58,7 +59,7 @@ func testLogger() *slog.Logger {
 
 // running is a node started by a test.
 type running struct {
-	*Node
+	*node.Node
 	nc     *nats.Conn
 	cancel context.CancelFunc
 	done   chan error
@@ -123,7 +124,7 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 	if c.timing != (election.Timing{}) {
 		timing = c.timing
 	}
-	n, err := New(nc, Config{
+	n, err := node.New(nc, node.Config{
 		Cluster:          c.name,
 		Algorithm:        c.algorithm,
 		Election:         election.Config{ID: id, Members: c.members, Timing: timing},
@@ -139,7 +140,7 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 
 // run runs n, made by New on nc with error err, until the test ends, and
 // waits until it is healthy.
-func run(t *testing.T, n *Node, nc *nats.Conn, err error) *running {
+func run(t *testing.T, n *node.Node, nc *nats.Conn, err error) *running {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -193,8 +194,8 @@ func (r *running) crash(t *testing.T) {
 	select {
 	case err := <-r.done:
 		close(r.done)
-		if !errors.Is(err, ErrConnectionClosed) {
-			t.Fatalf("Run after crash: got %v, want %v", err, ErrConnectionClosed)
+		if !errors.Is(err, node.ErrConnectionClosed) {
+			t.Fatalf("Run after crash: got %v, want %v", err, node.ErrConnectionClosed)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after its connection closed")

@@ -13,7 +13,7 @@ import (
 // or neither, and only its own key as listed for its ID.
 func TestMemberKeysConfig(t *testing.T) {
 	members := []uint64{1, 2, 3}
-	nc := connect(t, batontest.StartNATS(t))
+	conn := endpoint(2)
 	signers, keys := batontest.MemberKeys(t, members...)
 	_, twoOnly := batontest.MemberKeys(t, 1, 2)
 	for _, tc := range []struct {
@@ -29,7 +29,7 @@ func TestMemberKeysConfig(t *testing.T) {
 		{"a member without a key", signers[2], twoOnly, "no key for member 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(nc, Config{
+			_, err := NewWithTransport(conn, conn, Config{
 				Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
 				DataDir: t.TempDir(), Signer: tc.signer, Keys: tc.keys,
 			})
@@ -38,10 +38,19 @@ func TestMemberKeysConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(nc, Config{
+	if _, err := NewWithTransport(conn, conn, Config{
 		Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
 		DataDir: t.TempDir(), Signer: signers[2], Keys: keys,
 	}); err != nil {
 		t.Errorf("valid keys: %v", err)
+	}
+}
+
+// A node takes the connection events modes it knows, and no other.
+func TestConnectionEventsMode(t *testing.T) {
+	conn := endpoint(1)
+	_, err := NewWithTransport(conn, conn, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("connection events mode \"on\": %v, want ErrConfig", err)
 	}
 }

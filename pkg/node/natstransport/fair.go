@@ -1,4 +1,4 @@
-package node
+package natstransport
 
 import (
 	"sync"
@@ -18,7 +18,7 @@ const ReasonSenderLimit protocol.Reason = "sender_limit"
 // member sends and far below what it takes to fill a queue that the
 // machine drains. A member's leadership claims (heartbeats and
 // Coordinators: one every heartbeat interval, 100 ms by default) may take
-// at most claimBurst of the claims queue's claimsQueueSize slots; its
+// at most claimBurst of the claims lane's transport.ClaimsSize slots; its
 // other messages (bursts of a ring's election rounds or a Paxos leader's
 // acknowledgements, a few per member and election) otherBurstBase plus
 // otherBurstPerMember per member.

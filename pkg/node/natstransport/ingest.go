@@ -1,0 +1,173 @@
+package natstransport
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/pkg/node/transport"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// onMessage is the callback of every election subject. It never blocks.
+func (a *Adapter) onMessage(msg *nats.Msg) {
+	if a.stopping.Load() {
+		return
+	}
+	m, err := a.check(msg)
+	if err != nil {
+		reason := protocol.ReasonOf(err)
+		if reason == protocol.ReasonExpired {
+			a.warnExpired(err)
+		}
+		a.drop(reason, msg.Subject, err)
+		return
+	}
+	if !a.senders.admit(m.From, transport.Claim(m), len(a.cfg.Members), time.Now()) {
+		a.drop(ReasonSenderLimit, msg.Subject, nil)
+		return
+	}
+	a.lanes.Deliver(transport.Inbound{Kind: transport.Message, Msg: m, At: time.Now()})
+}
+
+// check runs every check on a received message, cheapest first, and
+// returns it decoded.
+func (a *Adapter) check(msg *nats.Msg) (protocol.Message, error) {
+	if len(msg.Data) > a.cfg.MaxPayload {
+		return protocol.Message{}, &protocol.ValidationError{Reason: protocol.ReasonOversized, Detail: strconv.Itoa(len(msg.Data)) + " bytes"}
+	}
+	var signer uint64
+	if a.cfg.Keys != nil {
+		var err error
+		if signer, err = a.cfg.Keys.Verify(msg.Subject, msg.Data, msg.Header); err != nil {
+			return protocol.Message{}, err
+		}
+	}
+	m, err := protocol.Decode(msg.Data)
+	if err != nil {
+		return m, err
+	}
+	if a.cfg.Keys != nil {
+		if err := protocol.CheckSigner(signer, m.From); err != nil {
+			return m, err
+		}
+	}
+	if err := protocol.CheckRoute(a.cfg.Cluster, msg.Subject, m); err != nil {
+		return m, err
+	}
+	if err := protocol.Validate(m, a.cfg.Members); err != nil {
+		return m, err
+	}
+	if err := protocol.CheckAddressee(m, a.self.Incarnation, a.self.Started); err != nil {
+		return m, err
+	}
+	return m, a.guard.Check(m, a.cfg.Now())
+}
+
+// warnExpired logs, at most once a minute, that messages arrive outside
+// MaxMessageAge: replays, or clocks that disagree.
+func (a *Adapter) warnExpired(err error) {
+	now := a.cfg.Now().UnixMilli()
+	last := a.lastExpiredWarning.Load()
+	if now-last < time.Minute.Milliseconds() || !a.lastExpiredWarning.CompareAndSwap(last, now) {
+		return
+	}
+	a.log.Warn("dropping messages dated outside the accepted age: replayed messages, or clocks that disagree by more than it", "max_age", a.cfg.MaxMessageAge, "err", err)
+}
+
+// onReply handles the server's answer to a point-to-point message: only a
+// "no responders" status is expected, meaning the receiver is gone. The
+// reply subject is <inbox>.<peer>.<number>; it counts only if this node
+// sent that message within the last replyWindow and heard no status for
+// it before.
+func (a *Adapter) onReply(msg *nats.Msg) {
+	if a.stopping.Load() || msg.Header.Get("Status") != "503" {
+		return
+	}
+	if !a.replies.take(msg.Subject, a.cfg.Now()) {
+		a.log.Debug("no-responders status for no message of ours", "subject", msg.Subject)
+		return
+	}
+	rest := strings.TrimPrefix(msg.Subject, a.replyTo+".")
+	peerToken, _, _ := strings.Cut(rest, ".")
+	peer, err := strconv.ParseUint(peerToken, 10, 64)
+	if err != nil {
+		return
+	}
+	a.lanes.Deliver(transport.Inbound{Kind: transport.Unreachable, Peer: peer, At: time.Now()})
+}
+
+// onQuery answers a request for the leader with the node's announcement,
+// while it leads: for an algorithm with leases, only while the lease
+// holds on the monotonic clock. The adapter subscribes to the query
+// subject only while the node leads; the check here covers the moment
+// between stepping down and unsubscribing.
+func (a *Adapter) onQuery(msg *nats.Msg) {
+	if msg.Reply == "" || a.stopping.Load() {
+		return
+	}
+	if !inboxReply(msg.Reply) {
+		a.drop(ReasonReplyNotInbox, msg.Subject, nil)
+		return
+	}
+	ans := a.answer.Load()
+	if ans == nil || (!ans.until.IsZero() && !time.Now().Before(ans.until)) {
+		return
+	}
+	if err := a.nc.PublishMsg(&nats.Msg{Subject: msg.Reply, Data: ans.data, Header: ans.header}); err != nil {
+		a.log.Warn("answer query", "err", err)
+	}
+}
+
+// drop counts and logs a message that does not reach the machine.
+func (a *Adapter) drop(reason protocol.Reason, subject string, err error) {
+	a.lanes.Drop(reason)
+	a.log.Debug("message dropped", "reason", reason, "subject", subject, "err", err)
+}
+
+// replies are the point-to-point messages sent recently, by reply
+// subject, so that a "no responders" status counts only for one of them,
+// once.
+type replies struct {
+	mu   sync.Mutex
+	sent map[string]time.Time
+}
+
+// replyWindow is how long a point-to-point message's "no responders"
+// status is awaited.
+const replyWindow = time.Second
+
+// maxReplies bounds the reply subjects remembered; beyond it the oldest
+// half-window is forgotten.
+const maxReplies = 4096
+
+func (r *replies) add(subject string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent == nil {
+		r.sent = make(map[string]time.Time)
+	}
+	if len(r.sent) >= maxReplies {
+		for s, at := range r.sent {
+			if now.Sub(at) > replyWindow/2 {
+				delete(r.sent, s)
+			}
+		}
+	}
+	if len(r.sent) < maxReplies {
+		r.sent[subject] = now
+	}
+}
+
+// take reports whether subject is the reply subject of a message sent in
+// the last replyWindow, and forgets it.
+func (r *replies) take(subject string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.sent[subject]
+	delete(r.sent, subject)
+	return ok && now.Sub(at) <= replyWindow
+}

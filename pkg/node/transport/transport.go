@@ -1,0 +1,175 @@
+// Package transport is what a node's runtime needs of the network, at the
+// level of the election protocol: it sends protocol.Messages and
+// announcements, and receives messages that are already decoded and
+// checked, with the time each arrived, on two bounded lanes, plus the
+// peers found unreachable or whose connection closed.
+//
+// Two adapters implement Transport: pkg/node/natstransport, the one the
+// node service runs on, which owns subjects, signatures, replay checks and
+// NATS's connection events; and Network (memory.go), a small in-memory
+// network on which the runtime's own tests run without a NATS server,
+// inside testing/synctest bubbles.
+package transport
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// ErrClosed is returned by Connect when the connection closed under it.
+var ErrClosed = errors.New("transport: connection closed")
+
+// Transport is a node's connection to its cluster. Its methods, except
+// Send, Announce, Lead and Settle, are safe for concurrent use; those four
+// are called by the node's loop alone.
+type Transport interface {
+	// Connect returns once the connection is up (nil), when ctx ends
+	// (ctx.Err()), or when the connection closes first (ErrClosed). From
+	// then on the transport delivers what it receives to in, and counts
+	// what it drops there.
+	Connect(ctx context.Context, in *Lanes) error
+	// Open starts receiving the election's messages for this node as
+	// Self describes it. When it returns, the network knows where to
+	// deliver them.
+	Open(self Self) error
+	// Send sends one message of the machine, already stamped by the
+	// driver, to its receiver or to every member. A point-to-point
+	// message whose receiver is gone comes back as an Unreachable
+	// Inbound where the network can tell.
+	Send(m protocol.Message) error
+	// Announce publishes a leadership of this node to the cluster and its
+	// clients.
+	Announce(a protocol.Announcement)
+	// Lead sets what this node answers the cluster's queries for the
+	// leader with: a, until the monotonic time until (no end if zero);
+	// nil answers nothing, and a query while no node answers fails at
+	// once.
+	Lead(a *protocol.Announcement, until time.Time)
+	// Settle returns once what the network had delivered to this node
+	// before the call is on the lanes (or after a bound of its own): a
+	// message still unread when a deadline comes is handled before the
+	// deadline's tick.
+	Settle()
+	// Connected reports whether the connection is up now.
+	Connected() bool
+	// Closed is closed when the connection closes under the node.
+	Closed() <-chan struct{}
+	// Watch sends on ch, without blocking, whenever the connection's
+	// state changes, until stop is called.
+	Watch(ch chan<- struct{}) (stop func())
+	// Close stops receiving, delivers what was sent, and closes the
+	// connection, within a bound of its own. Abort closes it at once.
+	// Both are idempotent, and wait for every goroutine of the
+	// transport.
+	Close()
+	Abort()
+}
+
+// Self is what a transport needs to know of the node it serves once the
+// node's incarnation is chosen.
+type Self struct {
+	// Incarnation is the node's incarnation, and Started when it began on
+	// the wall clock: a message addressed to an earlier incarnation, or
+	// dated before it, is not for this process.
+	Incarnation uint64
+	Started     time.Time
+}
+
+// Kind tells what an Inbound brings.
+type Kind uint8
+
+// Kinds of Inbound.
+const (
+	// Message: a message of a member, decoded and checked.
+	Message Kind = iota + 1
+	// Unreachable: a point-to-point message found no receiver.
+	Unreachable
+	// PeerDown: a member's connection closed.
+	PeerDown
+)
+
+// Inbound is one thing the network brought to the node, with the time it
+// arrived.
+type Inbound struct {
+	Kind Kind
+	Msg  protocol.Message // of a Message
+	Peer uint64           // of Unreachable and PeerDown
+	At   time.Time        // on the monotonic clock
+}
+
+// Claim reports whether m is a leadership claim, which travels apart from
+// other traffic.
+func Claim(m protocol.Message) bool {
+	return m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator
+}
+
+// ReasonInboxFull is the drop reason of a valid message that arrived while
+// its lane was full. The other reasons are protocol.Reasons and the
+// adapters' own.
+const ReasonInboxFull protocol.Reason = "inbox_full"
+
+// ClaimsSize bounds the claims lane.
+const ClaimsSize = 64
+
+// Meter counts what reaches the lanes and what is dropped before; the
+// node's metrics implement it.
+type Meter interface {
+	Received(protocol.Type)
+	Dropped(protocol.Reason)
+}
+
+// Lanes are the two bounded queues between a transport and the node's
+// loop, which owns them: leadership claims (heartbeats and Coordinators)
+// and peers whose connection closed on one, everything else on the
+// other, so that no other traffic delays the leader's heartbeats. Deliver
+// never blocks; Lanes are safe for concurrent use.
+type Lanes struct {
+	claims, others chan Inbound
+	meter          Meter
+}
+
+// NewLanes returns lanes whose others lane holds size entries, the claims
+// lane ClaimsSize, counting on meter.
+func NewLanes(size int, meter Meter) *Lanes {
+	return &Lanes{claims: make(chan Inbound, ClaimsSize), others: make(chan Inbound, size), meter: meter}
+}
+
+// Deliver queues in on its lane, or drops and counts it if the lane is
+// full; it reports whether in was queued.
+func (l *Lanes) Deliver(in Inbound) bool {
+	lane := l.others
+	if in.Kind == PeerDown || (in.Kind == Message && Claim(in.Msg)) {
+		lane = l.claims
+	}
+	select {
+	case lane <- in:
+		if in.Kind == Message {
+			l.meter.Received(in.Msg.Type)
+		}
+		return true
+	default:
+		l.meter.Dropped(ReasonInboxFull)
+		return false
+	}
+}
+
+// Drop counts a message that was dropped before the lanes, for reason.
+func (l *Lanes) Drop(reason protocol.Reason) { l.meter.Dropped(reason) }
+
+// Claims is the claims lane.
+func (l *Lanes) Claims() <-chan Inbound { return l.claims }
+
+// Others is the lane of everything else.
+func (l *Lanes) Others() <-chan Inbound { return l.others }
+
+// Notify sends on ch without blocking: one notification pending is enough
+// for a watcher that reads the current state.
+func Notify(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -211,35 +211,3 @@ func (l *leadership) attach(gen uint64, cancel context.CancelFunc) (detach func(
 		delete(l.cancels, key)
 	}, true
 }
-
-// watchers are the channels notified on every status change.
-type watchers struct {
-	mu  sync.Mutex
-	chs map[chan struct{}]struct{}
-}
-
-func (n *Node) watch() chan struct{} {
-	ch := make(chan struct{}, 1)
-	n.watchers.mu.Lock()
-	defer n.watchers.mu.Unlock()
-	if n.watchers.chs == nil {
-		n.watchers.chs = make(map[chan struct{}]struct{})
-	}
-	n.watchers.chs[ch] = struct{}{}
-	return ch
-}
-
-func (n *Node) unwatch(ch chan struct{}) {
-	n.watchers.mu.Lock()
-	defer n.watchers.mu.Unlock()
-	delete(n.watchers.chs, ch)
-}
-
-// changed notifies every watcher; setStatus calls it.
-func (n *Node) changed() {
-	n.watchers.mu.Lock()
-	defer n.watchers.mu.Unlock()
-	for ch := range n.watchers.chs {
-		notify(ch)
-	}
-}

@@ -2,6 +2,7 @@ package natstransport
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -190,5 +191,98 @@ func TestSettleDeliversWhatWasSent(t *testing.T) {
 		meter.mu.Lock()
 		defer meter.mu.Unlock()
 		t.Errorf("after Settle: %d messages on the lanes, want %d (dropped: %v)", got, burst, meter.dropped)
+	}
+}
+
+// open returns an adapter of member id of cluster on url, open, and its
+// lanes.
+func open(t *testing.T, url, cluster string, id uint64, members []uint64) (*Adapter, *transport.Lanes) {
+	t.Helper()
+	nc := batontest.Connect(t, url, nats.NoEcho())
+	a, err := New(nc, Config{Cluster: cluster, ID: id, Members: members, MaxMessageAge: time.Minute,
+		Meter: newCountingMeter(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	lanes := transport.NewLanes(64, newCountingMeter())
+	if err := a.Connect(t.Context(), lanes); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Open(transport.Self{Incarnation: 1, Started: time.Now().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	return a, lanes
+}
+
+// The adapter answers queries with the announcement Lead gave it, while
+// its lease holds, and nobody answers once Lead is given nil.
+func TestLeadAnswersQueries(t *testing.T) {
+	url := batontest.StartNATS(t)
+	a, _ := open(t, url, "lead", 1, []uint64{1, 2})
+	client := batontest.Connect(t, url)
+	ask := func() (protocol.Announcement, error) {
+		msg, err := client.Request(protocol.QuerySubject("lead"), nil, 200*time.Millisecond)
+		if err != nil {
+			return protocol.Announcement{}, err
+		}
+		return protocol.ReadAnnouncement(nil, "lead", msg.Data, msg.Header)
+	}
+	if _, err := ask(); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("query before Lead: %v, want no responders", err)
+	}
+	an := &protocol.Announcement{Cluster: "lead", Leader: 1, Term: 3, Algorithm: protocol.Paxos, At: protocol.Timestamp{Time: time.Now().UTC()}}
+	a.Lead(an, time.Time{})
+	if err := a.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ask(); err != nil || got.Leader != 1 || got.Term != 3 {
+		t.Fatalf("query while leading: %+v, %v; want leader 1 at term 3", got, err)
+	}
+	a.Lead(an, time.Now().Add(-time.Millisecond)) // a lease that has ended
+	if got, err := ask(); !errors.Is(err, nats.ErrTimeout) {
+		t.Errorf("query after the lease ended: %+v, %v; want no answer", got, err)
+	}
+	a.Lead(nil, time.Time{})
+	if err := a.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ask(); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("query after Lead(nil): %v, want no responders", err)
+	}
+}
+
+// A point-to-point message to a member that is not subscribed comes back
+// as that member unreachable; one to a member that is arrives on its
+// lanes, checked and decoded.
+func TestSendPointToPoint(t *testing.T) {
+	url := batontest.StartNATS(t)
+	members := []uint64{1, 2, 3}
+	a, aLanes := open(t, url, "p2p", 1, members)
+	_, bLanes := open(t, url, "p2p", 2, members)
+	stamp := protocol.NewStamp(1)
+	for _, to := range []uint64{2, 3} {
+		m := protocol.Message{V: protocol.Version, Type: protocol.TypeAnswer, From: 1, To: to, Term: 1}
+		stamp.Apply(&m, time.Now())
+		if err := a.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := time.After(5 * time.Second)
+	select {
+	case in := <-bLanes.Others():
+		if in.Kind != transport.Message || in.Msg.From != 1 || in.Msg.To != 2 {
+			t.Errorf("member 2 got %+v, want the Answer from 1", in)
+		}
+	case <-timeout:
+		t.Fatal("member 2 did not get the Answer")
+	}
+	select {
+	case in := <-aLanes.Others():
+		if in.Kind != transport.Unreachable || in.Peer != 3 {
+			t.Errorf("member 1 got %+v, want 3 unreachable", in)
+		}
+	case <-timeout:
+		t.Fatal("member 1 did not hear that 3 is unreachable")
 	}
 }

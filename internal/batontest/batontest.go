@@ -11,7 +11,7 @@
 //
 // The helper that starts real election nodes is in the subpackage
 // clustertest, because this package must not import pkg/node: the tests of
-// pkg/node itself use it.
+// pkg/node and of its NATS adapter, pkg/node/natstransport, use it.
 package batontest
 
 import (

@@ -386,7 +386,7 @@ func TestSeamShutdownHandsOver(t *testing.T) {
 			if p.Msg.Type == protocol.TypeResign {
 				mu.Lock()
 				defer mu.Unlock()
-				resigns = append(resigns, fmt.Sprintf("closing %v", p.From.Closing()))
+				resigns = append(resigns, fmt.Sprintf("connected %v", p.From.Connected()))
 			}
 		})
 		ch := s.observer()
@@ -405,7 +405,7 @@ func TestSeamShutdownHandsOver(t *testing.T) {
 			t.Error("the leader's connection is open after Run returned")
 		}
 		mu.Lock()
-		if len(resigns) != 1 || resigns[0] != "closing false" {
+		if len(resigns) != 1 || resigns[0] != "connected true" {
 			t.Errorf("the leader's Resigns: %v, want one before closing", resigns)
 		}
 		mu.Unlock()

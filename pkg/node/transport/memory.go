@@ -69,7 +69,6 @@ type Endpoint struct {
 	lanes    *Lanes
 	open     bool          // receiving (Open) and not closed
 	done     bool          // closed
-	closing  bool          // Close began
 	hold     chan struct{} // while sending is held: closed on release
 	unread   bool          // while messages to it wait for its next Settle
 	socket   []Inbound     // what waits, in order
@@ -122,13 +121,6 @@ func (e *Endpoint) flushLocked() {
 		e.lanes.Deliver(in)
 	}
 	e.socket = nil
-}
-
-// Closing reports whether Close or Abort has begun.
-func (e *Endpoint) Closing() bool {
-	e.net.mu.Lock()
-	defer e.net.mu.Unlock()
-	return e.closing || e.done
 }
 
 // Connect implements Transport.
@@ -263,12 +255,7 @@ func (e *Endpoint) Watch(ch chan<- struct{}) (stop func()) {
 }
 
 // Close leaves the network: nothing reaches e any more.
-func (e *Endpoint) Close() {
-	e.net.mu.Lock()
-	e.closing = true
-	e.net.mu.Unlock()
-	e.Abort()
-}
+func (e *Endpoint) Close() { e.Abort() }
 
 // Abort implements Transport; it is Close.
 func (e *Endpoint) Abort() {

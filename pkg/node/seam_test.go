@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/node/transport"
@@ -559,6 +560,39 @@ func TestSeamFollowerDoesNotTimeOutANewLeaderAtItsDeadline(t *testing.T) {
 			awaitLeader(t, ch, 6)
 			time.Sleep(3 * time.Duration(seamTiming.LeaderTimeoutTicks) * node.DefaultTick)
 			synctest.Wait()
+		}
+	})
+}
+
+// A byzantine cluster runs on the in-memory network too: the highest
+// member leads with a certificate of its term in its announcement, and
+// the next takes over when it hands over.
+func TestSeamByzantine(t *testing.T) {
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Byzantine, 1, 2, 3, 4)
+		for _, id := range s.members {
+			s.add(id, func(c *node.Config) {
+				c.Signer, c.Keys = signers[id], keys
+				c.Election.Timing.LeaseTicks = 40
+				c.Election.Timing.LeaderLeaseTicks = election.LeaderLease(40, election.DefaultMaxDrift)
+			})
+		}
+		ch := s.observer()
+		for _, id := range s.members {
+			s.nodes[id].run()
+		}
+		first := awaitLeader(t, ch, 4)
+		if first.Certificate == nil || first.Certificate.Term != first.Term || first.Certificate.Leader != 4 {
+			t.Fatalf("announcement of 4: %+v, want the certificate of its term", first)
+		}
+		if err := s.nodes[4].stop(); err != nil {
+			t.Fatal(err)
+		}
+		delete(s.nodes, 4)
+		next := awaitLeader(t, ch, 3)
+		if next.Term <= first.Term || next.Certificate == nil || next.Certificate.Term != next.Term {
+			t.Errorf("announcement of 3: %+v, want a certificate of a term above %d", next, first.Term)
 		}
 	})
 }

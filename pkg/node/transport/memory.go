@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,7 +52,8 @@ func (n *Network) Query() []protocol.Announcement {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var answers []protocol.Announcement
-	for _, e := range n.endpoints {
+	for _, id := range slices.Sorted(maps.Keys(n.endpoints)) {
+		e := n.endpoints[id]
 		if e.leads != nil && (e.until.IsZero() || time.Now().Before(e.until)) {
 			answers = append(answers, *e.leads)
 		}
@@ -181,9 +184,9 @@ func (e *Endpoint) send(p Packet) error {
 		}
 		return nil
 	}
-	for id, r := range n.endpoints {
+	for _, id := range slices.Sorted(maps.Keys(n.endpoints)) { // in one order, run after run
 		if id != e.id {
-			r.receiveLocked(Inbound{Kind: Message, Msg: p.Msg, At: now})
+			n.endpoints[id].receiveLocked(Inbound{Kind: Message, Msg: p.Msg, At: now})
 		}
 	}
 	return nil

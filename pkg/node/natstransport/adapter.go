@@ -140,7 +140,7 @@ type Adapter struct {
 
 	closed     chan struct{} // closed when the connection is
 	closedStat chan nats.Status
-	stop       context.CancelFunc // ends the probe
+	stop       context.CancelFunc // ends the probe and the watcher of CLOSED
 	ctx        context.Context
 	wg         sync.WaitGroup // the probe and the watcher of CLOSED
 	once       sync.Once

@@ -20,6 +20,8 @@ import (
 //	election.<cluster>.node.<id>     one node's inbox (Answer, Stale, ring messages)
 //	election.<cluster>.query         request/reply: the leader answers with its Announcement
 //	election.<cluster>.bz_<type>     the byzantine broadcasts (bz_propose, bz_vote, bz_timeout, bz_hello, bz_evidence)
+//	election.<cluster>.order         the oral messages of the agreement on a leader's orders (order.go)
+//	election.<cluster>.decided       the members' signed decisions on those orders
 const (
 	// Root is the first token of every subject.
 	Root = "election"

@@ -1,0 +1,618 @@
+package orders_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/orders"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	cluster = "orders"
+	term    = 7
+	// wait bounds every wait for an event.
+	wait = 10 * time.Second
+)
+
+// fakeClock is a Clock that moves only when the test advances it.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.waiters = slices.DeleteFunc(c.waiters, func(w fakeWaiter) bool {
+		if w.at.After(c.now) {
+			return false
+		}
+		w.ch <- c.now
+		return true
+	})
+}
+
+// world is a cluster of four members with keys (f = 1) on an embedded
+// NATS server, whose leader in term 7 is member 4, certified by the votes
+// of 1, 2 and 3.
+type world struct {
+	t        *testing.T
+	url      string
+	signers  map[uint64]*protocol.Signer
+	keys     *protocol.MemberKeys
+	cert     *certify.Certificate
+	clock    *fakeClock
+	nc       *nats.Conn // the test's own connection (traitors, decisions)
+	services map[uint64]*orders.Service
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+const round = 100 * time.Millisecond
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
+	url := batontest.StartNATS(t)
+	w := &world{
+		t: t, url: url, signers: signers, keys: keys,
+		cert:     certificate(t, signers, term, 4, 1, 2, 3),
+		clock:    newFakeClock(),
+		nc:       batontest.Connect(t, url),
+		services: map[uint64]*orders.Service{},
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	t.Cleanup(w.cancel)
+	w.answerQueries(4, term, w.cert)
+	return w
+}
+
+// certificate returns the certificate of leader in term, signed by voters.
+func certificate(t *testing.T, signers map[uint64]*protocol.Signer, term, leader uint64, voters ...uint64) *certify.Certificate {
+	t.Helper()
+	var votes []certify.SignedStatement
+	for _, id := range voters {
+		v, err := certify.Sign(signers[id].Certify(), certify.Vote(cluster, id, term, leader))
+		if err != nil {
+			t.Fatal(err)
+		}
+		votes = append(votes, v)
+	}
+	c, err := certify.NewCertificate(votes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &c
+}
+
+// answerQueries answers the leader queries as the leading node does,
+// with its signed, certified announcement.
+func (w *world) answerQueries(leaderID, term uint64, c *certify.Certificate) {
+	w.t.Helper()
+	a := protocol.Announcement{Cluster: cluster, Leader: leaderID, Term: term, Algorithm: protocol.Byzantine,
+		At: protocol.Timestamp{Time: time.Now()}, Certificate: c}
+	data, err := protocol.EncodeAnnouncement(a)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	h := w.signers[leaderID].SignAnnouncement(cluster, data)
+	sub, err := w.nc.Subscribe(protocol.QuerySubject(cluster), func(m *nats.Msg) {
+		_ = m.RespondMsg(&nats.Msg{Data: data, Header: h})
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := w.nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// start runs the service of each of members, each on its own connection,
+// and waits until they have subscribed.
+func (w *world) start(members ...uint64) {
+	w.t.Helper()
+	for _, id := range members {
+		s, err := orders.New(batontest.Connect(w.t, w.url), orders.Config{
+			Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock,
+		})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.services[id] = s
+		done := make(chan error, 1)
+		go func() { done <- s.Run(w.ctx) }()
+		w.t.Cleanup(func() {
+			w.cancel()
+			if err := <-done; err != nil {
+				w.t.Errorf("member %d: Run: %v", id, err)
+			}
+		})
+		select {
+		case <-s.Ready():
+		case err := <-done:
+			w.t.Fatalf("member %d: Run: %v", id, err)
+		case <-time.After(wait):
+			w.t.Fatalf("member %d not ready after %v", id, wait)
+		}
+	}
+}
+
+// issue issues value on member id, once it knows it leads.
+func (w *world) issue(id uint64, value string) orders.Order {
+	w.t.Helper()
+	var o orders.Order
+	batontest.CheckFor(w.t, wait, func() error {
+		var err error
+		o, err = w.services[id].Issue(w.ctx, value)
+		if errors.Is(err, orders.ErrNotLeader) {
+			return err
+		}
+		if err != nil {
+			w.t.Fatalf("Issue: %v", err)
+		}
+		return nil
+	})
+	return o
+}
+
+// decisions subscribes to the members' decisions, checked against the
+// keys, and returns them as they come.
+func (w *world) decisions() <-chan protocol.Decision {
+	w.t.Helper()
+	out := make(chan protocol.Decision, 64)
+	sub, err := w.nc.Subscribe(protocol.DecidedSubject(cluster), func(m *nats.Msg) {
+		signer, err := w.keys.Verify(m.Subject, m.Data, m.Header)
+		if err != nil {
+			return // forged ones are the subject of other checks
+		}
+		d, err := protocol.DecodeDecision(m.Data)
+		if err != nil || d.Member != signer {
+			return
+		}
+		out <- d
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := w.nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+// expectDecisions waits for the decisions of members on order seq and
+// returns them, member → value.
+func (w *world) expectDecisions(ch <-chan protocol.Decision, seq uint64, members ...uint64) map[uint64]string {
+	w.t.Helper()
+	got := map[uint64]string{}
+	timeout := time.After(wait)
+	for len(got) < len(members) {
+		select {
+		case d := <-ch:
+			if d.Term == term && d.Seq == seq && slices.Contains(members, d.Member) {
+				got[d.Member] = d.Value
+			}
+		case <-timeout:
+			w.t.Fatalf("order %d: decisions %v after %v; want those of members %v", seq, got, wait, members)
+		}
+	}
+	return got
+}
+
+// readOrders follows leader.Orders on a connection of its own, and
+// returns the orders it yields once it has subscribed.
+func (w *world) readOrders() <-chan leader.DecidedOrder {
+	w.t.Helper()
+	nc := batontest.Connect(w.t, w.url)
+	out := make(chan leader.DecidedOrder, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for o, err := range leader.Orders(w.ctx, nc, cluster, leader.WithKeys(w.keys)) {
+			if err != nil {
+				w.t.Errorf("leader.Orders: %v", err)
+				return
+			}
+			out <- o
+		}
+	}()
+	w.t.Cleanup(func() {
+		w.cancel()
+		<-done
+	})
+	batontest.CheckFor(w.t, wait, func() error {
+		if nc.NumSubscriptions() == 0 {
+			return errors.New("leader.Orders has not subscribed")
+		}
+		return nil
+	})
+	if err := nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+func (w *world) expectOrder(ch <-chan leader.DecidedOrder) leader.DecidedOrder {
+	w.t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(wait):
+		w.t.Fatalf("leader.Orders yielded nothing in %v", wait)
+	}
+	return leader.DecidedOrder{}
+}
+
+// publish publishes om signed by signer.
+func (w *world) publish(signer *protocol.Signer, subject string, v any) {
+	w.t.Helper()
+	var data []byte
+	var err error
+	switch v := v.(type) {
+	case protocol.OrderMessage:
+		data, err = protocol.EncodeOrderMessage(v)
+	case protocol.Decision:
+		data, err = protocol.EncodeDecision(v)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: signer.Header(subject, data)}); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// relays builds the message of from for order seq: to each recipient its
+// path and value.
+func relays(from, seq uint64, c *certify.Certificate, rs ...relay) protocol.OrderMessage {
+	om := protocol.OrderMessage{Cluster: cluster, Term: term, Seq: seq, From: from, Certificate: c}
+	for _, r := range rs {
+		i := slices.Index(om.Values, r.value)
+		if i < 0 {
+			i = len(om.Values)
+			om.Values = append(om.Values, r.value)
+		}
+		om.Relays = append(om.Relays, protocol.OrderRelay{To: r.to, Path: r.path, Value: i})
+	}
+	return om
+}
+
+type relay struct {
+	to    uint64
+	path  []uint64
+	value string
+}
+
+// IC2: an honest leader's order is decided, with its value, by every
+// honest member, and pkg/leader yields it; the sequence numbers count the
+// term's orders.
+func TestHonestLeaderOrderDecided(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	yielded := w.readOrders()
+	w.start(1, 2, 3, 4)
+
+	for seq, value := range []string{"attack at dawn", "hold"} {
+		o := w.issue(4, value)
+		want := orders.Order{Cluster: cluster, Term: term, Seq: uint64(seq + 1), Leader: 4, Value: value}
+		if o != want {
+			t.Fatalf("Issue = %+v; want %+v", o, want)
+		}
+		got := w.expectDecisions(decided, o.Seq, 1, 2, 3, 4)
+		for id, v := range got {
+			if v != value {
+				t.Errorf("order %d: member %d decided %q; want %q", o.Seq, id, v, value)
+			}
+		}
+		d := w.expectOrder(yielded)
+		if d.Term != term || d.Seq != o.Seq || d.Value != value || len(d.Members) != 2 {
+			t.Errorf("leader.Orders yielded %+v; want order %d/%d %q by f+1 = 2 members", d, term, o.Seq, value)
+		}
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if s := w.services[id].Stats(); s.Opened != 2 || s.Decided != 2 || s.Rejected != 0 || s.Equivocations != 0 {
+			t.Errorf("member %d: stats %+v; want 2 opened and decided, nothing rejected", id, s)
+		}
+	}
+}
+
+// IC2 with a traitor lieutenant: member 3 relays "retreat" to 1 and 2
+// (signing with its own key), tells 1 two things along one path, and
+// publishes a decision of "retreat". The honest members decide the
+// leader's value, 1 counts the equivocation, and pkg/leader yields the
+// leader's value only.
+func TestTraitorLieutenant(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	yielded := w.readOrders()
+	w.start(1, 2, 4)
+
+	// The traitor's relays are published first: they wait at 1 and 2
+	// until the leader's message opens the order, then count in round 2.
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil,
+		relay{1, []uint64{4, 3}, "retreat"}, relay{2, []uint64{4, 3}, "retreat"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil,
+		relay{1, []uint64{4, 3}, "attack"}))
+	w.publish(w.signers[3], protocol.DecidedSubject(cluster),
+		protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: 3})
+	w.issue(4, "attack")
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want the leader's %q", id, v, "attack")
+		}
+	}
+	if d := w.expectOrder(yielded); d.Value != "attack" || slices.Contains(d.Members, 3) {
+		t.Errorf("leader.Orders yielded %+v; want %q decided by honest members", d, "attack")
+	}
+	if got := w.services[1].Stats().Equivocations; got != 1 {
+		t.Errorf("member 1 counted %d equivocations; want 1", got)
+	}
+}
+
+// A member that is not the certified leader cannot issue: Issue refuses,
+// and the members open no order from its messages, whether it borrows
+// the leader's certificate, shows a certificate of its own with too few
+// votes, or one whose votes it forged.
+func TestNonLeaderCannotIssue(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	w.start(1, 2, 3, 4)
+
+	if _, err := w.services[1].Issue(w.ctx, "attack"); !errors.Is(err, orders.ErrNotLeader) {
+		t.Fatalf("Issue on member 1, leader 4: %v; want ErrNotLeader", err)
+	}
+	stranger := map[uint64]*protocol.Signer{1: w.signers[1], 2: batontest.NewSigner(t, 2), 3: batontest.NewSigner(t, 3)}
+	own := certificate(t, stranger, term+1, 1, 1, 2, 3) // two votes forged
+	short := certificate(t, w.signers, term+1, 1, 1, 2) // a quorum is 3
+	cases := []struct {
+		name string
+		om   protocol.OrderMessage
+	}{
+		{"the leader's certificate", relays(1, 1, w.cert, relay{2, []uint64{1}, "retreat"}, relay{3, []uint64{1}, "retreat"})},
+		{"forged votes", withTerm(relays(1, 1, own, relay{2, []uint64{1}, "retreat"}, relay{3, []uint64{1}, "retreat"}), term+1)},
+		{"two votes", withTerm(relays(1, 1, short, relay{2, []uint64{1}, "retreat"}, relay{3, []uint64{1}, "retreat"}), term+1)},
+	}
+	for i, c := range cases {
+		w.publish(w.signers[1], protocol.OrderSubject(cluster), c.om)
+		batontest.CheckFor(t, wait, func() error {
+			for _, id := range []uint64{2, 3} {
+				if s := w.services[id].Stats(); s.Rejected != uint64(i+1) || s.Opened != 0 {
+					return fmt.Errorf("%s: member %d: %+v; want %d rejected, none opened", c.name, id, s, i+1)
+				}
+			}
+			return nil
+		})
+	}
+	// The leader's first order is still seq 1 of term 7, and decided.
+	o := w.issue(4, "attack")
+	if o.Term != term || o.Seq != 1 {
+		t.Fatalf("Issue = %+v; want order 1 of term %d", o, term)
+	}
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 3, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+}
+
+func withTerm(om protocol.OrderMessage, t uint64) protocol.OrderMessage {
+	om.Term = t
+	return om
+}
+
+// IC1 with a certified commander that lies: member 4, the certified
+// leader, sends different values to different lieutenants. The honest
+// lieutenants decide one value: the majority when two got the same, the
+// default when all three got different ones.
+func TestLyingCommander(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	yielded := w.readOrders()
+	w.start(1, 2, 3)
+
+	cases := []struct {
+		values [3]string
+		want   string
+	}{
+		{[3]string{"attack", "retreat-now", "attack"}, "attack"},
+		{[3]string{"a", "b", "c"}, "retreat"},
+	}
+	for i, c := range cases {
+		seq := uint64(i + 1)
+		w.publish(w.signers[4], protocol.OrderSubject(cluster), relays(4, seq, w.cert,
+			relay{1, []uint64{4}, c.values[0]}, relay{2, []uint64{4}, c.values[1]}, relay{3, []uint64{4}, c.values[2]}))
+		got := w.expectDecisions(decided, seq, 1, 2, 3)
+		for id, v := range got {
+			if v != c.want {
+				t.Errorf("order %d, commander sent %q: member %d decided %q; want %q", seq, c.values, id, v, c.want)
+			}
+		}
+		if d := w.expectOrder(yielded); d.Seq != seq || d.Value != c.want {
+			t.Errorf("leader.Orders yielded %+v; want order %d with %q", d, seq, c.want)
+		}
+	}
+}
+
+// A2: messages whose signature is not the sender's are dropped: a
+// stranger's key that claims to be the leader or a lieutenant, and a
+// member that signs for another. Forged decisions do not count toward
+// f+1.
+func TestForgedMessagesDropped(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	yielded := w.readOrders()
+	w.start(1, 2, 3, 4)
+
+	fake4, fake3 := batontest.NewSigner(t, 4), batontest.NewSigner(t, 3)
+	w.publish(fake4, protocol.OrderSubject(cluster), relays(4, 1, w.cert,
+		relay{1, []uint64{4}, "retreat"}, relay{2, []uint64{4}, "retreat"}, relay{3, []uint64{4}, "retreat"}))
+	w.publish(fake3, protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "retreat"}))
+	w.publish(w.signers[2], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "retreat"}))
+	for _, id := range []uint64{1, 2} {
+		w.publish(batontest.NewSigner(t, id), protocol.DecidedSubject(cluster),
+			protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: id})
+	}
+	batontest.CheckFor(t, wait, func() error {
+		if s := w.services[1].Stats(); s.Rejected != 3 || s.Opened != 0 {
+			return fmt.Errorf("member 1: %+v; want 3 rejected, none opened", s)
+		}
+		return nil
+	})
+
+	w.issue(4, "attack")
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 3, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	if d := w.expectOrder(yielded); d.Value != "attack" {
+		t.Errorf("leader.Orders yielded %+v; want %q", d, "attack")
+	}
+}
+
+// A1/A3: a traitor that withholds its relays is detected by the round
+// deadlines: at the end of round 2 its path counts as the default, and
+// the honest lieutenants decide the leader's value.
+func TestWithheldRelaysEndOnDeadline(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	w.start(1, 2, 4)
+
+	w.issue(4, "attack")
+	// Each honest lieutenant has the leader's message and the other's
+	// relay; the traitor's never comes.
+	batontest.CheckFor(t, wait, func() error {
+		for _, id := range []uint64{1, 2} {
+			if s := w.services[id].Stats(); s.Received != 2 {
+				return fmt.Errorf("member %d received %d messages; want 2", id, s.Received)
+			}
+		}
+		return nil
+	})
+	select {
+	case d := <-decided:
+		if d.Member != 4 {
+			t.Fatalf("member %d decided before the deadline: %+v", d.Member, d)
+		}
+	case <-time.After(wait):
+		t.Fatal("the leader published no decision")
+	}
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	for id, v := range w.expectDecisions(decided, 1, 1, 2) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+}
+
+// A leader refuses more than MaxOrders orders within the time their
+// agreement takes, and values the wire cannot carry.
+func TestIssueBounds(t *testing.T) {
+	w := newWorld(t)
+	w.start(1, 2, 3)
+	s, err := orders.New(batontest.Connect(t, w.url), orders.Config{
+		Cluster: cluster, Signer: w.signers[4], Keys: w.keys, Round: round, MaxOrders: 2, Clock: w.clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Issue(w.ctx, "x"); !errors.Is(err, orders.ErrStopped) {
+		t.Fatalf("Issue before Run: %v; want ErrStopped", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(w.ctx) }()
+	t.Cleanup(func() {
+		w.cancel()
+		<-done
+	})
+	<-s.Ready()
+	w.services[4] = s
+	w.issue(4, "one")
+	w.issue(4, "two")
+	if _, err := s.Issue(w.ctx, "three"); !errors.Is(err, orders.ErrBusy) {
+		t.Errorf("third Issue with MaxOrders 2: %v; want ErrBusy", err)
+	}
+	if _, err := s.Issue(w.ctx, string(make([]byte, protocol.MaxOrderValue+1))); err == nil {
+		t.Error("Issue of an oversized value succeeded")
+	}
+	if _, err := s.Issue(w.ctx, "\xff"); err == nil {
+		t.Error("Issue of invalid UTF-8 succeeded")
+	}
+	w.clock.Advance(2 * round) // the rounds of both orders are over
+	if o, err := s.Issue(w.ctx, "three"); err != nil || o.Seq != 3 {
+		t.Errorf("Issue after the orders' rounds = %+v, %v; want order 3", o, err)
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
+	_, three := batontest.MemberKeys(t, 1, 2, 3)
+	nc := batontest.Connect(t, batontest.StartNATS(t))
+	good := orders.Config{Cluster: cluster, Signer: signers[1], Keys: keys}
+	cases := map[string]func(*orders.Config){
+		"cluster":      func(c *orders.Config) { c.Cluster = "a.b" },
+		"no signer":    func(c *orders.Config) { c.Signer = nil },
+		"stranger":     func(c *orders.Config) { c.Signer = batontest.NewSigner(t, 1) },
+		"three":        func(c *orders.Config) { c.Keys = three },
+		"round":        func(c *orders.Config) { c.Round = -time.Second },
+		"max orders":   func(c *orders.Config) { c.MaxOrders = orders.MaxMaxOrders + 1 },
+		"default size": func(c *orders.Config) { c.Default = string(make([]byte, protocol.MaxOrderValue+1)) },
+	}
+	for name, change := range cases {
+		cfg := good
+		change(&cfg)
+		if _, err := orders.New(nc, cfg); !errors.Is(err, orders.ErrConfig) {
+			t.Errorf("%s: New: %v; want ErrConfig", name, err)
+		}
+	}
+	if _, err := orders.New(nc, good); err != nil {
+		t.Errorf("New(%+v): %v", good, err)
+	}
+}

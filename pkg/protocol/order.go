@@ -1,0 +1,233 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/baton-election/baton/pkg/certify"
+)
+
+// The subjects of the generals' agreement on a byzantine leader's orders
+// (package orders):
+//
+//	election.<cluster>.order     the oral messages of OM(f), broadcast (JSON OrderMessage)
+//	election.<cluster>.decided   each member's signed decision (JSON Decision)
+const (
+	// KindOrder is the subject of the orders' oral messages.
+	KindOrder = "order"
+	// KindDecided is the subject of the members' decisions.
+	KindDecided = "decided"
+)
+
+// OrderSubject is where the members of cluster broadcast the oral
+// messages of the agreement on the leader's orders.
+func OrderSubject(cluster string) string { return Root + "." + cluster + "." + KindOrder }
+
+// DecidedSubject is where each member of cluster publishes, signed, the
+// value it decided for an order.
+func DecidedSubject(cluster string) string { return Root + "." + cluster + "." + KindDecided }
+
+// MaxOrderValue bounds an order's value in bytes (generals.MaxValueSize).
+const MaxOrderValue = 1024
+
+// MaxOrderRelays bounds the relays of one OrderMessage, and its distinct
+// values; a member with more to send splits them over several messages.
+const MaxOrderRelays = 32
+
+// MaxOrderPath bounds a relay's path: OM(f) with at most 12 members
+// (generals.MaxMembers) has paths of at most f+1 = 4 members.
+const MaxOrderPath = 4
+
+// MaxOrderMessage bounds an encoded OrderMessage in bytes: MaxOrderRelays
+// values of MaxOrderValue bytes, each of which JSON may escape to six
+// bytes a byte, the relays and the leader's certificate.
+const MaxOrderMessage = MaxOrderRelays*(6*MaxOrderValue+64) + certify.MaxJSONSize + 1024
+
+// MaxDecision bounds an encoded Decision in bytes.
+const MaxDecision = 6*MaxOrderValue + 1024
+
+// ErrOrder is wrapped by every error of DecodeOrderMessage and
+// DecodeDecision.
+var ErrOrder = errors.New("protocol: invalid order message")
+
+// OrderRelay is one oral message: the value that Path's last member says
+// reached it along Path, sent to To.
+type OrderRelay struct {
+	// To is the recipient's member ID.
+	To uint64 `json:"to"`
+	// Path is the relay chain of member IDs: the leader first, the sender
+	// last, all distinct, 1 … MaxOrderPath members.
+	Path []uint64 `json:"path"`
+	// Value indexes the message's Values.
+	Value int `json:"value"`
+}
+
+// OrderMessage carries the oral messages one member sends at once for
+// order Seq of Term's leader in Cluster. It is published on OrderSubject,
+// signed by From (Signer.Header).
+type OrderMessage struct {
+	Cluster string `json:"cluster"`
+	Term    uint64 `json:"term"`
+	Seq     uint64 `json:"seq"`
+	// From is the sender: the last member of every relay's path, and the
+	// signer.
+	From uint64 `json:"from"`
+	// Certificate is the certificate of Term's leader: the leader's own
+	// messages carry it, and a member opens an order only on a message of
+	// the leader it certifies.
+	Certificate *certify.Certificate `json:"certificate,omitempty"`
+	// Values are the distinct values of the relays, each a valid UTF-8
+	// string of at most MaxOrderValue bytes.
+	Values []string `json:"values"`
+	// Relays are the messages, 1 … MaxOrderRelays.
+	Relays []OrderRelay `json:"relays"`
+}
+
+// Decision is one member's decision on an order, published on
+// DecidedSubject signed by Member.
+type Decision struct {
+	Cluster string `json:"cluster"`
+	Term    uint64 `json:"term"`
+	Seq     uint64 `json:"seq"`
+	// Value is the decided value (the agreement's default when no value
+	// had a majority).
+	Value string `json:"value"`
+	// Member is the member that decided, and signed.
+	Member uint64 `json:"member"`
+}
+
+// EncodeOrderMessage returns the wire form of m, without HTML escaping.
+func EncodeOrderMessage(m OrderMessage) ([]byte, error) { return encodeJSON(m) }
+
+// EncodeDecision returns the wire form of d, without HTML escaping.
+func EncodeDecision(d Decision) ([]byte, error) { return encodeJSON(d) }
+
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// CheckOrderValue reports whether v can be an order's value: valid UTF-8
+// (JSON carries nothing else unchanged) of at most MaxOrderValue bytes.
+func CheckOrderValue(v string) error {
+	if len(v) > MaxOrderValue {
+		return fmt.Errorf("%w: value of %d bytes, at most %d", ErrOrder, len(v), MaxOrderValue)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: value is not valid UTF-8", ErrOrder)
+	}
+	return nil
+}
+
+// checkOrderID checks the cluster, term and sequence number an order
+// message or decision names.
+func checkOrderID(cluster string, term, seq uint64) error {
+	switch {
+	case ValidateCluster(cluster) != nil:
+		return fmt.Errorf("%w: cluster %q", ErrOrder, cluster)
+	case term == 0 || term > MaxTerm:
+		return fmt.Errorf("%w: term %d, want 1 to %d", ErrOrder, term, MaxTerm)
+	case seq == 0:
+		return fmt.Errorf("%w: seq missing", ErrOrder)
+	}
+	return nil
+}
+
+// DecodeOrderMessage parses and checks the shape of an order message:
+// its size, fields, paths (distinct non-zero IDs ending at From), value
+// indexes and values, and that a certificate names its cluster and term.
+// It checks no signature: the receiver verifies the message's (with
+// MemberKeys.Verify and CheckSigner) and the certificate's.
+func DecodeOrderMessage(data []byte) (OrderMessage, error) {
+	var m OrderMessage
+	if len(data) > MaxOrderMessage {
+		return m, fmt.Errorf("%w: %d bytes exceeds %d", ErrOrder, len(data), MaxOrderMessage)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return OrderMessage{}, fmt.Errorf("%w: %w", ErrOrder, err)
+	}
+	if err := checkOrderID(m.Cluster, m.Term, m.Seq); err != nil {
+		return OrderMessage{}, err
+	}
+	if m.From == 0 {
+		return OrderMessage{}, fmt.Errorf("%w: from missing", ErrOrder)
+	}
+	if n := len(m.Relays); n == 0 || n > MaxOrderRelays {
+		return OrderMessage{}, fmt.Errorf("%w: %d relays, want 1 to %d", ErrOrder, n, MaxOrderRelays)
+	}
+	if n := len(m.Values); n == 0 || n > len(m.Relays) {
+		return OrderMessage{}, fmt.Errorf("%w: %d values for %d relays", ErrOrder, n, len(m.Relays))
+	}
+	for _, v := range m.Values {
+		if err := CheckOrderValue(v); err != nil {
+			return OrderMessage{}, err
+		}
+	}
+	for i, r := range m.Relays {
+		if err := checkRelay(r, m.From, len(m.Values)); err != nil {
+			return OrderMessage{}, fmt.Errorf("%w: relay %d: %w", ErrOrder, i, err)
+		}
+	}
+	if c := m.Certificate; c != nil && (c.Cluster != m.Cluster || c.Term != m.Term) {
+		return OrderMessage{}, fmt.Errorf("%w: %w: the certificate is of term %d of %q, the order of term %d of %q",
+			ErrOrder, ErrUncertified, c.Term, c.Cluster, m.Term, m.Cluster)
+	}
+	return m, nil
+}
+
+// checkRelay checks one relay of a message from from with values values.
+func checkRelay(r OrderRelay, from uint64, values int) error {
+	if r.To == 0 {
+		return errors.New("to missing")
+	}
+	if r.Value < 0 || r.Value >= values {
+		return fmt.Errorf("value index %d, want 0 to %d", r.Value, values-1)
+	}
+	if n := len(r.Path); n == 0 || n > MaxOrderPath {
+		return fmt.Errorf("path of %d members, want 1 to %d", n, MaxOrderPath)
+	}
+	for i, id := range r.Path {
+		if id == 0 {
+			return errors.New("member 0 in the path")
+		}
+		for _, other := range r.Path[:i] {
+			if other == id {
+				return fmt.Errorf("member %d twice in the path", id)
+			}
+		}
+	}
+	if last := r.Path[len(r.Path)-1]; last != from {
+		return fmt.Errorf("path ends at %d, the message is from %d", last, from)
+	}
+	return nil
+}
+
+// DecodeDecision parses and checks a decision's shape; the receiver
+// verifies its signature and that Member signed it.
+func DecodeDecision(data []byte) (Decision, error) {
+	var d Decision
+	if len(data) > MaxDecision {
+		return d, fmt.Errorf("%w: decision of %d bytes exceeds %d", ErrOrder, len(data), MaxDecision)
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return Decision{}, fmt.Errorf("%w: %w", ErrOrder, err)
+	}
+	if err := checkOrderID(d.Cluster, d.Term, d.Seq); err != nil {
+		return Decision{}, err
+	}
+	if d.Member == 0 {
+		return Decision{}, fmt.Errorf("%w: member missing", ErrOrder)
+	}
+	if err := CheckOrderValue(d.Value); err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/generals"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/orders"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -614,5 +615,18 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := orders.New(nc, good); err != nil {
 		t.Errorf("New(%+v): %v", good, err)
+	}
+}
+
+// The wire's bounds are the agreement's.
+func TestWireBoundsMatchTheAgreement(t *testing.T) {
+	if protocol.MaxOrderValue != generals.MaxValueSize {
+		t.Errorf("protocol.MaxOrderValue = %d; want generals.MaxValueSize %d", protocol.MaxOrderValue, generals.MaxValueSize)
+	}
+	if got, want := protocol.MaxOrderPath, generals.Faults(generals.MaxMembers)+1; got != want {
+		t.Errorf("protocol.MaxOrderPath = %d; want the longest path, %d", got, want)
+	}
+	if protocol.MaxOrderRelays < generals.MaxMembers-1 {
+		t.Errorf("protocol.MaxOrderRelays = %d; the leader's message to %d lieutenants must fit in one", protocol.MaxOrderRelays, generals.MaxMembers-1)
 	}
 }

@@ -1,0 +1,107 @@
+package leader_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+func publishDecision(t *testing.T, nc *nats.Conn, s *protocol.Signer, d protocol.Decision) {
+	t.Helper()
+	data, err := protocol.EncodeDecision(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := protocol.DecidedSubject("default") // whatever d's cluster
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: s.Header(subject, data)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Orders yields an order once f+1 = 2 members signed one value: not on
+// one liar's decision, nor on forged ones, nor twice.
+func TestOrdersNeedFPlusOneSignedDecisions(t *testing.T) {
+	c := newByzCluster(t)
+	url := batontest.StartNATS(t)
+	nc, reader := batontest.Connect(t, url), batontest.Connect(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	rejected := make(chan error, 16)
+	out := make(chan leader.DecidedOrder, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for o, err := range leader.Orders(ctx, reader, "default", leader.WithKeys(c.keys),
+			leader.WithRejected(func(err error) { rejected <- err })) {
+			if err != nil {
+				t.Errorf("Orders: %v", err)
+				return
+			}
+			out <- o
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	batontest.CheckFor(t, waitTimeout, func() error {
+		if reader.NumSubscriptions() == 0 {
+			return errors.New("Orders has not subscribed")
+		}
+		return reader.Flush()
+	})
+
+	d := func(member, seq uint64, value string) protocol.Decision {
+		return protocol.Decision{Cluster: "default", Term: 7, Seq: seq, Value: value, Member: member}
+	}
+	publishDecision(t, nc, c.signers[3], d(3, 1, "retreat"))              // a liar alone
+	publishDecision(t, nc, batontest.NewSigner(t, 1), d(1, 1, "retreat")) // forged
+	publishDecision(t, nc, c.signers[2], d(1, 1, "retreat"))              // signed by another
+	publishDecision(t, nc, c.signers[1], protocol.Decision{Cluster: "other", Term: 7, Seq: 1, Value: "retreat", Member: 1})
+	publishDecision(t, nc, c.signers[1], d(1, 2, "attack"))
+	publishDecision(t, nc, c.signers[2], d(2, 2, "attack"))
+	publishDecision(t, nc, c.signers[4], d(4, 2, "attack")) // a third: yielded already
+	publishDecision(t, nc, c.signers[1], d(1, 3, "hold"))
+	publishDecision(t, nc, c.signers[4], d(4, 3, "hold"))
+
+	for _, want := range []struct {
+		seq   uint64
+		value string
+	}{{2, "attack"}, {3, "hold"}} {
+		select {
+		case o := <-out:
+			if o.Term != 7 || o.Seq != want.seq || o.Value != want.value || len(o.Members) != 2 {
+				t.Errorf("Orders yielded %+v; want 7/%d %q by 2 members", o, want.seq, want.value)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("no order yielded in %v; want 7/%d", waitTimeout, want.seq)
+		}
+	}
+	for range 3 {
+		select {
+		case err := <-rejected:
+			if err == nil {
+				t.Error("a nil rejection")
+			}
+		case <-time.After(waitTimeout):
+			t.Fatal("fewer than 3 decisions rejected")
+		}
+	}
+}
+
+func TestOrdersNeedKeys(t *testing.T) {
+	nc := batontest.Connect(t, batontest.StartNATS(t))
+	for _, err := range leader.Orders(context.Background(), nc, "default") {
+		if !errors.Is(err, leader.ErrNeedKeys) {
+			t.Errorf("Orders without keys: %v; want ErrNeedKeys", err)
+		}
+		return
+	}
+	t.Error("Orders without keys yielded nothing")
+}

@@ -102,9 +102,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock gives the time; the system's if nil.
 	Clock Clock
-	// Leaders yields the cluster's certified leaders in increasing term;
-	// if nil, leader.Watch on the service's connection with
-	// leader.WithKeys(Keys).
+	// Leaders yields the cluster's certified leaders in increasing term
+	// (an announcement whose certificate does not hold under Keys is
+	// ignored); if nil, leader.Watch on the service's connection with
+	// leader.WithKeys(Keys). Run ends with the error it yields.
 	Leaders func(ctx context.Context) iter.Seq2[protocol.Announcement, error]
 }
 
@@ -158,6 +159,7 @@ type Service struct {
 
 type issueRequest struct {
 	value string
+	lead  *protocol.Announcement // IssueAs's, checked
 	reply chan issueResult
 }
 
@@ -243,13 +245,39 @@ func (s *Service) Stats() Stats {
 // it once f+1 of them have. It blocks until Run takes the request or ctx
 // ends; without Run it returns ErrStopped.
 func (s *Service) Issue(ctx context.Context, value string) (Order, error) {
-	if err := protocol.CheckOrderValue(value); err != nil {
+	return s.request(ctx, issueRequest{value: value})
+}
+
+// IssueAs is Issue for a caller that knows it leads: a is this member's
+// own certified announcement (from leader.Watch or leader.Current with
+// WithKeys, or as the node published it). IssueAs checks a's certificate
+// against Keys; if a is newer than what Run has seen, the service takes
+// it as the cluster's newest leader, then issues as Issue does. An
+// announcement older than the newest seen does not help: Issue's check
+// still applies.
+func (s *Service) IssueAs(ctx context.Context, a protocol.Announcement, value string) (Order, error) {
+	switch {
+	case a.Cluster != s.cfg.Cluster:
+		return Order{}, fmt.Errorf("%w: the announcement is of cluster %q", ErrNotLeader, a.Cluster)
+	case a.Leader != s.selfID:
+		return Order{}, fmt.Errorf("%w: the announcement names %d in term %d", ErrNotLeader, a.Leader, a.Term)
+	case a.Certificate == nil:
+		return Order{}, fmt.Errorf("%w: the announcement has no certificate", ErrNotLeader)
+	}
+	if err := protocol.VerifyAnnouncement(s.cfg.Keys, a); err != nil {
+		return Order{}, fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return s.request(ctx, issueRequest{value: value, lead: &a})
+}
+
+func (s *Service) request(ctx context.Context, req issueRequest) (Order, error) {
+	if err := protocol.CheckOrderValue(req.value); err != nil {
 		return Order{}, fmt.Errorf("orders: %w", err)
 	}
 	if !s.started.Load() {
 		return Order{}, ErrStopped
 	}
-	req := issueRequest{value: value, reply: make(chan issueResult, 1)}
+	req.reply = make(chan issueResult, 1)
 	select {
 	case s.issues <- req:
 	case <-s.done:
@@ -307,6 +335,14 @@ func (s *Service) Run(ctx context.Context) error {
 				watchErr <- err
 				return
 			}
+			if a.Cluster != s.cfg.Cluster || a.Certificate == nil {
+				s.log.Warn("leader ignored: not a certified leader of the cluster", "leader", a.Leader, "term", a.Term)
+				continue
+			}
+			if err := protocol.VerifyAnnouncement(s.cfg.Keys, a); err != nil {
+				s.log.Warn("leader ignored", "leader", a.Leader, "term", a.Term, "error", err)
+				continue
+			}
 			select { // keep the newest only
 			case <-leaders:
 			default:
@@ -331,6 +367,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case om := <-s.inbox:
 			s.onOrderMessage(st, om)
 		case req := <-s.issues:
+			if req.lead != nil {
+				s.onLeader(st, *req.lead)
+			}
 			o, err := s.issue(st, req.value)
 			req.reply <- issueResult{o, err}
 		case <-wake:

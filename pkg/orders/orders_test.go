@@ -630,3 +630,32 @@ func TestWireBoundsMatchTheAgreement(t *testing.T) {
 		t.Errorf("protocol.MaxOrderRelays = %d; the leader's message to %d lieutenants must fit in one", protocol.MaxOrderRelays, generals.MaxMembers-1)
 	}
 }
+
+// IssueAs takes the caller's own certified announcement: it issues at
+// once on the leader, and refuses another member's announcement or a
+// certificate that does not hold.
+func TestIssueAs(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	w.start(1, 2, 3, 4)
+	a := protocol.Announcement{Cluster: cluster, Leader: 4, Term: term, Algorithm: protocol.Byzantine,
+		At: protocol.Timestamp{Time: time.Now()}, Certificate: w.cert}
+	if _, err := w.services[1].IssueAs(w.ctx, a, "attack"); !errors.Is(err, orders.ErrNotLeader) {
+		t.Errorf("IssueAs on member 1 with member 4's announcement: %v; want ErrNotLeader", err)
+	}
+	forged := a
+	forged.Leader, forged.Term = 1, term+1
+	forged.Certificate = certificate(t, map[uint64]*protocol.Signer{1: w.signers[1], 2: batontest.NewSigner(t, 2), 3: batontest.NewSigner(t, 3)}, term+1, 1, 1, 2, 3)
+	if _, err := w.services[1].IssueAs(w.ctx, forged, "attack"); !errors.Is(err, orders.ErrNotLeader) {
+		t.Errorf("IssueAs with forged votes: %v; want ErrNotLeader", err)
+	}
+	o, err := w.services[4].IssueAs(w.ctx, a, "attack")
+	if err != nil || o.Seq != 1 {
+		t.Fatalf("IssueAs on the leader = %+v, %v; want order 1", o, err)
+	}
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 3, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+}

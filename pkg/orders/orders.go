@@ -32,10 +32,15 @@ const (
 )
 
 const (
-	// inboxSize bounds the messages waiting for the owner goroutine; a
-	// message that finds it full is dropped and counted.
-	inboxSize = 256
-	// maxPending bounds the messages of orders not opened yet.
+	// inboxSize and inboxBytes bound the messages waiting for the owner
+	// goroutine, in number and in bytes; a message that finds no room is
+	// dropped and counted. OM(f) among 12 members sends thousands of
+	// messages an order, which arrive in bursts.
+	inboxSize  = 4096
+	inboxBytes = 16 << 20
+	// maxPending bounds the messages of orders not opened yet, and
+	// maxPending/N those of one sender, so that a liar fills only its
+	// share.
 	maxPending = 64
 	// maxCertified bounds the verified (term, leader) pairs kept.
 	maxCertified = 8
@@ -149,12 +154,19 @@ type Service struct {
 	self   int
 	rounds int
 
-	inbox   chan protocol.OrderMessage
+	inbox   chan inbound
+	queued  atomic.Int64 // bytes in inbox
 	issues  chan issueRequest
 	started atomic.Bool
 	ready   chan struct{}
 	done    chan struct{}
 	stats   counters
+}
+
+// inbound is a checked message on its way to the owner, with its size.
+type inbound struct {
+	om   protocol.OrderMessage
+	size int64
 }
 
 type issueRequest struct {
@@ -216,7 +228,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		index:  make(map[uint64]int, n),
 		selfID: cfg.Signer.ID(),
 		rounds: generals.Faults(n) + 1,
-		inbox:  make(chan protocol.OrderMessage, inboxSize),
+		inbox:  make(chan inbound, inboxSize),
 		issues: make(chan issueRequest),
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
@@ -364,8 +376,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("orders: following the leader: %w", err)
 		case a := <-leaders:
 			s.onLeader(st, a)
-		case om := <-s.inbox:
-			s.onOrderMessage(st, om)
+		case in := <-s.inbox:
+			s.queued.Add(-in.size)
+			s.onOrderMessage(st, in.om)
 		case req := <-s.issues:
 			if req.lead != nil {
 				s.onLeader(st, *req.lead)
@@ -439,12 +452,17 @@ func (s *Service) onMessage(m *nats.Msg) {
 		s.reject("order message", err)
 		return
 	}
-	select {
-	case s.inbox <- om:
-	default:
-		s.stats.dropped.Add(1)
-		s.log.Warn("order message dropped: inbox full", "from", om.From, "term", om.Term, "seq", om.Seq)
+	size := int64(len(m.Data))
+	if s.queued.Add(size) <= inboxBytes {
+		select {
+		case s.inbox <- inbound{om, size}:
+			return
+		default:
+		}
 	}
+	s.queued.Add(-size)
+	s.stats.dropped.Add(1)
+	s.log.Warn("order message dropped: inbox full", "from", om.From, "term", om.Term, "seq", om.Seq)
 }
 
 func (s *Service) reject(what string, err error) {
@@ -582,7 +600,13 @@ func (s *Service) checkCommander(st *state, om protocol.OrderMessage) error {
 
 // hold keeps a message of an order not opened yet.
 func (s *Service) hold(st *state, om protocol.OrderMessage) {
-	if len(st.pending) >= maxPending {
+	mine := 0
+	for _, p := range st.pending {
+		if p.om.From == om.From {
+			mine++
+		}
+	}
+	if len(st.pending) >= maxPending || mine >= maxPending/len(s.ids) {
 		s.stats.dropped.Add(1)
 		s.log.Debug("early order message dropped: buffer full", "from", om.From, "term", om.Term, "seq", om.Seq)
 		return

@@ -92,20 +92,29 @@ type world struct {
 
 const round = 100 * time.Millisecond
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldOf(t, 4) }
+
+// newWorldOf is a world of n members whose leader in term 7 is member n,
+// certified by the votes of members 1 … quorum.
+func newWorldOf(t *testing.T, n int) *world {
 	t.Helper()
-	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
+	var members, voters []uint64
+	for id := range uint64(n) {
+		members = append(members, id+1)
+	}
+	voters = members[:certify.Quorum(n)]
+	signers, keys := batontest.MemberKeys(t, members...)
 	url := batontest.StartNATS(t)
 	w := &world{
 		t: t, url: url, signers: signers, keys: keys,
-		cert:     certificate(t, signers, term, 4, 1, 2, 3),
+		cert:     certificate(t, signers, term, uint64(n), voters...),
 		clock:    newFakeClock(),
 		nc:       batontest.Connect(t, url),
 		services: map[uint64]*orders.Service{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	t.Cleanup(w.cancel)
-	w.answerQueries(4, term, w.cert)
+	w.answerQueries(uint64(n), term, w.cert)
 	return w
 }
 
@@ -657,5 +666,61 @@ func TestIssueAs(t *testing.T) {
 		if v != "attack" {
 			t.Errorf("member %d decided %q; want %q", id, v, "attack")
 		}
+	}
+}
+
+// A liar fills only its share of the buffer of early messages.
+func TestEarlyMessagesBoundedPerSender(t *testing.T) {
+	w := newWorld(t)
+	w.start(1)
+	const sent, share = 20, 64 / 4
+	for seq := uint64(10); seq < 10+sent; seq++ {
+		w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, seq, nil, relay{1, []uint64{4, 3}, "junk"}))
+	}
+	batontest.CheckFor(t, wait, func() error {
+		if s := w.services[1].Stats(); s.Dropped != sent-share {
+			return fmt.Errorf("member 1: %+v; want %d dropped", s, sent-share)
+		}
+		return nil
+	})
+}
+
+// OM(2) among seven members with two silent traitors: three rounds, the
+// traitors' paths defaulted at the deadlines and relayed as such, and
+// every honest member decides the leader's value (IC2).
+func TestSevenMembersTwoSilentTraitors(t *testing.T) {
+	w := newWorldOf(t, 7)
+	decided := w.decisions()
+	yielded := w.readOrders()
+	w.start(1, 2, 3, 4, 7) // 5 and 6 say nothing
+	if got := w.services[1].Rounds(); got != 3 {
+		t.Fatalf("Rounds = %d; want f+1 = 3", got)
+	}
+	honest := []uint64{1, 2, 3, 4}
+	received := func(want uint64) {
+		t.Helper()
+		batontest.CheckFor(t, wait, func() error {
+			for _, id := range honest {
+				if got := w.services[id].Stats().Received; got != want {
+					return fmt.Errorf("member %d received %d messages; want %d", id, got, want)
+				}
+			}
+			return nil
+		})
+	}
+	w.issue(7, "attack")
+	// [7], [7 j] from the 3 other honest lieutenants, [7 j k] from them.
+	received(1 + 3 + 3*2)
+	w.clock.Advance(round) // round 1: nothing missing
+	w.clock.Advance(round) // round 2: [7 5] and [7 6] default, relayed
+	received(1 + 3 + 3*2 + 3*2)
+	w.clock.Advance(round) // round 3: the traitors' own relays default
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 3, 4, 7) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	if d := w.expectOrder(yielded); d.Value != "attack" || len(d.Members) != 3 {
+		t.Errorf("leader.Orders yielded %+v; want %q by f+1 = 3 members", d, "attack")
 	}
 }

@@ -46,6 +46,13 @@
 // ErrNeedKeys instead of the leader, and Watch yields that error and
 // ends. Follow a byzantine cluster with WithKeys, and fence its writes
 // with NewCertifiedFence, which admits a term only with its certificate.
+//
+// # Orders
+//
+// A byzantine cluster's leader can issue orders on which every honest
+// member agrees (package orders runs the agreement beside the nodes).
+// Orders yields each order once f+1 members have signed the same
+// decision, so that a liar alone cannot fake one; it needs WithKeys.
 package leader
 
 import (

@@ -13,7 +13,9 @@
 // announcement names as leader: Run follows the cluster's leader with
 // leader.Watch and WithKeys (or Config.Leaders), so the member's own
 // announcement, with the certificate a quorum of the members signed for
-// its term, is what lets it issue. The order is identified by (cluster,
+// its term, is what lets it issue. An application that learned it leads
+// passes its announcement to IssueAs, which checks the certificate and
+// spares the wait for Run's own watch. The order is identified by (cluster,
 // term, seq), seq counting the orders of the term from 1. The leader's
 // messages carry its certificate, and a member opens an order only on a
 // message signed by the leader that a valid certificate names for the

@@ -139,7 +139,7 @@ func TestMemberAndAppPublish(t *testing.T) {
 	node, nodeErrs := connectMember(t, s, a1)
 	for _, subject := range []string{
 		"election.a.heartbeat", "election.a.leader", "election.a.coordinator", "election.a.node.2",
-		"_INBOX.app.1", "_INBOX_BATON.a.2.x.1.1", "$JS.API.STREAM.NAMES",
+		"election.a.order", "election.a.decided", "_INBOX.app.1", "_INBOX_BATON.a.2.x.1.1", "$JS.API.STREAM.NAMES",
 	} {
 		delivered(t, "member a/1", node, watch, subject)
 	}
@@ -170,6 +170,29 @@ func TestMemberAndAppPublish(t *testing.T) {
 	for _, subject := range []string{"_INBOX.someone.1", "_INBOX_BATON.a.1.x", "election.a.heartbeat"} {
 		refused(t, "observer", obs, obsErrs, subject)
 	}
+}
+
+// The app user reads the members' decisions on the leader's orders
+// (leader.Orders), but neither their oral messages nor publishes a
+// decision.
+func TestAppReadsDecisions(t *testing.T) {
+	a1 := newMember(t, "a", 1)
+	s := startMembers(t, a1)
+	node, _ := connectMember(t, s, a1)
+	app, errs := connect(t, s, AppUser, LocalPasswords.App)
+	decided, err := app.SubscribeSync("election.a.decided")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	delivered(t, "member a/1", node, decided, "election.a.decided")
+	if _, err := app.SubscribeSync("election.a.order"); err != nil {
+		t.Fatal(err)
+	}
+	violation(t, "app subscribe", app, errs, "election.a.order")
+	refused(t, "app", app, errs, "election.a.decided")
 }
 
 // A member may subscribe to its cluster's subjects and its own inboxes

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/generals"
 	"github.com/baton-election/baton/pkg/leader"
@@ -78,8 +79,11 @@ func (c *fakeClock) Advance(d time.Duration) {
 // NATS server, whose leader in term 7 is member 4, certified by the votes
 // of 1, 2 and 3.
 type world struct {
-	t        *testing.T
-	url      string
+	t   *testing.T
+	url string
+	// opts are the connection options of member id, or of an
+	// application for id 0.
+	opts     func(id uint64) []nats.Option
 	signers  map[uint64]*protocol.Signer
 	keys     *protocol.MemberKeys
 	cert     *certify.Certificate
@@ -92,11 +96,14 @@ type world struct {
 
 const round = 100 * time.Millisecond
 
-func newWorld(t *testing.T) *world { return newWorldOf(t, 4) }
+func newWorld(t *testing.T) *world { return newWorldOf(t, 4, false) }
 
 // newWorldOf is a world of n members whose leader in term 7 is member n,
-// certified by the votes of members 1 … quorum.
-func newWorldOf(t *testing.T, n int) *world {
+// certified by the votes of members 1 … quorum. With memberUsers, the
+// server has the deployment's users (internal/natsconf): each member
+// connects as the user of its key, applications as the app user, and
+// the test as the leader.
+func newWorldOf(t *testing.T, n int, memberUsers bool) *world {
 	t.Helper()
 	var members, voters []uint64
 	for id := range uint64(n) {
@@ -104,12 +111,34 @@ func newWorldOf(t *testing.T, n int) *world {
 	}
 	voters = members[:certify.Quorum(n)]
 	signers, keys := batontest.MemberKeys(t, members...)
-	url := batontest.StartNATS(t)
+	var url string
+	opts := func(uint64) []nats.Option { return nil }
+	if memberUsers {
+		o, err := natsconf.OptionsWithMembers(t.TempDir(), "127.0.0.1", -1, t.TempDir(), natsconf.LocalPasswords,
+			map[string]*protocol.MemberKeys{cluster: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := natsconf.Start(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { natsconf.Stop(srv) })
+		url = srv.ClientURL()
+		opts = func(id uint64) []nats.Option {
+			if id == 0 {
+				return []nats.Option{nats.UserInfo(natsconf.AppUser, natsconf.LocalPasswords.App)}
+			}
+			return append(batontest.AsMember(cluster, signers[id]), nats.CustomInboxPrefix(protocol.InboxPrefix(cluster, id)))
+		}
+	} else {
+		url = batontest.StartNATS(t)
+	}
 	w := &world{
-		t: t, url: url, signers: signers, keys: keys,
+		t: t, url: url, opts: opts, signers: signers, keys: keys,
 		cert:     certificate(t, signers, term, uint64(n), voters...),
 		clock:    newFakeClock(),
-		nc:       batontest.Connect(t, url),
+		nc:       batontest.Connect(t, url, opts(uint64(n))...),
 		services: map[uint64]*orders.Service{},
 	}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -164,7 +193,7 @@ func (w *world) answerQueries(leaderID, term uint64, c *certify.Certificate) {
 func (w *world) start(members ...uint64) {
 	w.t.Helper()
 	for _, id := range members {
-		s, err := orders.New(batontest.Connect(w.t, w.url), orders.Config{
+		s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), orders.Config{
 			Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock,
 		})
 		if err != nil {
@@ -256,7 +285,7 @@ func (w *world) expectDecisions(ch <-chan protocol.Decision, seq uint64, members
 // returns the orders it yields once it has subscribed.
 func (w *world) readOrders() <-chan leader.DecidedOrder {
 	w.t.Helper()
-	nc := batontest.Connect(w.t, w.url)
+	nc := batontest.Connect(w.t, w.url, w.opts(0)...)
 	out := make(chan leader.DecidedOrder, 16)
 	done := make(chan struct{})
 	go func() {
@@ -689,7 +718,7 @@ func TestEarlyMessagesBoundedPerSender(t *testing.T) {
 // traitors' paths defaulted at the deadlines and relayed as such, and
 // every honest member decides the leader's value (IC2).
 func TestSevenMembersTwoSilentTraitors(t *testing.T) {
-	w := newWorldOf(t, 7)
+	w := newWorldOf(t, 7, false)
 	decided := w.decisions()
 	yielded := w.readOrders()
 	w.start(1, 2, 3, 4, 7) // 5 and 6 say nothing
@@ -722,5 +751,24 @@ func TestSevenMembersTwoSilentTraitors(t *testing.T) {
 	}
 	if d := w.expectOrder(yielded); d.Value != "attack" || len(d.Members) != 3 {
 		t.Errorf("leader.Orders yielded %+v; want %q by f+1 = 3 members", d, "attack")
+	}
+}
+
+// With the deployment's NATS users, the members' services stay within
+// their permissions (their cluster's subjects, their own inbox prefix)
+// and an application reads the decided orders as the app user.
+func TestWithinTheDeploymentsPermissions(t *testing.T) {
+	w := newWorldOf(t, 4, true)
+	decided := w.decisions()
+	yielded := w.readOrders()
+	w.start(1, 2, 3, 4)
+	w.issue(4, "attack") // member 4 learns it leads from the query, answered on its inbox
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 3, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	if d := w.expectOrder(yielded); d.Value != "attack" {
+		t.Errorf("leader.Orders yielded %+v; want %q", d, "attack")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -72,6 +73,22 @@ type Config struct {
 	Network Network
 	// Trace, if not nil, receives one line per event.
 	Trace io.Writer
+	// Keys, if not nil, are the members' public keys of an algorithm that
+	// certifies its leaders (byzantine): the cluster then checks every
+	// certificate it sees, on the network (sent or injected) and held by
+	// a machine (Certified), and fails if two valid ones name different
+	// leaders in one term.
+	Keys certify.Members
+	// Traitors are the members that lie (they never run here: they speak
+	// through Inject). A running member that reports another member lied
+	// (election.MemberLied) must name one of them.
+	Traitors []uint64
+}
+
+// Certified is implemented by a machine that holds the certificate of
+// its term's leader (byzantine); the cluster checks it after every step.
+type Certified interface {
+	Certificate() (certify.Certificate, bool)
 }
 
 // ppm is one tick of a node's clock, in the units of Config.Rates.
@@ -127,16 +144,19 @@ type Cluster struct {
 	groups map[uint64]int // partition group of each member; all 0 when healed
 	split  int            // tick the current partition started, -1 when healed
 
-	announced uint64            // the last term announced: what the stream keeps
-	claims    map[uint64]uint64 // term → the node that claimed it, across incarnations
-	maxClaim  uint64
-	leaders   map[uint64]uint64 // term → the node seen in role Leader with it
-	published int               // messages the machines sent (a broadcast counts once)
-	delivered int               // copies handed to a machine
-	elections int               // elections the machines reported starting
-	backlog   int               // copies handed to nodes when they resumed
-	err       error
-	tap       func(to uint64, m protocol.Message) // sees copies for nodes that are down (Tap)
+	announced   uint64            // the last term announced: what the stream keeps
+	claims      map[uint64]uint64 // term → the node that claimed it, across incarnations
+	maxClaim    uint64
+	leaders     map[uint64]uint64 // term → the node seen in role Leader with it
+	published   int               // messages the machines sent (a broadcast counts once)
+	delivered   int               // copies handed to a machine
+	elections   int               // elections the machines reported starting
+	backlog     int               // copies handed to nodes when they resumed
+	err         error
+	tap         func(to uint64, m protocol.Message) // sees copies for nodes that are down (Tap)
+	certs       *certChecker                        // nil unless Config.Keys
+	traitors    []uint64                            // sorted
+	convictions int                                 // MemberLied events reported
 }
 
 type node struct {
@@ -153,6 +173,7 @@ type node struct {
 	floor       uint64 // the term on its disk when it started
 	prepared    int    // tick it last sent a Paxos Prepare
 	claimed     uint64 // the highest term it claimed, in any incarnation
+	accepted    uint64 // the highest term it accepted, in any incarnation
 	// quiet is how many of its next ticks its machine said could have no
 	// effect (Due()-1): the runtime sleeps through them, so a tick among
 	// them that does something is a violation.
@@ -192,6 +213,15 @@ func New(cfg Config) (*Cluster, error) {
 		split:   -1,
 		claims:  make(map[uint64]uint64),
 		leaders: make(map[uint64]uint64),
+	}
+	if cfg.Keys != nil {
+		c.certs = newCertChecker(cfg.Keys)
+	}
+	c.traitors = slices.Sorted(slices.Values(cfg.Traitors))
+	for _, id := range c.traitors {
+		if _, ok := slices.BinarySearch(members, id); !ok {
+			return nil, fmt.Errorf("sim: traitor %d is not a member", id)
+		}
 	}
 	if err := c.SetNetwork(cfg.Network); err != nil {
 		return nil, err
@@ -713,6 +743,7 @@ func (c *Cluster) flush(n *node) {
 		if !protocol.Steady(m) {
 			c.published++
 		}
+		c.checkCert(m.Cert, "sent by", n.id)
 		if m.To != 0 {
 			c.send(m, m.To)
 			continue
@@ -744,8 +775,19 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 		}
 	}
 	for _, ev := range rd.Events {
-		if ev.Kind == election.ElectionStarted {
+		switch ev.Kind {
+		case election.ElectionStarted:
 			c.elections++
+		case election.MemberLied:
+			c.convictions++
+			if _, ok := slices.BinarySearch(c.traitors, ev.Member); !ok {
+				c.fail("node %d convicted %d, an honest member", n.id, ev.Member)
+			}
+		}
+	}
+	if cm, ok := n.m.(Certified); ok && c.certs != nil {
+		if cert, held := cm.Certificate(); held {
+			c.checkCert(&cert, "held by", n.id)
 		}
 	}
 	if rd.Claimed != 0 {
@@ -763,6 +805,12 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 	if st.Term < n.floor {
 		c.fail("node %d accepted term %d, below term %d on its disk when it started", n.id, st.Term, n.floor)
 	}
+	if c.certs != nil && st.Term < n.accepted {
+		// A certifying algorithm stores every term it enters (with its
+		// proof) before it acts in it: not even a restart takes it back.
+		c.fail("node %d accepted term %d, below term %d it accepted before", n.id, st.Term, n.accepted)
+	}
+	n.accepted = max(n.accepted, st.Term)
 	if st.Leader != 0 {
 		if _, ok := slices.BinarySearch(c.members, st.Leader); !ok {
 			c.fail("node %d: leader %d is not a member", n.id, st.Leader)

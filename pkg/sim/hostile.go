@@ -27,6 +27,7 @@ func (c *Cluster) Inject(m protocol.Message) error {
 		return fmt.Errorf("sim: %d runs here: only a member that does not may be injected as", m.From)
 	}
 	c.logf("inject %v", m)
+	c.checkCert(m.Cert, "injected by", m.From)
 	if m.To != 0 {
 		c.send(m, m.To)
 		return nil

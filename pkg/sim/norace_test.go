@@ -3,3 +3,5 @@
 package sim_test
 
 const raceSeeds = defaultSeeds
+
+const raceByzantineSeeds = 200

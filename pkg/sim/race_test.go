@@ -7,3 +7,7 @@ package sim_test
 // README's test command (with -race) runs this slice, plain go test the
 // full default.
 const raceSeeds = 300
+
+// raceByzantineSeeds is how many seeds of each size TestRandomByzantine
+// runs under the race detector.
+const raceByzantineSeeds = 20

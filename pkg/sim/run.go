@@ -166,29 +166,7 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 	if spec.Leases {
 		timing = election.DefaultLeaseTiming(n)
 	}
-	faulty := Network{
-		MinDelay:    1,
-		MaxDelay:    1 + rng.IntN(3*TMax),
-		Long:        []float64{0, 0.001, 0.01}[rng.IntN(3)],
-		LongDelay:   MaxFaultDelay,
-		Loss:        []float64{0, 0.02, 0.1, 0.3}[rng.IntN(4)],
-		Duplicate:   []float64{0, 0.05, 0.2}[rng.IntN(3)],
-		Unreachable: []float64{0, 0.5, 1}[rng.IntN(3)],
-		Events:      []float64{0, 1}[rng.IntN(2)],
-	}
-	// Rates of faults per node and tick (per tick for partitions). Large
-	// clusters get fewer per node, so that some quiet stretches remain.
-	scale := 1.0 / float64(max(1, n/7))
-	f := faults{
-		crash:        []float64{0, 0.005, 0.02}[rng.IntN(3)] * scale,
-		restart:      []float64{0.01, 0.05}[rng.IntN(2)],
-		resign:       []float64{0, 0.001, 0.005}[rng.IntN(3)] * scale,
-		pause:        []float64{0, 0.002, 0.01}[rng.IntN(3)] * scale,
-		resume:       []float64{0.01, 0.05}[rng.IntN(2)],
-		partition:    []float64{0, 0.005, 0.02}[rng.IntN(3)],
-		heal:         []float64{0.02, 0.1}[rng.IntN(2)],
-		wholeRestart: []float64{0, 0, 0.003}[rng.IntN(3)],
-	}
+	faulty, f := drawFaults(rng, n)
 	rates := make(map[uint64]int64)
 	if spec.Leases {
 		// Every clock runs at its own rate within the drift bound the
@@ -219,60 +197,13 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 		startAt[i] = rng.IntN(timing.LeaderTimeoutTicks)
 	}
 	started := make([]bool, n)
-	split := false
 
 	// Fault phase. electionsAt[t] is how many elections had started by
 	// tick t.
 	electionsAt := []int{0}
+	p := &faultPhase{c: c, rng: rng, f: f, ids: sorted, startAt: startAt, started: started}
 	for c.Now() < faultTicks {
-		if rng.Float64() < f.wholeRestart {
-			// Every node crashes at once, and starts again from its disk.
-			for i, id := range sorted {
-				if started[i] {
-					c.Crash(id)
-				}
-			}
-			for i, id := range sorted {
-				if started[i] {
-					c.Start(id)
-				}
-			}
-		}
-		for i, id := range sorted {
-			switch {
-			case !started[i]:
-				if startAt[i] <= c.Now() {
-					started[i] = true
-					c.Start(id)
-				}
-			case c.Paused(id):
-				// As a paused process resumes, or as a node descheduled
-				// past its deadline settles what waits in its socket.
-				if rng.Float64() < f.resume {
-					if rng.IntN(2) == 0 {
-						c.Resume(id)
-					} else {
-						c.ResumeSettling(id)
-					}
-				}
-			case c.Up(id) && rng.Float64() < f.crash:
-				c.Crash(id)
-			case c.Up(id) && rng.Float64() < f.resign:
-				c.Resign(id)
-			case c.Up(id) && rng.Float64() < f.pause:
-				c.Pause(id)
-			case !c.Up(id) && rng.Float64() < f.restart:
-				c.Start(id)
-			}
-		}
-		switch {
-		case split && rng.Float64() < f.heal:
-			c.Heal()
-			split = false
-		case !split && n > 1 && rng.Float64() < f.partition:
-			c.Partition(randomGroups(rng, sorted)...)
-			split = true
-		}
+		p.step()
 		c.Tick()
 		electionsAt = append(electionsAt, c.Elections())
 		if c.Err() != nil {
@@ -430,4 +361,99 @@ func randomGroups(rng *rand.Rand, members []uint64) [][]uint64 {
 		groups[g] = append(groups[g], members[p])
 	}
 	return groups
+}
+
+// drawFaults draws the network of a run's fault phase and its rates of
+// faults for n members.
+func drawFaults(rng *rand.Rand, n int) (Network, faults) {
+	faulty := Network{
+		MinDelay:    1,
+		MaxDelay:    1 + rng.IntN(3*TMax),
+		Long:        []float64{0, 0.001, 0.01}[rng.IntN(3)],
+		LongDelay:   MaxFaultDelay,
+		Loss:        []float64{0, 0.02, 0.1, 0.3}[rng.IntN(4)],
+		Duplicate:   []float64{0, 0.05, 0.2}[rng.IntN(3)],
+		Unreachable: []float64{0, 0.5, 1}[rng.IntN(3)],
+		Events:      []float64{0, 1}[rng.IntN(2)],
+	}
+	// Rates of faults per node and tick (per tick for partitions). Large
+	// clusters get fewer per node, so that some quiet stretches remain.
+	scale := 1.0 / float64(max(1, n/7))
+	f := faults{
+		crash:        []float64{0, 0.005, 0.02}[rng.IntN(3)] * scale,
+		restart:      []float64{0.01, 0.05}[rng.IntN(2)],
+		resign:       []float64{0, 0.001, 0.005}[rng.IntN(3)] * scale,
+		pause:        []float64{0, 0.002, 0.01}[rng.IntN(3)] * scale,
+		resume:       []float64{0.01, 0.05}[rng.IntN(2)],
+		partition:    []float64{0, 0.005, 0.02}[rng.IntN(3)],
+		heal:         []float64{0.02, 0.1}[rng.IntN(2)],
+		wholeRestart: []float64{0, 0, 0.003}[rng.IntN(3)],
+	}
+	return faulty, f
+}
+
+// faultPhase disturbs the nodes ids of a cluster in its fault phase:
+// each starts at startAt (once started is set, it is up to the faults),
+// crashes, restarts, resigns, pauses and resumes at the rates f; whole
+// clusters crash and restart; the network is split and healed.
+type faultPhase struct {
+	c       *Cluster
+	rng     *rand.Rand
+	f       faults
+	ids     []uint64
+	startAt []int
+	started []bool
+	split   bool
+}
+
+// step draws the faults of one tick, before it passes.
+func (p *faultPhase) step() {
+	if p.rng.Float64() < p.f.wholeRestart {
+		// Every node crashes at once, and starts again from its disk.
+		for i, id := range p.ids {
+			if p.started[i] {
+				p.c.Crash(id)
+			}
+		}
+		for i, id := range p.ids {
+			if p.started[i] {
+				p.c.Start(id)
+			}
+		}
+	}
+	for i, id := range p.ids {
+		switch {
+		case !p.started[i]:
+			if p.startAt[i] <= p.c.Now() {
+				p.started[i] = true
+				p.c.Start(id)
+			}
+		case p.c.Paused(id):
+			// As a paused process resumes, or as a node descheduled
+			// past its deadline settles what waits in its socket.
+			if p.rng.Float64() < p.f.resume {
+				if p.rng.IntN(2) == 0 {
+					p.c.Resume(id)
+				} else {
+					p.c.ResumeSettling(id)
+				}
+			}
+		case p.c.Up(id) && p.rng.Float64() < p.f.crash:
+			p.c.Crash(id)
+		case p.c.Up(id) && p.rng.Float64() < p.f.resign:
+			p.c.Resign(id)
+		case p.c.Up(id) && p.rng.Float64() < p.f.pause:
+			p.c.Pause(id)
+		case !p.c.Up(id) && p.rng.Float64() < p.f.restart:
+			p.c.Start(id)
+		}
+	}
+	switch {
+	case p.split && p.rng.Float64() < p.f.heal:
+		p.c.Heal()
+		p.split = false
+	case !p.split && len(p.c.members) > 1 && p.rng.Float64() < p.f.partition:
+		p.c.Partition(randomGroups(p.rng, p.c.members)...)
+		p.split = true
+	}
 }

@@ -1,0 +1,104 @@
+package sim_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/byzantine"
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/sim"
+)
+
+var byzantineSpec = sim.ByzantineSpec{
+	Name: "byzantine",
+	Factory: func(cfg election.Config, cluster string, signer certify.Signer, keys certify.Members) (election.Machine, error) {
+		return byzantine.New(byzantine.Config{Config: cfg, Cluster: cluster, Signer: signer, Keys: keys})
+	},
+	PenaltyFactor: byzantine.PenaltyFactor,
+}
+
+// byzantineSizes are the cluster sizes of the byzantine runs: f = 1, 2, 3.
+var byzantineSizes = []int{4, 7, 10}
+
+// TestRandomByzantine runs the byzantine algorithm with up to f traitors
+// (sim.RunByzantine) over seeds at 4, 7 and 10 members: raceByzantineSeeds
+// per size by default (a slice that stays under a minute on two cores
+// under the race detector), SIM_BYZANTINE_SEEDS to change it (go tool
+// task sim runs 100,000). SIM_BYZANTINE_SIZE=n runs size n alone;
+// SIM_BYZANTINE_SEED=N runs seed N alone (of SIM_BYZANTINE_SIZE, or of
+// each size) and prints its trace.
+func TestRandomByzantine(t *testing.T) {
+	size, oneSize := envInt(t, "SIM_BYZANTINE_SIZE")
+	seeds := raceByzantineSeeds
+	if testing.Short() {
+		seeds = min(seeds, 20)
+	}
+	if v, ok := envInt(t, "SIM_BYZANTINE_SEEDS"); ok {
+		seeds = v
+	}
+	for _, n := range byzantineSizes {
+		if oneSize && n != size {
+			continue
+		}
+		if seed, ok := envInt(t, "SIM_BYZANTINE_SEED"); ok {
+			var trace strings.Builder
+			res := sim.RunByzantine(uint64(seed), byzantineSpec, n, &trace)
+			t.Log("\n" + trace.String())
+			if res.Err != nil {
+				t.Fatalf("size %d, seed %d: %v", n, seed, res.Err)
+			}
+			t.Logf("size %d, seed %d: certified leader %d ticks after settling (bound %d); the highest honest led %d ticks after the traitors fell silent (bound %d)",
+				n, seed, res.Elected, res.ElectBound, res.Converged, res.Bound)
+			continue
+		}
+		runByzantineSize(t, n, seeds)
+	}
+}
+
+// runByzantineSize runs count seeds of size n and logs the figures.
+func runByzantineSize(t *testing.T, n, count int) {
+	t.Helper()
+	worst, worstSeed := -1, uint64(0)
+	highest, highestSeed := -1, uint64(0)
+	convictions, lies, traitors := 0, 0, 0
+	var res sim.ByzantineResult
+	for seed := uint64(1); seed <= uint64(count); seed++ {
+		res = sim.RunByzantine(seed, byzantineSpec, n, nil)
+		if res.Err == nil {
+			if res.Elected > worst {
+				worst, worstSeed = res.Elected, seed
+			}
+			if res.Converged > highest {
+				highest, highestSeed = res.Converged, seed
+			}
+			convictions += res.Convictions
+			lies += res.Lies
+			traitors += len(res.Traitors)
+			continue
+		}
+		var trace strings.Builder
+		again := sim.RunByzantine(seed, byzantineSpec, n, &trace)
+		lines := strings.Split(trace.String(), "\n")
+		if len(lines) > 400 {
+			lines = append(lines[:50], append([]string{"..."}, lines[len(lines)-350:]...)...)
+		}
+		t.Logf("trace of seed %d (shortened; replay for all of it):\n%s", seed, strings.Join(lines, "\n"))
+		if again.Err == nil || again.Err.Error() != res.Err.Error() {
+			t.Errorf("seed %d does not replay: got %v, want %v", seed, again.Err, res.Err)
+		}
+		kind := "liveness"
+		if errors.Is(res.Err, sim.ErrInvariant) {
+			kind = "safety"
+		}
+		t.Fatalf("byzantine, size %d, seed %d (members %v, traitors %v): %s violation: %v\nreplay with SIM_BYZANTINE_SIZE=%d SIM_BYZANTINE_SEED=%d go test ./pkg/sim -run 'TestRandomByzantine' -v",
+			n, seed, res.Members, res.Traitors, kind, res.Err, n, seed)
+	}
+	if traitors > 0 && lies == 0 {
+		t.Errorf("size %d: %d traitors sent no lie: the traitors check nothing", n, traitors)
+	}
+	t.Logf("byzantine, %s members: %d seeds, no violation; slowest certified leader %d ticks after settling (seed %d, bound %d); slowest highest honest leader %d ticks after the traitors fell silent (seed %d, bound %d); %d traitors, %d lies, %d convictions",
+		strconv.Itoa(n), count, worst, worstSeed, res.ElectBound, highest, highestSeed, res.Bound, traitors, lies, convictions)
+}

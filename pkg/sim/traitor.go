@@ -1,0 +1,398 @@
+package sim
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// MemberKeys returns deterministic Ed25519 keys for members: member id's
+// seed is the SHA-256 of a fixed label and id, so that every run, and
+// every test that needs keys, gets the same ones for the same IDs. They
+// are for simulations and tests only.
+func MemberKeys(members []uint64) (*certify.Keys, map[uint64]certify.Signer, error) {
+	pairs := make(map[uint64]nkeys.KeyPair, len(members))
+	signers := make(map[uint64]certify.Signer, len(members))
+	for _, id := range members {
+		raw := sha256.Sum256(binary.BigEndian.AppendUint64([]byte("baton sim member key"), id))
+		pair, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, raw[:])
+		if err != nil {
+			return nil, nil, fmt.Errorf("sim: key of member %d: %w", id, err)
+		}
+		pairs[id], signers[id] = pair, keySigner{member: id, key: ed25519.NewKeyFromSeed(raw[:])}
+	}
+	keys, err := certify.NewKeys(pairs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sim: keys: %w", err)
+	}
+	return keys, signers, nil
+}
+
+// keySigner signs as member with the Ed25519 key of its nkeys seed: the
+// signatures of certify.KeySigner, without deriving the key again for
+// each one.
+type keySigner struct {
+	member uint64
+	key    ed25519.PrivateKey
+}
+
+func (s keySigner) Member() uint64                   { return s.member }
+func (s keySigner) Sign(data []byte) ([]byte, error) { return ed25519.Sign(s.key, data), nil }
+
+// InjectTo puts one copy of m on the network to member to only, as its
+// sender, a member that does not run here (see Inject). m may be a
+// broadcast (To 0): a liar that tells each member something different
+// sends each its own broadcast.
+func (c *Cluster) InjectTo(m protocol.Message, to uint64) error {
+	m.V = protocol.Version
+	if err := protocol.Validate(m, c.members); err != nil {
+		return err
+	}
+	if c.node(m.From).up() {
+		return fmt.Errorf("sim: %d runs here: only a member that does not may be injected as", m.From)
+	}
+	if m.To != 0 && m.To != to || to == m.From {
+		return fmt.Errorf("sim: a copy of %v for %d", m, to)
+	}
+	c.node(to) // a member
+	c.logf("inject %v to %d", m, to)
+	c.checkCert(m.Cert, "injected by", m.From)
+	c.send(m, to)
+	return nil
+}
+
+// Lie is one copy a traitor sends: Message to member To, or to every
+// other member if To is 0.
+type Lie struct {
+	Message protocol.Message
+	To      uint64
+}
+
+// TraitorConfig configures a Traitor.
+type TraitorConfig struct {
+	// ID is the traitor's member ID; Signer signs with its own key.
+	ID     uint64
+	Signer certify.Signer
+	// Cluster is the cluster's name, signed into its statements.
+	Cluster string
+	// Members are every member's IDs, the traitor's included.
+	Members []uint64
+	// Accomplices are the traitors' IDs, its own included: they vote
+	// together for a leader of their own (the lowest of them).
+	Accomplices []uint64
+	// Shadow, if not nil, is an honest machine of the traitor's own (its
+	// ID, its signer) that it runs, feeds and ticks, and whose output it
+	// bends: it withholds, equivocates, replays. Nil: it only lies.
+	Shadow election.Machine
+	// Rand is its only source of randomness.
+	Rand *rand.Rand
+}
+
+// Traitor is a member of the byzantine algorithm that lies with its own
+// key: it equivocates (a different broadcast to different members),
+// votes for two leaders in one term, withholds and replays messages,
+// claims near-ceiling terms with proofs of its own making, signs
+// time-outs at random, and answers each member differently. Everything it
+// signs is signed with its own key: it cannot forge another member's
+// signature. Its lies are valid messages (protocol.Validate); what it
+// says is false. It is a pure value: Receive and Tick return what to send.
+type Traitor struct {
+	cfg     TraitorConfig
+	rng     *rand.Rand
+	desc    []uint64 // members, highest first
+	high    uint64   // the highest term it saw in a copy
+	sent    []protocol.Message
+	certs   []certify.Certificate        // certificates it saw, newest last
+	tcs     []certify.TimeoutCertificate // time-out certificates it saw
+	out     []Lie
+	invalid int
+	signed  map[signedKey][]byte // its votes' and time-outs' signatures, bounded by maxSigned
+}
+
+// maxSigned bounds the signatures a traitor keeps to sign a statement
+// again without the cost (Ed25519 signatures are deterministic).
+const maxSigned = 1024
+
+// signedKey is a vote or time-out of the traitor's (its cluster and
+// member are fixed).
+type signedKey struct {
+	kind         certify.Kind
+	term, leader uint64
+}
+
+// maxKept bounds what a traitor keeps of the messages it sent and the
+// certificates it saw.
+const maxKept = 32
+
+// NewTraitor returns a traitor; a Shadow is started at once.
+func NewTraitor(cfg TraitorConfig) *Traitor {
+	desc := slices.Sorted(slices.Values(cfg.Members))
+	slices.Reverse(desc)
+	t := &Traitor{cfg: cfg, rng: cfg.Rand, desc: desc, signed: map[signedKey][]byte{}}
+	if cfg.Shadow != nil {
+		cfg.Shadow.Start()
+		t.bend(cfg.Shadow.Ready())
+	}
+	return t
+}
+
+// ID is the traitor's member ID.
+func (t *Traitor) ID() uint64 { return t.cfg.ID }
+
+// Receive hands the traitor a copy that reached it.
+func (t *Traitor) Receive(m protocol.Message) {
+	t.high = max(t.high, min(m.Term, protocol.MaxTerm/2))
+	if m.Cert != nil {
+		t.certs = keep(t.certs, *m.Cert)
+	}
+	if m.TC != nil {
+		t.tcs = keep(t.tcs, *m.TC)
+	}
+	if t.cfg.Shadow != nil {
+		t.cfg.Shadow.Step(m)
+		t.bend(t.cfg.Shadow.Ready())
+	}
+}
+
+// Tick advances the traitor by one tick and returns what it sends: its
+// shadow's output, bent, and lies of its own.
+func (t *Traitor) Tick() []Lie {
+	if t.cfg.Shadow != nil {
+		t.cfg.Shadow.Tick()
+		t.bend(t.cfg.Shadow.Ready())
+	}
+	for range t.rng.IntN(3) {
+		t.Lies(t.term())
+	}
+	out := t.out
+	t.out = nil
+	return out
+}
+
+// term is the term the traitor acts in: its shadow's, or the highest it
+// saw.
+func (t *Traitor) term() uint64 {
+	term := t.high
+	if t.cfg.Shadow != nil {
+		term = max(term, t.cfg.Shadow.Status().Term)
+	}
+	return max(term, 1)
+}
+
+func keep[T any](s []T, v T) []T {
+	if len(s) >= maxKept {
+		s = slices.Delete(s, 0, 1)
+	}
+	return append(s, v)
+}
+
+// emit queues m for to (0: every other member), if it is valid: what the
+// receivers' runtime would drop is not sent.
+func (t *Traitor) emit(m protocol.Message, to uint64) {
+	m.From, m.V = t.cfg.ID, protocol.Version
+	if to == t.cfg.ID || m.To != 0 && to != m.To {
+		return
+	}
+	if protocol.Validate(m, t.cfg.Members) != nil {
+		t.invalid++
+		return
+	}
+	t.out = append(t.out, Lie{Message: m, To: to})
+	t.sent = keep(t.sent, m)
+}
+
+// Invalid is how many lies the traitor made that no receiver would take
+// (protocol.Validate rejects them): it does not send them.
+func (t *Traitor) Invalid() int { return t.invalid }
+
+// others returns the other members in a random order.
+func (t *Traitor) others() []uint64 {
+	var out []uint64
+	for _, i := range t.rng.Perm(len(t.cfg.Members)) {
+		if id := t.cfg.Members[i]; id != t.cfg.ID {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (t *Traitor) member() uint64 { return t.cfg.Members[t.rng.IntN(len(t.cfg.Members))] }
+
+func (t *Traitor) sign(s certify.Statement) *certify.SignedStatement {
+	key := signedKey{s.Kind, s.Term, s.Leader}
+	if sig, ok := t.signed[key]; ok {
+		return &certify.SignedStatement{Statement: s, Signature: sig}
+	}
+	ss, err := certify.Sign(t.cfg.Signer, s)
+	if err != nil {
+		return nil // an invalid statement: emit drops the message
+	}
+	if len(t.signed) >= maxSigned {
+		clear(t.signed)
+	}
+	t.signed[key] = ss.Signature
+	return &ss
+}
+
+// bend sends its shadow's output, bent: each message is withheld, sent
+// as it is, or equivocated (one version to some members, another to the
+// rest).
+func (t *Traitor) bend(rd election.Ready) {
+	for _, m := range rd.Messages {
+		switch r := t.rng.IntN(8); {
+		case r < 2: // withheld
+		case r < 4 && m.To == 0: // equivocated
+			peers := t.others()
+			cut := t.rng.IntN(len(peers) + 1)
+			for _, to := range peers[:cut] {
+				t.emit(m, to)
+			}
+			other := t.variant(m)
+			for _, to := range peers[cut:] {
+				t.emit(other, to)
+			}
+		default:
+			t.emit(m, m.To)
+		}
+	}
+}
+
+// variant is another version of m, for the members the traitor tells
+// something else.
+func (t *Traitor) variant(m protocol.Message) protocol.Message {
+	v := m
+	switch m.Type {
+	case protocol.TypeBzPropose:
+		v.Seq = 1 + t.rng.Uint64N(m.Seq+8)
+		if t.rng.IntN(2) == 0 {
+			v.Cert, v.TC = nil, nil
+		}
+	case protocol.TypeBzVote:
+		// The same term, another leader: a second vote.
+		if st := m.Statement; st != nil {
+			v.Statement = t.sign(certify.Vote(t.cfg.Cluster, t.cfg.ID, m.Term, t.member()))
+		}
+	case protocol.TypeBzTimeout:
+		if st := m.Statement; st != nil {
+			v.Statement = t.sign(certify.Timeout(t.cfg.Cluster, t.cfg.ID, st.Statement.Term+1+t.rng.Uint64N(3)))
+		}
+	case protocol.TypeBzHello:
+		v.Term = t.rng.Uint64N(m.Term + 3)
+	}
+	return v
+}
+
+// Lies queues lies of the traitor's own about term (its current term):
+// one of a vote for two leaders, a time-out at random, a near-ceiling
+// claim, a replay, a hello, a proposal it has no right to, acks of rounds
+// never sent, and a different status to each member.
+func (t *Traitor) Lies(term uint64) {
+	term = max(term, 1)
+	switch t.rng.IntN(9) {
+	case 0: // two leaders in one term: one to some members, another to the rest
+		x := term + t.rng.Uint64N(2)
+		a, b := t.member(), t.member()
+		if t.rng.IntN(2) == 0 {
+			a = t.cfg.Accomplices[0] // the traitors' own leader
+		}
+		peers := t.others()
+		cut := t.rng.IntN(len(peers) + 1)
+		for i, to := range peers {
+			leader := a
+			if i >= cut {
+				leader = b
+			}
+			t.emit(protocol.Message{Type: protocol.TypeBzVote, Term: x, Seq: 1 + t.rng.Uint64N(4), Statement: t.sign(certify.Vote(t.cfg.Cluster, t.cfg.ID, x, leader))}, to)
+		}
+	case 1: // a time-out at random, near the term or near the ceiling
+		x := term + t.rng.Uint64N(uint64(len(t.cfg.Members)+3))
+		if t.rng.IntN(3) == 0 {
+			x = protocol.MaxTerm - 1 - t.rng.Uint64N(4)
+		}
+		t.emit(protocol.Message{Type: protocol.TypeBzTimeout, Term: term, Statement: t.sign(certify.Timeout(t.cfg.Cluster, t.cfg.ID, x))}, 0)
+	case 2: // a near-ceiling term, led by itself, with proofs of its own making
+		x := t.ownTerm(protocol.MaxTerm - t.desc[0]*t.rng.Uint64N(4))
+		m := protocol.Message{Type: protocol.TypeBzPropose, Term: x, Seq: 1}
+		if t.rng.IntN(2) == 0 {
+			if v := t.sign(certify.Vote(t.cfg.Cluster, t.cfg.ID, x, t.cfg.ID)); v != nil {
+				if c, err := certify.NewCertificate([]certify.SignedStatement{*v}); err == nil {
+					m.Cert = &c
+				}
+			}
+		} else if to := t.sign(certify.Timeout(t.cfg.Cluster, t.cfg.ID, x-1)); to != nil {
+			if tc, err := certify.NewTimeoutCertificate([]certify.SignedStatement{*to}); err == nil {
+				m.TC = &tc
+			}
+		}
+		t.emit(m, 0)
+	case 3: // a replay of its own, to one member or all
+		if len(t.sent) > 0 {
+			m := t.sent[t.rng.IntN(len(t.sent))]
+			to := m.To
+			if to == 0 && t.rng.IntN(2) == 0 {
+				to = t.others()[0]
+			}
+			t.emit(m, to)
+		}
+	case 4: // "I am alive": members above the leader get timed out for
+		t.emit(protocol.Message{Type: protocol.TypeBzHello, Term: t.rng.Uint64N(term + 2)}, 0)
+	case 5: // proposes itself in a term it does not lead, or in one it does without proof
+		x := term
+		if t.rng.IntN(2) == 0 {
+			x = t.ownTerm(term)
+		}
+		t.emit(protocol.Message{Type: protocol.TypeBzPropose, Term: x, Seq: 1 + t.rng.Uint64N(8)}, 0)
+	case 6: // acks of rounds never sent
+		t.emit(protocol.Message{Type: protocol.TypeBzAck, To: t.others()[0], Term: term, Seq: 1 + t.rng.Uint64N(64)}, 0)
+	case 7: // a different status to each member: another term, an old proof, a leader of its own
+		for _, to := range t.others() {
+			m := protocol.Message{Type: protocol.TypeBzStatus, To: to, Term: t.rng.Uint64N(term + 3)}
+			switch t.rng.IntN(4) {
+			case 0:
+				if len(t.certs) > 0 {
+					c := t.certs[t.rng.IntN(len(t.certs))]
+					m.Term, m.Cert, m.Candidate = c.Term, &c, c.Leader
+				}
+			case 1:
+				if len(t.tcs) > 0 {
+					c := t.tcs[t.rng.IntN(len(t.tcs))]
+					m.Term, m.TC = c.Term+1, &c
+				}
+			case 2:
+				m.Candidate = t.member()
+			}
+			t.emit(m, to)
+		}
+	case 8: // a proposal of its own term carrying an old time-out certificate
+		if len(t.tcs) > 0 {
+			c := t.tcs[t.rng.IntN(len(t.tcs))]
+			x := c.Term + 1
+			if t.ownTerm(x) == x {
+				t.emit(protocol.Message{Type: protocol.TypeBzPropose, Term: x, Seq: 1 + t.rng.Uint64N(4), TC: &c}, 0)
+			}
+		}
+	}
+}
+
+// ownTerm is the smallest term at or above x that the traitor leads, or
+// the largest below it near the ceiling.
+func (t *Traitor) ownTerm(x uint64) uint64 {
+	n := uint64(len(t.desc))
+	i := uint64(slices.Index(t.desc, t.cfg.ID))
+	x = max(x, 1)
+	// terms led by the member of index i are ≡ i+1 (mod n)
+	y := x + (i+n-(x-1)%n)%n
+	for y > protocol.MaxTerm {
+		y -= n
+	}
+	return y
+}

@@ -1,21 +1,17 @@
 package byzantine
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"hash"
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
-
-	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/sim"
 )
 
 // The harness runs n members in ticks of real time, each member's clock
@@ -30,45 +26,22 @@ import (
 
 const testCluster = "sim"
 
-// testKeys are deterministic keys for members 1..n.
+// testKeys are deterministic keys for members 1..n (sim.MemberKeys).
 type testKeys struct {
 	keys    *certify.Keys
 	signers map[uint64]certify.Signer
 }
 
-var (
-	keysMu    sync.Mutex
-	keysCache = map[int]*testKeys{}
-)
-
 func keysFor(t testing.TB, n int) *testKeys {
-	keysMu.Lock()
-	defer keysMu.Unlock()
-	if k, ok := keysCache[n]; ok {
-		return k
-	}
-	pairs := map[uint64]nkeys.KeyPair{}
-	signers := map[uint64]certify.Signer{}
+	var ids []uint64
 	for id := uint64(1); id <= uint64(n); id++ {
-		raw := sha256.Sum256(binary.BigEndian.AppendUint64([]byte("baton byzantine test key"), id))
-		pair, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, raw[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pairs[id] = pair
-		s, err := certify.NewSigner(id, pair)
-		if err != nil {
-			t.Fatal(err)
-		}
-		signers[id] = s
+		ids = append(ids, id)
 	}
-	keys, err := certify.NewKeys(pairs)
+	keys, signers, err := sim.MemberKeys(ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &testKeys{keys: keys, signers: signers}
-	keysCache[n] = k
-	return k
+	return &testKeys{keys: keys, signers: signers}
 }
 
 // scenario says what can go wrong in a run.
@@ -89,6 +62,7 @@ type member struct {
 	m       *Machine
 	up      bool
 	traitor bool
+	liar    *sim.Traitor // a traitor's lies
 	hard    election.HardState
 	rate    float64 // ticks of its clock per tick of real time, within the drift bound
 	ticks   float64 // its clock's ticks owed
@@ -143,6 +117,16 @@ func newHarness(t testing.TB, seed uint64, sc scenario) *harness {
 		h.members[id] = mb
 		h.start(mb, false)
 	}
+	var traitors []uint64
+	for _, id := range h.ids {
+		if h.members[id].traitor {
+			traitors = append(traitors, id)
+		}
+	}
+	for _, id := range traitors {
+		h.members[id].liar = sim.NewTraitor(sim.TraitorConfig{ID: id, Signer: h.keys.signers[id], Cluster: testCluster,
+			Members: h.ids, Accomplices: traitors, Rand: h.rng})
+	}
 	return h
 }
 
@@ -168,7 +152,11 @@ func (h *harness) start(mb *member, restored bool) {
 func (h *harness) settled() bool { return h.now >= h.sc.settle }
 
 // send puts msg from mb in flight to its receivers.
-func (h *harness) send(from uint64, msg protocol.Message) {
+func (h *harness) send(from uint64, msg protocol.Message) { h.sendTo(from, msg, 0) }
+
+// sendTo puts msg from mb in flight to only, or to its receivers if only
+// is 0.
+func (h *harness) sendTo(from uint64, msg protocol.Message, only uint64) {
 	if err := protocol.Validate(msg, h.ids); err != nil {
 		if !h.members[from].traitor {
 			h.fatalf("member %d sent an invalid message %v: %v", from, msg, err)
@@ -184,7 +172,7 @@ func (h *harness) send(from uint64, msg protocol.Message) {
 		h.history[h.rng.IntN(len(h.history))] = msg
 	}
 	for _, to := range h.ids {
-		if to == from || msg.To != 0 && msg.To != to {
+		if to == from || msg.To != 0 && msg.To != to || only != 0 && only != to {
 			continue
 		}
 		if !h.settled() && h.sc.drops && h.rng.IntN(10) == 0 {
@@ -259,39 +247,11 @@ func (h *harness) drain(mb *member) {
 	}
 }
 
-// lie has traitor mb send something false, signed with its own key.
+// lie has traitor mb send something false, signed with its own key: a
+// lie of sim.Traitor's (the simulator's traitors tell the same), or a
+// replay of something someone sent.
 func (h *harness) lie(mb *member) {
-	signer := h.keys.signers[mb.id]
-	term := max(mb.m.Status().Term, 1)
-	someone := h.ids[h.rng.IntN(len(h.ids))]
-	sign := func(s certify.Statement) *certify.SignedStatement {
-		ss, err := certify.Sign(signer, s)
-		if err != nil {
-			h.fatalf("sign: %v", err)
-		}
-		return &ss
-	}
-	switch h.rng.IntN(7) {
-	case 0: // votes for someone, maybe a second leader in the term
-		t := term + uint64(h.rng.IntN(2))
-		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzVote, Term: t, Seq: 1, Statement: sign(certify.Vote(testCluster, mb.id, t, someone))})
-	case 1: // times out for no reason, maybe near the ceiling
-		t := term + uint64(h.rng.IntN(3))
-		if h.rng.IntN(2) == 0 {
-			t = protocol.MaxTerm - uint64(h.rng.IntN(3))
-		}
-		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzTimeout, Term: term, Statement: sign(certify.Timeout(testCluster, mb.id, t))})
-	case 2: // claims a near-ceiling term with a certificate of its own
-		t := protocol.MaxTerm - uint64(h.rng.IntN(h.sc.n))
-		v := sign(certify.Vote(testCluster, mb.id, t, mb.id))
-		c, _ := certify.NewCertificate([]certify.SignedStatement{*v})
-		tc, _ := certify.NewTimeoutCertificate([]certify.SignedStatement{*sign(certify.Timeout(testCluster, mb.id, t-1))})
-		msg := protocol.Message{From: mb.id, Type: protocol.TypeBzPropose, Term: t, Seq: 1, TC: &tc}
-		if h.rng.IntN(2) == 0 {
-			msg.TC, msg.Cert = nil, &c
-		}
-		h.send(mb.id, msg)
-	case 3: // replays something someone sent
+	if h.rng.IntN(8) == 0 {
 		if len(h.history) > 0 {
 			old := h.history[h.rng.IntN(len(h.history))]
 			to := h.ids[h.rng.IntN(len(h.ids))]
@@ -299,12 +259,14 @@ func (h *harness) lie(mb *member) {
 				h.flight = append(h.flight, inFlight{at: h.now + 1, to: to, msg: old})
 			}
 		}
-	case 4: // says hello to stir members into timing out for it
-		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzHello, Term: term})
-	case 5: // proposes itself in the current term without being its leader
-		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzPropose, Term: term, Seq: uint64(1 + h.rng.IntN(5))})
-	case 6: // acks rounds it never saw
-		h.send(mb.id, protocol.Message{From: mb.id, Type: protocol.TypeBzAck, To: someone, Term: term, Seq: uint64(1 + h.rng.IntN(50))})
+		return
+	}
+	for _, l := range mb.liar.Lies(mb.m.Status().Term) {
+		if l.To == 0 {
+			h.send(mb.id, l.Message)
+			continue
+		}
+		h.sendTo(mb.id, l.Message, l.To) // a broadcast told to one member only
 	}
 }
 
@@ -365,6 +327,9 @@ func (h *harness) step() {
 		mb := h.members[f.to]
 		if !mb.up {
 			continue
+		}
+		if mb.liar != nil {
+			mb.liar.Receive(f.msg) // certificates to replay
 		}
 		election.StepAt(mb.m, f.msg, mb.m.now)
 		h.drain(mb)

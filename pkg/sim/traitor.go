@@ -171,7 +171,7 @@ func (t *Traitor) Tick() []Lie {
 		t.bend(t.cfg.Shadow.Ready())
 	}
 	for range t.rng.IntN(3) {
-		t.Lies(t.term())
+		t.lies(t.term())
 	}
 	out := t.out
 	t.out = nil
@@ -291,11 +291,24 @@ func (t *Traitor) variant(m protocol.Message) protocol.Message {
 	return v
 }
 
-// Lies queues lies of the traitor's own about term (its current term):
-// one of a vote for two leaders, a time-out at random, a near-ceiling
-// claim, a replay, a hello, a proposal it has no right to, acks of rounds
-// never sent, and a different status to each member.
-func (t *Traitor) Lies(term uint64) {
+// Lies returns a lie of the traitor's own about term (its current term),
+// in one or more copies: one of a vote for two leaders (one to some
+// members, another to the rest), a time-out at random or near the
+// ceiling, a near-ceiling claim with a proof of its own making, a replay
+// of its own, a hello, a proposal it has no right to, acks of rounds
+// never sent, a different status to each member, a proposal with an old
+// time-out certificate. Tick tells these lies too; Lies is for a caller
+// that runs the traitor's honest machine itself (and hands it, through
+// Receive, the copies whose certificates it may replay).
+func (t *Traitor) Lies(term uint64) []Lie {
+	before := len(t.out)
+	t.lies(term)
+	lies := slices.Clone(t.out[before:])
+	t.out = t.out[:before]
+	return lies
+}
+
+func (t *Traitor) lies(term uint64) {
 	term = max(term, 1)
 	switch t.rng.IntN(9) {
 	case 0: // two leaders in one term: one to some members, another to the rest

@@ -142,6 +142,38 @@
 // number of hostile seeds (200 by default, 50 with -short or -race) and
 // SIM_HOSTILE_SEED=N replays one.
 //
+// # Traitors
+//
+// RunByzantine runs the byzantine algorithm (certified leaders, package
+// byzantine) at 4, 7 or 10 members with everything above (the fault
+// phase of RunSeed, clocks within the drift bound, leases) and up to
+// f = ⌊(n−1)/3⌋ traitors, with their own keys (MemberKeys: deterministic
+// per ID). A Traitor runs an honest machine of its own, fed with the
+// copies that reach it (Tap), and bends its output: it withholds, and
+// equivocates (one version of a broadcast to some members, another to
+// the rest, InjectTo). Besides, it votes for two leaders in one term
+// (split between members, or with its accomplices for a leader of
+// theirs), signs time-outs at random and near the ceiling, proposes
+// near-ceiling terms with proofs of its own making, replays its own
+// messages and others' certificates, says hello to be timed out for, and
+// sends each member a different status. (No message of the protocol
+// relays orders yet, so no traitor relays wrong ones.) Given the keys
+// (Config.Keys, Config.Traitors), the cluster also checks after every
+// step that no two valid certificates of one term, seen on the network
+// or held by a machine, name different leaders; that no running member
+// convicts an honest one; and that no node's term goes back across
+// restarts. Once the network settles, the traitors lying on, a leader
+// must be certified within ElectBound = MaxFaultDelay + (f+2)·R, R =
+// ByzantineRound, a leader time-out plus a lease on a slow clock and
+// four delays: at most f terms in a row whose designated leaders fail,
+// one to catch up, one that elects. Once they fall silent the highest
+// running honest ID must lead within HighestBound (the penalty of
+// PenaltyFactor leader time-outs a member waits before it times out
+// again for a member that failed, plus f+3 rounds) and keep leading.
+// SIM_BYZANTINE_SEEDS sets the seeds per size (200, 20 under the race
+// detector), SIM_BYZANTINE_SIZE one size, SIM_BYZANTINE_SEED=N replays
+// one with its trace.
+//
 // # Replaying
 //
 // A failing random run is replayed with tracing on, and the test prints its

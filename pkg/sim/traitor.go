@@ -116,6 +116,9 @@ type Traitor struct {
 	out     []Lie
 	invalid int
 	signed  map[signedKey][]byte // its votes' and time-outs' signatures, bounded by maxSigned
+	// gave are the time-outs it saw, term → member → signature, for the
+	// highest maxKept terms: it assembles real time-out certificates.
+	gave map[uint64]map[uint64][]byte
 }
 
 // maxSigned bounds the signatures a traitor keeps to sign a statement
@@ -137,7 +140,7 @@ const maxKept = 32
 func NewTraitor(cfg TraitorConfig) *Traitor {
 	desc := slices.Sorted(slices.Values(cfg.Members))
 	slices.Reverse(desc)
-	t := &Traitor{cfg: cfg, rng: cfg.Rand, desc: desc, signed: map[signedKey][]byte{}}
+	t := &Traitor{cfg: cfg, rng: cfg.Rand, desc: desc, signed: map[signedKey][]byte{}, gave: map[uint64]map[uint64][]byte{}}
 	if cfg.Shadow != nil {
 		cfg.Shadow.Start()
 		t.bend(cfg.Shadow.Ready())
@@ -150,7 +153,12 @@ func (t *Traitor) ID() uint64 { return t.cfg.ID }
 
 // Receive hands the traitor a copy that reached it.
 func (t *Traitor) Receive(m protocol.Message) {
-	t.high = max(t.high, min(m.Term, protocol.MaxTerm/2))
+	if !slices.Contains(t.cfg.Accomplices, m.From) {
+		t.high = max(t.high, min(m.Term, protocol.MaxTerm/2))
+	}
+	if st := m.Statement; m.Type == protocol.TypeBzTimeout && st != nil && st.Statement.Member == m.From {
+		t.keepTimeout(st.Statement.Term, m.From, st.Signature)
+	}
 	if m.Cert != nil {
 		t.certs = keep(t.certs, *m.Cert)
 	}
@@ -186,6 +194,50 @@ func (t *Traitor) term() uint64 {
 		term = max(term, t.cfg.Shadow.Status().Term)
 	}
 	return max(term, 1)
+}
+
+// keepTimeout keeps member's time-out of term x, for the highest maxKept
+// terms.
+func (t *Traitor) keepTimeout(x, member uint64, sig []byte) {
+	if t.gave[x] == nil {
+		if len(t.gave) >= maxKept {
+			low := x
+			for y := range t.gave {
+				low = min(low, y)
+			}
+			if low == x {
+				return
+			}
+			delete(t.gave, low)
+		}
+		t.gave[x] = map[uint64][]byte{}
+	}
+	t.gave[x][member] = sig
+}
+
+// assembled returns a time-out certificate of the highest term of which
+// it holds, with its own, a quorum's time-outs.
+func (t *Traitor) assembled() (certify.TimeoutCertificate, bool) {
+	best, found := uint64(0), false
+	for x, by := range t.gave {
+		if len(by)+1 >= certify.Quorum(len(t.cfg.Members)) && x >= best {
+			best, found = x, true
+		}
+	}
+	if !found {
+		return certify.TimeoutCertificate{}, false
+	}
+	var all []certify.SignedStatement
+	for member, sig := range t.gave[best] {
+		if member != t.cfg.ID {
+			all = append(all, certify.SignedStatement{Statement: certify.Timeout(t.cfg.Cluster, member, best), Signature: sig})
+		}
+	}
+	if own := t.sign(certify.Timeout(t.cfg.Cluster, t.cfg.ID, best)); own != nil {
+		all = append(all, *own)
+	}
+	tc, err := certify.NewTimeoutCertificate(all)
+	return tc, err == nil
 }
 
 func keep[T any](s []T, v T) []T {
@@ -260,6 +312,8 @@ func (t *Traitor) bend(rd election.Ready) {
 			for _, to := range peers[cut:] {
 				t.emit(other, to)
 			}
+		case r < 4: // an answer to one member that differs from what the others get
+			t.emit(t.variant(m), m.To)
 		default:
 			t.emit(m, m.To)
 		}
@@ -287,6 +341,10 @@ func (t *Traitor) variant(m protocol.Message) protocol.Message {
 		}
 	case protocol.TypeBzHello:
 		v.Term = t.rng.Uint64N(m.Term + 3)
+	case protocol.TypeBzStatus:
+		v.Term, v.Cert, v.TC, v.Candidate = t.rng.Uint64N(m.Term+3), nil, nil, 0
+	case protocol.TypeBzAck:
+		v.Seq = 1 + t.rng.Uint64N(m.Seq+8)
 	}
 	return v
 }
@@ -297,7 +355,8 @@ func (t *Traitor) variant(m protocol.Message) protocol.Message {
 // ceiling, a near-ceiling claim with a proof of its own making, a replay
 // of its own, a hello, a proposal it has no right to, acks of rounds
 // never sent, a different status to each member, a proposal with an old
-// time-out certificate. Tick tells these lies too; Lies is for a caller
+// time-out certificate, a real time-out certificate (assembled from the
+// time-outs it saw and its own) shown to some members only. Tick tells these lies too; Lies is for a caller
 // that runs the traitor's honest machine itself (and hands it, through
 // Receive, the copies whose certificates it may replay).
 func (t *Traitor) Lies(term uint64) []Lie {
@@ -310,7 +369,7 @@ func (t *Traitor) Lies(term uint64) []Lie {
 
 func (t *Traitor) lies(term uint64) {
 	term = max(term, 1)
-	switch t.rng.IntN(9) {
+	switch t.rng.IntN(10) {
 	case 0: // two leaders in one term: one to some members, another to the rest
 		x := term + t.rng.Uint64N(2)
 		a, b := t.member(), t.member()
@@ -384,6 +443,13 @@ func (t *Traitor) lies(term uint64) {
 				m.Candidate = t.member()
 			}
 			t.emit(m, to)
+		}
+	case 9: // a time-out certificate it assembled from what it saw, to some members only
+		if tc, ok := t.assembled(); ok && tc.Term+1 <= protocol.MaxTerm {
+			peers := t.others()
+			for _, to := range peers[:1+t.rng.IntN(len(peers))] {
+				t.emit(protocol.Message{Type: protocol.TypeBzStatus, To: to, Term: tc.Term + 1, TC: &tc}, to)
+			}
 		}
 	case 8: // a proposal of its own term carrying an old time-out certificate
 		if len(t.tcs) > 0 {

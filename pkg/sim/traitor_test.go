@@ -182,7 +182,8 @@ func TestByzantineDeterministic(t *testing.T) {
 // Every lie a traitor tells is a valid message of its own; among many,
 // it equivocates (different broadcasts of one kind and term to different
 // members), votes for two leaders in one term, claims near-ceiling terms
-// and answers members differently.
+// answers members differently, and shows a real time-out certificate it
+// assembled from what it saw.
 func TestTraitorLies(t *testing.T) {
 	ids := []uint64{2, 5, 9, 11}
 	keys, signers, err := sim.MemberKeys(ids)
@@ -198,6 +199,12 @@ func TestTraitorLies(t *testing.T) {
 	}
 	tr := sim.NewTraitor(sim.TraitorConfig{ID: 11, Signer: signers[11], Cluster: sim.ByzantineCluster, Members: ids,
 		Accomplices: []uint64{11}, Shadow: shadow, Rand: rand.New(rand.NewPCG(5, 6))})
+	// Members 2 and 5 give term 3 up: with its own, a quorum of 3.
+	for _, id := range []uint64{2, 5} {
+		to := signed(t, signers[id], certify.Timeout(sim.ByzantineCluster, id, 3))
+		tr.Receive(protocol.Message{Type: protocol.TypeBzTimeout, From: id, Term: 3, Statement: &to})
+	}
+	assembled := false
 	votes := map[uint64]map[uint64]bool{} // term → leaders voted for
 	statusTerms := map[uint64]map[uint64]bool{}
 	ceiling := false
@@ -224,6 +231,12 @@ func TestTraitorLies(t *testing.T) {
 					statusTerms[m.To] = map[uint64]bool{}
 				}
 				statusTerms[m.To][m.Term] = true
+				if m.TC != nil && m.TC.Term == 3 {
+					if err := certify.VerifyTimeoutCertificate(keys, *m.TC, certify.Quorum(4)); err != nil {
+						t.Fatalf("an assembled time-out certificate does not verify: %v", err)
+					}
+					assembled = true
+				}
 			}
 			if m.Term > protocol.MaxTerm/2 || m.Statement != nil && m.Statement.Statement.Term > protocol.MaxTerm/2 {
 				ceiling = true
@@ -236,6 +249,9 @@ func TestTraitorLies(t *testing.T) {
 	}
 	if !twice {
 		t.Error("no two votes of one term for different leaders")
+	}
+	if !assembled {
+		t.Error("no time-out certificate assembled from the time-outs it saw")
 	}
 	if !ceiling {
 		t.Error("no near-ceiling term")

@@ -369,6 +369,9 @@ func (c *Cluster) fail(format string, args ...any) {
 // A running node is crashed first.
 func (c *Cluster) Start(id uint64) {
 	n := c.node(id)
+	if _, traitor := slices.BinarySearch(c.traitors, id); traitor {
+		panic(fmt.Sprintf("sim: %d is a traitor: it does not run here", id))
+	}
 	if n.up() {
 		c.Crash(id)
 	}

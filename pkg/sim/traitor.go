@@ -60,10 +60,9 @@ func (c *Cluster) InjectTo(m protocol.Message, to uint64) error {
 	if c.node(m.From).up() {
 		return fmt.Errorf("sim: %d runs here: only a member that does not may be injected as", m.From)
 	}
-	if m.To != 0 && m.To != to || to == m.From {
+	if _, member := slices.BinarySearch(c.members, to); !member || m.To != 0 && m.To != to || to == m.From {
 		return fmt.Errorf("sim: a copy of %v for %d", m, to)
 	}
-	c.node(to) // a member
 	c.logf("inject %v to %d", m, to)
 	c.checkCert(m.Cert, "injected by", m.From)
 	c.send(m, to)

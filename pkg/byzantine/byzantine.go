@@ -47,7 +47,9 @@
 //
 // A member that hears no renewal of its term's leader for the leader
 // time-out (or none with a certificate within the leader time-out of the
-// term's start) signs a time-out of the term and broadcasts it; so does
+// term's start, counted from when the leases that it and the members it
+// saw vote in the term before granted end) signs a time-out of the term
+// and broadcasts it; so does
 // one whose connection to the leader closes (PeerDown), or that holds
 // proof the leader lied. A member that hears from a live member c above
 // its term's leader signs a time-out of the term before c's next term
@@ -132,6 +134,7 @@ type Machine struct {
 	seq           uint64
 	sentAt        map[uint64]int
 	votes         map[uint64]certify.SignedStatement // for the current term's leader
+	lastVote      int                                // tick the last of them arrived
 	acked         map[uint64]uint64
 	leading       bool
 	leaseUntil    int
@@ -430,6 +433,12 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 	m.hard.Proof = encodeProof(nil, tc)
 	m.seq = 0
 	clear(m.sentAt)
+	// The members that voted in the old term granted its leader a lease
+	// from their last vote: they vote in this term only once it ended.
+	voted := 0
+	if len(m.votes) > 0 {
+		voted = m.lastVote + m.timing.LeaseTicks + 1
+	}
 	clear(m.votes)
 	clear(m.acked)
 	m.claimed = false
@@ -454,8 +463,10 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 			m.timeouts[f.term][id] = f.sig // entered checks them
 		}
 	}
-	// The leader time-out runs from when this member may vote again.
-	m.heard = max(m.now, m.grant.until)
+	// The leader time-out runs from when this member, and the members it
+	// saw vote in the old term, may vote again: else the members that
+	// did not vote give the term up before a quorum can vote in it.
+	m.heard = max(m.now, m.grant.until, voted)
 	if cert != nil {
 		m.setCert(cert)
 	}
@@ -606,6 +617,7 @@ func (m *Machine) onVote(msg protocol.Message) {
 	}
 	s := ss.Statement
 	if prev, ok := m.votes[s.Member]; ok && sameVote(prev.Statement, s) {
+		m.lastVote = m.now // a repeated vote renews its grant
 		m.ackRound(msg)
 		return
 	}
@@ -661,6 +673,7 @@ func (m *Machine) addVote(ss certify.SignedStatement) {
 		return
 	}
 	m.votes[s.Member] = ss
+	m.lastVote = m.now
 	if m.cert == nil && len(m.votes) >= m.quorum {
 		all := make([]certify.SignedStatement, 0, len(m.votes))
 		for _, v := range m.votes {

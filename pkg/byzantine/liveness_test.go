@@ -1,0 +1,75 @@
+package byzantine
+
+import (
+	"testing"
+
+	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// timeoutCert returns the time-out certificate of term x signed by
+// members of 1..n.
+func timeoutCert(t *testing.T, n int, x uint64, members ...uint64) *certify.TimeoutCertificate {
+	t.Helper()
+	var all []certify.SignedStatement
+	for _, id := range members {
+		ss, err := certify.Sign(keysFor(t, n).signers[id], certify.Timeout(testCluster, id, x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, ss)
+	}
+	tc, err := certify.NewTimeoutCertificate(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tc
+}
+
+// A member that saw others vote in the term it leaves waits for the
+// leases those votes granted to end before it counts the leader time-out
+// of the next term: the voters cannot vote again before then, and the
+// members that did not vote would otherwise give the term up before a
+// quorum could vote in it. Found by the simulator (sim.RunByzantine, 4
+// members, no traitor, seed 18326): the highest ID won term after term
+// a tick after the two members that had not voted gave it up, for 178
+// ticks after the network settled.
+//
+// Members 1..4: term 2 is led by 3, terms 1 and 5 by 4. Member 2 sees 1
+// and 4 vote for 3 in term 2, then enters term 5 on a time-out
+// certificate of term 4 (the others timed out for 4, the higher live
+// member). 1 and 4 vote again only LeaseTicks+1 ticks after their votes;
+// member 2 must not give term 5 up before its leader time-out has run
+// from then.
+func TestLeaderTimeoutWaitsForTheVotersLeases(t *testing.T) {
+	const n = 4
+	m := newTestMachine(t, n, 2)
+	m.Step(protocol.Message{Type: protocol.TypeBzStatus, From: 1, To: 2, Term: 2, TC: timeoutCert(t, n, 1, 1, 3, 4)})
+	for _, voter := range []uint64{1, 4} {
+		m.Step(protocol.Message{Type: protocol.TypeBzVote, From: voter, Term: 2, Seq: 1, Statement: signedVote(t, n, voter, 2, 3)})
+	}
+	m.Step(protocol.Message{Type: protocol.TypeBzStatus, From: 1, To: 2, Term: 5, TC: timeoutCert(t, n, 4, 1, 3, 4)})
+	if st := m.Status(); st.Term != 5 {
+		t.Fatalf("term %d, want 5", st.Term)
+	}
+	m.Ready()
+	wait := m.timing.LeaseTicks + 1 + m.timing.LeaderTimeoutTicks
+	for tick := 1; tick < wait; tick++ {
+		m.Tick()
+		for _, msg := range m.Ready().Messages {
+			if msg.Type == protocol.TypeBzTimeout && msg.Statement.Statement.Term == 5 {
+				t.Fatalf("tick %d: gave term 5 up, before the voters of term 2 could vote in it and a leader time-out passed (%d ticks)", tick, wait)
+			}
+		}
+	}
+	gaveUp := false
+	for range 3 {
+		m.Tick()
+		for _, msg := range m.Ready().Messages {
+			gaveUp = gaveUp || msg.Type == protocol.TypeBzTimeout && msg.Statement.Statement.Term == 5
+		}
+	}
+	if !gaveUp {
+		t.Errorf("term 5 not given up %d ticks after it began without a leader", wait+3)
+	}
+}

@@ -141,6 +141,7 @@ type Machine struct {
 	claimed       bool
 	timeouts      map[uint64]map[uint64][]byte // term → member → signature
 	quit          uint64                       // a term this member gave up for its leader's silence: it votes no more in it
+	resigned      uint64                       // the highest term whose leader resigned it: no grants to its later rounds
 	helped        bool                         // it helped members behind, last at lastHelp
 	lastHelp      int
 	far           map[uint64]farTimeout // member → its highest time-out beyond the window
@@ -416,6 +417,12 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 	if t <= old || t > protocol.MaxTerm {
 		return
 	}
+	// The members that voted in the old term granted its leader a lease
+	// from their last vote: they vote in this term only once it ended.
+	voted := 0
+	if len(m.votes) > 0 {
+		voted = m.lastVote + m.timing.LeaseTicks + 1
+	}
 	if m.designated(old) == m.id && m.cert != nil {
 		// Hand over: stop acting first, then release the grants.
 		if m.leading {
@@ -433,12 +440,6 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 	m.hard.Proof = encodeProof(nil, tc)
 	m.seq = 0
 	clear(m.sentAt)
-	// The members that voted in the old term granted its leader a lease
-	// from their last vote: they vote in this term only once it ended.
-	voted := 0
-	if len(m.votes) > 0 {
-		voted = m.lastVote + m.timing.LeaseTicks + 1
-	}
 	clear(m.votes)
 	clear(m.acked)
 	m.claimed = false
@@ -592,8 +593,8 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 			m.enter(1, nil, nil)
 		}
 	}
-	if t != m.term() || m.quit == t && msg.Cert == nil {
-		return // a candidacy it gave up on: no more grants to it
+	if t != m.term() || m.quit == t && msg.Cert == nil || m.resigned == t {
+		return // a candidacy it gave up on, or a leader that resigned: no more grants to it
 	}
 	if m.cert != nil {
 		m.heard = m.now
@@ -891,6 +892,11 @@ func (m *Machine) status(to uint64) {
 func (m *Machine) onResign(msg protocol.Message) {
 	if m.grant.leader == msg.From && m.grant.term == msg.Term {
 		m.grant.until = 0
+	}
+	if msg.Term >= m.term() && msg.From == m.designated(msg.Term) {
+		// A round of the term sent before the Resign may still arrive
+		// after it: it grants nothing.
+		m.resigned = max(m.resigned, msg.Term)
 	}
 	if msg.Term == m.term() && msg.From == m.designated(m.term()) {
 		m.timeout(m.term())

@@ -90,29 +90,29 @@ func (v *verifyCache) Verify(member uint64, data, sig []byte) error {
 // lied (election.MemberLied).
 func (c *Cluster) Convictions() int { return c.convictions }
 
-// certifiedLeader reports whether the cluster has a certified leader: a
-// running node reports leader (it does so only with a certificate), or
-// every running node follows, certified, one traitor in one term.
+// certifiedLeader reports whether the cluster has a certified leader in
+// its current term (the highest term of a running node): a running node
+// reports leader (it does so only with a certificate), or a running node
+// in that term holds a certificate that names a traitor. A traitor that
+// renews its term towards a quorum leads it: that is its right.
 func (c *Cluster) certifiedLeader() bool {
-	var leader, term uint64
+	var top uint64
 	for _, n := range c.nodes {
-		if !n.up() {
-			continue
-		}
-		if n.reports() {
-			return true
-		}
-		switch {
-		case n.status.Leader == 0:
-			return false
-		case leader == 0:
-			leader, term = n.status.Leader, n.status.Term
-		case n.status.Leader != leader || n.status.Term != term:
-			return false
+		if n.up() {
+			if n.reports() {
+				return true
+			}
+			top = max(top, n.status.Term)
 		}
 	}
-	_, traitor := slices.BinarySearch(c.traitors, leader)
-	return leader != 0 && traitor
+	for _, n := range c.nodes {
+		if n.up() && n.status.Term == top && n.status.Leader != 0 {
+			if _, traitor := slices.BinarySearch(c.traitors, n.status.Leader); traitor {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // KeyedFactory builds the machine of a member of an algorithm with keys:

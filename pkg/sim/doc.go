@@ -163,7 +163,9 @@
 // or held by a machine, name different leaders; that no running member
 // convicts an honest one; and that no node's term goes back across
 // restarts. Once the network settles, the traitors lying on, a leader
-// must be certified within ElectBound = MaxFaultDelay + (f+2)·R, R =
+// must be certified (an honest node reports leader, or a traitor holds
+// a certificate of the current term that an honest node knows)
+// within ElectBound = MaxFaultDelay + (f+2)·R, R =
 // ByzantineRound, a leader time-out plus a lease on a slow clock and
 // four delays: at most f terms in a row whose designated leaders fail,
 // one to catch up, one that elects. Once they fall silent the highest

@@ -34,7 +34,8 @@
 // A vote, and an Ack of a renewal, grants the leader a lease, as in
 // package paxos: the member counts LeaseTicks+1 ticks from the Propose's
 // arrival, and votes in no later term while a grant it gave may hold
-// (unless the leader resigned it, or is a proven liar). The leader counts
+// (unless the leader resigned it, or is a proven liar). A round that
+// arrives after its leader's Resign of the term grants nothing. The leader counts
 // LeaderLeaseTicks (election.LeaderLease) from when it sent the round,
 // and reports Leader only with a certificate and while the grants of a
 // quorum hold. An honest leader L2 of a later term holds a certificate

@@ -263,3 +263,28 @@ func TestTraitorLies(t *testing.T) {
 		t.Logf("%d lies dropped as invalid", tr.Invalid())
 	}
 }
+
+// A member whose term goes back across a restart breaks an invariant of
+// a certifying algorithm: here its disk is lost (a member without
+// storage counts as one of the f that may lie, so the runs never do
+// this).
+func TestTermBackAcrossRestartCaught(t *testing.T) {
+	var trace strings.Builder
+	c, _ := byzantineCluster(t, 4, nil, &trace)
+	for _, id := range []uint64{1, 2, 3, 4} {
+		c.Start(id)
+	}
+	c.Run(100)
+	c.Crash(4)
+	c.Run(150)
+	if st, _ := c.Status(3); st.Term < 2 || c.Err() != nil {
+		t.Fatalf("after 4 crashed: %+v, %v\n%s", st, c.Err(), trace.String())
+	}
+	c.Crash(3)
+	c.WipeDisk(3)
+	c.Start(3)
+	c.Run(5)
+	if err := c.Err(); !errors.Is(err, sim.ErrInvariant) || !strings.Contains(err.Error(), "it accepted before") {
+		t.Fatalf("err = %v, want the term of 3 gone back", err)
+	}
+}

@@ -76,8 +76,8 @@
 // below the heartbeat interval. A member whose storage is lost may vote
 // twice in a term it voted in before: it counts as one of the f.
 //
-// This is the algorithm's design and its tests; the node cannot run it
-// yet (the runtime wiring is later work).
+// The node runs it with ELECTION_ALGORITHM=byzantine (package node); the
+// simulator (package sim, RunByzantine) runs it among traitors.
 package byzantine
 
 import (

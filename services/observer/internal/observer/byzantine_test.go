@@ -13,6 +13,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
 // byzantine is a byzantine cluster "default" of four members with keys.
@@ -262,5 +263,72 @@ func TestByzantineRenewalsAreHeartbeats(t *testing.T) {
 	}
 	if got := o.leaderships("default"); got != 1 {
 		t.Errorf("%d leaderships after the rounds, want 1", got)
+	}
+}
+
+// A byzantine leader's certified renewals keep its leadership: it ends
+// silent at the last one, not at its announcement (before they were
+// followed, every byzantine leadership ended one window after it was
+// announced). A forged renewal of another member in the same term, and a
+// candidacy, count for no one: no split brain.
+func TestByzantineLeaderSilentAtItsLastRenewal(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	// On the test's clock; the observer looks for silence every half of
+	// it in real time.
+	cfg.LeaderTimeout = time.Second
+	clock := &fakeClock{now: t0}
+	o := startObserver(t, cfg, clock)
+
+	cert := certificate(t, b.signers, 8, 4, 1, 2, 3)
+	a := announcement("default", 4, 8, t0)
+	a.Algorithm, a.Certificate = protocol.Byzantine, cert
+	data, err := protocol.EncodeAnnouncement(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishSigned(t, nc, protocol.LeaderSubject("default"), data, b.signers[4])
+	o.waitFor(t, "term 8", func() bool { return o.leaderships("default") == 1 })
+
+	propose := func(from, term uint64, c *certify.Certificate) {
+		t.Helper()
+		m := protocol.Message{Type: protocol.TypeBzPropose, From: from, Term: term, Seq: 1, Cert: c}
+		data, err := protocol.Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishSigned(t, nc, protocol.SubjectFor("default", m), data, b.signers[from])
+	}
+	heartbeats := o.metrics.live.WithLabelValues(protocol.KindHeartbeat, "ok")
+	renewed := t0.Add(800 * time.Millisecond)
+	clock.Set(renewed)
+	propose(4, 8, cert)
+	o.waitFor(t, "4's renewal", func() bool { return counter(heartbeats) == 1 })
+	propose(3, 9, nil)                                      // a candidacy
+	propose(3, 8, certificate(t, strangers, 8, 3, 1, 2, 3)) // a second leader of term 8, forged
+	bad := o.metrics.live.WithLabelValues(kindBzPropose, resultBadCertificate)
+	o.waitFor(t, "the forged renewal", func() bool { return counter(bad) == 1 })
+	if got := counter(heartbeats); got != 1 {
+		t.Errorf("renewals taken as heartbeats: %v, want 1 (the candidacy and the forged one are not)", got)
+	}
+
+	// 4 falls silent: within the window of its renewal the leadership
+	// lasts; beyond it, it ends silent at the renewal.
+	clock.Set(renewed.Add(2 * time.Second))
+	o.waitFor(t, "term 8 to end", func() bool { l, _ := o.store.Latest("default"); return l.Ended() })
+	var hist []leadershipJSON
+	o.get(t, "/api/clusters/default/history", &hist)
+	if len(hist) != 1 {
+		t.Fatalf("history = %v, want term 8 alone", hist)
+	}
+	if r := hist[0].EndReason; r == nil || *r != history.EndSilent || hist[0].EndedAt == nil || !hist[0].EndedAt.Equal(renewed) {
+		t.Errorf("term 8 ended %v at %v, want silent at its renewal %v", r, hist[0].EndedAt, renewed)
+	}
+	if c, _ := o.store.Cluster("default"); len(c.SplitBrains) != 0 || hist[0].SplitBrain {
+		t.Errorf("split brains %v: the forged renewal of 3 counted", c.SplitBrains)
 	}
 }

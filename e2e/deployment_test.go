@@ -30,13 +30,34 @@ import (
 )
 
 // The deployment under test mirrors compose.yaml: three NATS servers with
-// JetStream, one five-node cluster per algorithm, and the observer.
+// JetStream, one five-node cluster per crash-tolerant algorithm, and the
+// observer. The four-member byzantine cluster is deployed on its own, by
+// the test that needs it (deployCluster), so that the other scenarios
+// do not carry its containers.
 const (
 	nodesPerCluster = 5
 	natsServers     = 3
 )
 
 var algorithms = []string{"bully", "ring", "paxos"}
+
+// cluster is one cluster of a deployment.
+type cluster struct {
+	alg  string
+	size int // members 1..size
+	// liar, if not 0, is the member that runs the lying member's image
+	// (e2e/liar) instead of the node's, with its own key.
+	liar uint64
+}
+
+// standardClusters are the clusters of deploy.
+func standardClusters() []cluster {
+	var cs []cluster
+	for _, alg := range algorithms {
+		cs = append(cs, cluster{alg: alg, size: nodesPerCluster})
+	}
+	return cs
+}
 
 // images are built once per test binary.
 var (
@@ -68,8 +89,9 @@ func requireDocker(t *testing.T) *testcontainers.DockerClient {
 	return docker
 }
 
-// buildImages compiles the static binaries and builds the three images
-// from deploy/*.Dockerfile, exactly as `task up` does.
+// buildImages compiles the static binaries and builds the images from
+// deploy/*.Dockerfile, exactly as `task up` does, and the lying member's
+// image (e2e/liar, a test program) in the same way.
 func buildImages(t *testing.T) map[string]string {
 	t.Helper()
 	imagesOnce.Do(func() { images, imagesErr = doBuildImages() })
@@ -94,10 +116,14 @@ func doBuildImages() (map[string]string, error) {
 		"observer":    "./services/observer",
 		"healthcheck": "./cmd/healthcheck",
 		"nats-server": "github.com/nats-io/nats-server/v2",
+		"liar":        "./liar",
 	}
 	for name, pkg := range binaries {
 		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "bin", name), pkg)
 		cmd.Dir = root
+		if name == "liar" {
+			cmd.Dir = filepath.Join(root, "e2e") // a program of this module
+		}
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
@@ -122,8 +148,14 @@ func doBuildImages() (map[string]string, error) {
 	}
 	defer provider.Close()
 	built := make(map[string]string)
-	for _, svc := range []string{"node", "observer", "nats"} {
-		dockerfile, err := os.ReadFile(filepath.Join(root, "deploy", svc+".Dockerfile"))
+	dockerfiles := map[string]string{
+		"node":     "deploy/node.Dockerfile",
+		"observer": "deploy/observer.Dockerfile",
+		"nats":     "deploy/nats.Dockerfile",
+		"liar":     "e2e/liar/liar.Dockerfile",
+	}
+	for _, svc := range []string{"node", "observer", "nats", "liar"} {
+		dockerfile, err := os.ReadFile(filepath.Join(root, dockerfiles[svc]))
 		if err != nil {
 			return nil, err
 		}
@@ -169,17 +201,29 @@ type deployment struct {
 	images   map[string]string
 	net      *testcontainers.DockerNetwork
 	nats     []testcontainers.Container
+	sizes    map[string]int                                 // algorithm → members
 	nodes    map[string]map[uint64]testcontainers.Container // algorithm → ID → container
 	observer testcontainers.Container
 	keys     string // each cluster's member keys (<keys>/<alg>/) and the NATS accounts
+	members  map[string]*protocol.MemberKeys
 }
 
-// deploy starts NATS, both clusters and the observer, and waits until every
-// cluster has agreed on node 5 and the observer has recorded it.
+// deploy starts NATS, the clusters of the crash-tolerant algorithms and
+// the observer, and waits until every cluster has agreed on node 5 and
+// the observer has recorded it.
 func deploy(t *testing.T) *deployment {
 	t.Helper()
+	return deployClusters(t, standardClusters())
+}
+
+// deployClusters starts NATS, the observer and clusters, and waits until
+// every cluster has agreed on its highest honest member and the observer
+// has recorded it.
+func deployClusters(t *testing.T, clusters []cluster) *deployment {
+	t.Helper()
 	docker := requireDocker(t)
-	d := &deployment{t: t, docker: docker, images: buildImages(t), nodes: map[string]map[uint64]testcontainers.Container{}}
+	d := &deployment{t: t, docker: docker, images: buildImages(t), sizes: map[string]int{},
+		nodes: map[string]map[uint64]testcontainers.Container{}, members: map[string]*protocol.MemberKeys{}}
 	ctx := context.Background()
 	nw, err := tcnetwork.New(ctx)
 	if err != nil {
@@ -196,15 +240,15 @@ func deploy(t *testing.T) *deployment {
 	// each public key as a user confined to its cluster, the nodes sign
 	// with their seeds, the observer checks with the public keys.
 	d.keys = t.TempDir()
-	members := map[string]*protocol.MemberKeys{}
-	for _, alg := range algorithms {
-		ms, err := memberkeys.Generate(filepath.Join(d.keys, alg), memberIDs())
+	for _, c := range clusters {
+		d.sizes[c.alg] = c.size
+		ms, err := memberkeys.Generate(filepath.Join(d.keys, c.alg), memberIDs(c.size))
 		if err != nil {
-			t.Fatalf("member keys of %s: %v", alg, err)
+			t.Fatalf("member keys of %s: %v", c.alg, err)
 		}
-		members[alg] = ms
+		d.members[c.alg] = ms
 	}
-	accounts, err := natsconf.Render(members)
+	accounts, err := natsconf.Render(d.members)
 	if err != nil {
 		t.Fatalf("render the NATS accounts: %v", err)
 	}
@@ -243,8 +287,8 @@ func deploy(t *testing.T) *deployment {
 		"OBSERVER_KEYS_DIR":        "/run/baton/keys",
 		"HTTP_ADDR":                ":8080",
 	}, nil, "8080/tcp")
-	for _, alg := range algorithms {
-		obs.Files = append(obs.Files, testcontainers.ContainerFile{HostFilePath: filepath.Join(d.keys, alg, memberkeys.MembersFile), ContainerFilePath: "/run/baton/keys/" + alg + ".keys", FileMode: 0o644})
+	for _, c := range clusters {
+		obs.Files = append(obs.Files, testcontainers.ContainerFile{HostFilePath: filepath.Join(d.keys, c.alg, memberkeys.MembersFile), ContainerFilePath: "/run/baton/keys/" + c.alg + ".keys", FileMode: 0o644})
 	}
 	d.observer = d.startAll([]testcontainers.GenericContainerRequest{obs})[0]
 
@@ -254,14 +298,18 @@ func deploy(t *testing.T) *deployment {
 	}
 	var keys []key
 	var nodeReqs []testcontainers.GenericContainerRequest
-	for _, alg := range algorithms {
-		d.nodes[alg] = map[uint64]testcontainers.Container{}
-		for id := uint64(1); id <= nodesPerCluster; id++ {
-			keys = append(keys, key{alg, id})
-			req := d.request(d.images["node"], nodeName(alg, id), nodeEnv(alg, id), nil, "8080/tcp")
+	for _, c := range clusters {
+		d.nodes[c.alg] = map[uint64]testcontainers.Container{}
+		for id := uint64(1); id <= uint64(c.size); id++ {
+			keys = append(keys, key{c.alg, id})
+			image := d.images["node"]
+			if id == c.liar {
+				image = d.images["liar"]
+			}
+			req := d.request(image, nodeName(c.alg, id), nodeEnv(c.alg, id, c.size), nil, "8080/tcp")
 			req.Files = []testcontainers.ContainerFile{
-				{HostFilePath: filepath.Join(d.keys, alg, memberkeys.SeedFile(id)), ContainerFilePath: "/run/baton/node.seed", FileMode: 0o600},
-				{HostFilePath: filepath.Join(d.keys, alg, memberkeys.MembersFile), ContainerFilePath: "/run/baton/members.keys", FileMode: 0o644},
+				{HostFilePath: filepath.Join(d.keys, c.alg, memberkeys.SeedFile(id)), ContainerFilePath: "/run/baton/node.seed", FileMode: 0o600},
+				{HostFilePath: filepath.Join(d.keys, c.alg, memberkeys.MembersFile), ContainerFilePath: "/run/baton/members.keys", FileMode: 0o644},
 			}
 			nodeReqs = append(nodeReqs, req)
 		}
@@ -270,9 +318,35 @@ func deploy(t *testing.T) *deployment {
 	for i, k := range keys {
 		d.nodes[k.alg][k.id] = started[i]
 	}
-	for _, alg := range algorithms {
-		d.waitAgreed(alg, 5, 0, 30*time.Second)
-		d.waitRecorded(alg, 5, 0, 30*time.Second)
+	for _, c := range clusters {
+		if c.liar == 0 {
+			continue
+		}
+		// What the observer and the honest nodes logged, if the test
+		// fails (before their containers are removed).
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			d.logsOf(d.observer, 60)
+			for id := uint64(1); id <= uint64(c.size); id++ {
+				if id != c.liar {
+					d.logsOf(d.nodes[c.alg][id], 30)
+				}
+			}
+		})
+	}
+	for _, c := range clusters {
+		top := uint64(c.size)
+		if top == c.liar {
+			top--
+		}
+		var skip []uint64
+		if c.liar != 0 {
+			skip = append(skip, c.liar)
+		}
+		d.waitAgreed(c.alg, top, 0, 30*time.Second, skip...)
+		d.waitRecorded(c.alg, top, 0, 30*time.Second)
 	}
 	return d
 }
@@ -287,20 +361,21 @@ func natsURLs() string {
 
 func nodeName(alg string, id uint64) string { return fmt.Sprintf("%s-%d", alg, id) }
 
-// memberIDs lists the IDs of a cluster's members.
-func memberIDs() []uint64 {
+// memberIDs lists the IDs of a cluster's size members.
+func memberIDs(size int) []uint64 {
 	var ids []uint64
-	for id := uint64(1); id <= nodesPerCluster; id++ {
+	for id := uint64(1); id <= uint64(size); id++ {
 		ids = append(ids, id)
 	}
 	return ids
 }
 
-// nodeEnv is the environment of node id of cluster alg: it signs with its
-// member key and connects to NATS as the user of that key.
-func nodeEnv(alg string, id uint64) map[string]string {
+// nodeEnv is the environment of node id of cluster alg, of size members:
+// it signs with its member key and connects to NATS as the user of that
+// key.
+func nodeEnv(alg string, id uint64, size int) map[string]string {
 	var peers []string
-	for p := 1; p <= nodesPerCluster; p++ {
+	for p := 1; p <= size; p++ {
 		peers = append(peers, strconv.Itoa(p))
 	}
 	return map[string]string{
@@ -434,7 +509,7 @@ func (d *deployment) waitAgreed(alg string, want, minTerm uint64, timeout time.D
 	var term uint64
 	d.waitFor(timeout, fmt.Sprintf("%s cluster agrees on leader %d", alg, want), func() error {
 		term = 0
-		for id := uint64(1); id <= nodesPerCluster; id++ {
+		for id := uint64(1); id <= uint64(d.sizes[alg]); id++ {
 			if contains(skip, id) {
 				continue
 			}

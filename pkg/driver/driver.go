@@ -91,7 +91,11 @@ type Ready struct {
 	// logs.
 	Stale []protocol.Message
 	// Claimed is the newest term the machine claimed, if it still leads
-	// with it: the caller announces it. 0 otherwise.
+	// with it: the caller announces it. 0 otherwise. A claim whose lease
+	// lapsed before the caller heard of it is kept while the machine
+	// stays in that term, and reported once it leads in it again (a
+	// byzantine leader keeps its term when a quorum's grants lapse and
+	// come back, and claims it only once).
 	Claimed uint64
 }
 
@@ -109,6 +113,7 @@ type Driver struct {
 
 	pending Ready
 	claimed uint64
+	held    uint64 // a claim not reported yet: its term's lease lapsed first
 }
 
 // New returns a driver of m. It calls nothing of m.
@@ -243,9 +248,14 @@ func (d *Driver) Ready(wall time.Time) Ready {
 	for i := range rd.Messages {
 		d.stamp.Apply(&rd.Messages[i], wall)
 	}
-	if d.claimed != 0 && rd.Status.Role == election.Leader && rd.Status.Term == d.claimed {
-		rd.Claimed = d.claimed
+	if d.claimed != 0 {
+		d.held, d.claimed = d.claimed, 0
 	}
-	d.claimed = 0
+	if d.held != 0 && rd.Status.Term != d.held {
+		d.held = 0 // its term is over: never announced
+	}
+	if d.held != 0 && rd.Status.Role == election.Leader {
+		rd.Claimed, d.held = d.held, 0
+	}
 	return rd
 }

@@ -166,6 +166,40 @@ func TestReadyMergesAndStamps(t *testing.T) {
 	}
 }
 
+// TestClaimHeldUntilLeadingAgain: a claim whose lease lapsed before
+// Ready is reported once the machine leads again in the same term, which
+// it does not claim again (a byzantine leader that a quorum's grants
+// leave and come back to); a claim whose term is over is never reported.
+func TestClaimHeldUntilLeadingAgain(t *testing.T) {
+	f := &fake{}
+	d := newDriver(t, f, time.Millisecond)
+	d.Start(t0)
+	f.next = election.Ready{Claimed: 5}
+	f.status = election.Status{ID: 4, Leader: 4, Term: 5, Role: election.Candidate} // the lease lapsed at once
+	d.PeerDown(1)
+	if rd := d.Ready(t0); rd.Claimed != 0 {
+		t.Fatalf("claim of term 5 reported while not leading")
+	}
+	f.status.Role = election.Leader // the lease is back, no new claim
+	if rd := d.Ready(t0); rd.Claimed != 5 {
+		t.Fatalf("claim %d once leading again in term 5, want 5", rd.Claimed)
+	}
+	if rd := d.Ready(t0); rd.Claimed != 0 {
+		t.Fatalf("claim %d reported twice", rd.Claimed)
+	}
+
+	f.next = election.Ready{Claimed: 9}
+	f.status = election.Status{ID: 4, Term: 9, Role: election.Candidate}
+	d.PeerDown(1)
+	d.Ready(t0)
+	f.status = election.Status{ID: 4, Leader: 3, Term: 10, Role: election.Follower} // term 9 is over
+	d.Ready(t0)
+	f.status = election.Status{ID: 4, Leader: 4, Term: 13, Role: election.Leader}
+	if rd := d.Ready(t0); rd.Claimed != 0 {
+		t.Fatalf("claim %d reported after its term 9 ended", rd.Claimed)
+	}
+}
+
 // TestObserveSeesEachStep: Observe sees each call of the machine alone,
 // unstamped, with whether it was a tick and whether its messages are
 // stale.

@@ -435,6 +435,28 @@ func (d *deployment) logsOf(c testcontainers.Container, lines int) {
 	d.t.Logf("the last %d lines of %s:\n%s", lines, name, strings.Join(all[max(0, len(all)-lines):], "\n"))
 }
 
+// dumpNode logs a node's status and its message counters, for a failure.
+func (d *deployment) dumpNode(alg string, id uint64) {
+	d.t.Helper()
+	u, err := d.url(d.nodes[alg][id], "/status")
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var st map[string]any
+	if err := getJSON(ctx, u, &st); err != nil {
+		d.t.Logf("node %d: status: %v", id, err)
+		return
+	}
+	var counters []string
+	for _, typ := range []string{"bz_propose", "bz_vote", "bz_ack", "bz_timeout", "bz_status"} {
+		counters = append(counters, fmt.Sprintf("%s sent %v received %v", typ,
+			d.metric(alg, id, `election_messages_sent_total{type="`+typ+`"}`), d.metric(alg, id, `election_messages_received_total{type="`+typ+`"}`)))
+	}
+	d.t.Logf("node %d: status %v; %s; stepped down %v", id, st, strings.Join(counters, ", "), d.metric(alg, id, "election_stepped_down_total"))
+}
+
 // check fails the test with what the watcher saw that must not be.
 func (w *watcher) check(t *testing.T) {
 	t.Helper()

@@ -332,6 +332,7 @@ func deployClusters(t *testing.T, clusters []cluster) *deployment {
 			for id := uint64(1); id <= uint64(c.size); id++ {
 				if id != c.liar {
 					d.logsOf(d.nodes[c.alg][id], 30)
+					d.dumpNode(c.alg, id)
 				}
 			}
 		})

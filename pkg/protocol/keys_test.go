@@ -318,13 +318,26 @@ func TestReadSeedFile(t *testing.T) {
 		{"missing", filepath.Join(dir, "none")},
 		{"public key", write("public", public)},
 		{"account seed", write("account", string(accountSeed))},
-		{"corrupt seed", write("corrupt", string(seed[:len(seed)-2])+"AA")},
+		{"corrupt seed", write("corrupt", corrupt(seed))},
 		{"empty", write("empty", "")},
 	} {
 		if _, err := ReadSeedFile(tc.path); !errors.Is(err, ErrKeys) {
 			t.Errorf("%s: got %v, want ErrKeys", tc.name, err)
 		}
 	}
+}
+
+// corrupt changes one character inside a seed's key bytes, which its
+// checksum always catches (a change of the last characters may fall in
+// the encoding's padding bits, or leave them as they were).
+func corrupt(seed []byte) string {
+	c := []byte(string(seed))
+	if c[10] == 'A' {
+		c[10] = 'B'
+	} else {
+		c[10] = 'A'
+	}
+	return string(c)
 }
 
 // ed25519Verify verifies as another language would: the standard library's

@@ -27,6 +27,19 @@ func newByzantine(t *testing.T) *byzantine {
 	return &byzantine{signers: signers, keys: keys}
 }
 
+// startByzantine starts a NATS server and an observer that holds the
+// keys of a byzantine cluster "default" of four members, and returns a
+// connection to the server, the members' keys and the observer.
+func startByzantine(t *testing.T) (*nats.Conn, *byzantine, *running) {
+	t.Helper()
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	return nc, b, startObserver(t, cfg, nil)
+}
+
 // sign has member id's key (or, with a stranger signer, a key that is not
 // the member's) sign st.
 func sign(t *testing.T, s *protocol.Signer, st certify.Statement) certify.SignedStatement {
@@ -78,13 +91,8 @@ func publishSigned(t *testing.T, nc *nats.Conn, subject string, data []byte, s *
 // bad_certificate, though the announcement is signed by the leader it
 // names.
 func TestByzantineLeaderNeedsACertificate(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
-	nc := batontest.Connect(t, url)
-	b := newByzantine(t)
+	nc, b, o := startByzantine(t)
 	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
-	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
-	o := startObserver(t, cfg, nil)
 
 	byz := func(leader, term uint64, c *certify.Certificate) []byte {
 		a := announcement("default", leader, term, t0.Add(time.Duration(term)*time.Second))
@@ -226,13 +234,8 @@ func relayed(t *testing.T, cluster string, s *protocol.Signer, member, from uint
 // certificate of its own term: a round before the certificate is no
 // leader's yet, and one with a forged certificate is refused.
 func TestByzantineRenewalsAreHeartbeats(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
-	nc := batontest.Connect(t, url)
-	b := newByzantine(t)
+	nc, b, o := startByzantine(t)
 	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
-	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
-	o := startObserver(t, cfg, nil)
 
 	a := announcement("default", 4, 8, t0)
 	a.Algorithm, a.Certificate = protocol.Byzantine, certificate(t, b.signers, 8, 4, 1, 2, 3)

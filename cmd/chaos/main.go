@@ -28,6 +28,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0) // -h asked for the usage, which was printed
+		}
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}

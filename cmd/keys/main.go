@@ -18,6 +18,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,14 +31,17 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-// run is the command; it returns the exit status: 2 for bad flags, 1 when
-// the keys cannot be written.
+// run is the command; it returns the exit status: 0 after -h, 2 for bad
+// flags, 1 when the keys cannot be written.
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "", "directory to write the keys into (created if missing)")
 	peers := fs.String("peers", "", "comma-separated member IDs, such as 1,2,3,4,5")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // -h asked for the usage, which Parse printed
+		}
 		return 2
 	}
 	if *out == "" {

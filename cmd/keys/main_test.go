@@ -57,3 +57,10 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestHelpExitsZero(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"-h"}, &stderr); code != 0 || !bytes.Contains(stderr.Bytes(), []byte("-peers")) {
+		t.Errorf("-h: exit %d, %q; want 0 and the usage", code, stderr.String())
+	}
+}

@@ -48,6 +48,9 @@ func (c clusters) Set(v string) error {
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0) // -h asked for the usage, which was printed
+		}
 		fmt.Fprintln(os.Stderr, "natsconf:", err)
 		os.Exit(2)
 	}

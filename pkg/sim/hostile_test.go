@@ -75,7 +75,7 @@ func runHostileSize(t *testing.T, spec sim.Spec, hc sim.HostileConfig, n int) {
 		spec.Name, n, hc, seeds, worst, worstSeed, slack)
 }
 
-// Issue 14: the last Election, Coordinator and heartbeat (and, for Paxos,
+// A member at the term ceiling: the last Election, Coordinator and heartbeat (and, for Paxos,
 // Prepare and Propose) re-sent once each with term 2^62 by a member, then
 // the leader crashes: the cluster elects again. Before terms were bounded,
 // no node could claim after them, and Bully and the ring never elected

@@ -413,7 +413,7 @@ func TestLeaderTimeoutNotRaisedByAReturn(t *testing.T) {
 }
 
 // A member that lies as itself cannot exhaust the terms: the six messages
-// of issue 14 (an Election, a Coordinator and a heartbeat at 2^62, twice)
+// of a member at the term ceiling (an Election, a Coordinator and a heartbeat at 2^62, twice)
 // raise a node's highest term by TermBurst, not to the ceiling, so it can
 // still claim; a liar that goes on raises it by TermRate a tick.
 func TestTermJumpsBounded(t *testing.T) {

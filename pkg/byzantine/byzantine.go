@@ -290,8 +290,52 @@ func (m *Machine) lastPropose() int {
 	return m.sentAt[m.seq]
 }
 
-// Due is 1: the machine checks its timers every tick.
-func (m *Machine) Due() int { return 1 }
+// Due is how many ticks until the next Tick can have an effect: the
+// leader's next round or the end of its lease, the leader time-out, and,
+// for a member above its term's leader, when it may time out for itself
+// again (its last time-out of that term a leader time-out old, or a
+// higher member it defers to no longer heard from, or out of its
+// penalty). Between two of these a tick changes only the clock, so a
+// node need not wake for it.
+func (m *Machine) Due() int {
+	if !m.started {
+		return 1
+	}
+	if m.left {
+		return 1 << 30
+	}
+	t := m.term()
+	lead := m.designated(t)
+	due := m.heard + m.timing.LeaderTimeoutTicks - m.now
+	if lead == m.id && m.quit != t {
+		due = min(due, m.lastPropose()+m.timing.HeartbeatTicks-m.now)
+	}
+	if m.leading {
+		due = min(due, m.leaseUntil-m.now)
+	}
+	if m.id > lead {
+		x := m.nextTermOf(m.id, t) - 1
+		if at, ok := m.sentTimeout[x]; ok {
+			due = min(due, at+m.timing.LeaderTimeoutTicks-m.now)
+		} else {
+			due = 1
+		}
+		for _, h := range m.desc {
+			if h <= m.id {
+				break
+			}
+			if p := m.penalty[h]; p > m.now {
+				due = min(due, p-m.now)
+			}
+			if m.lastFrom[h] > 0 {
+				if end := m.lastFrom[h] + m.timing.LeaderTimeoutTicks - m.now; end > 0 {
+					due = min(due, end)
+				}
+			}
+		}
+	}
+	return max(1, due)
+}
 
 // Step hands the member a message that arrived now.
 func (m *Machine) Step(msg protocol.Message) { m.StepAt(msg, m.now) }

@@ -25,6 +25,8 @@ const (
 
 // Spec is an algorithm under test.
 type Spec struct {
+	// Name names it; "ring" and "byzantine" select their message bounds
+	// (MessageBound, StartBound).
 	Name    string
 	Factory Factory
 	// Leases: the algorithm keeps leaders exclusive in time (Paxos); see
@@ -51,6 +53,8 @@ func Bound(spec Spec, n int, t election.Timing) int {
 // package doc states.
 func MessageBound(spec Spec, n int) int {
 	switch {
+	case spec.Name == "byzantine":
+		return byzantineElection(n)
 	case spec.Leases:
 		// Every node campaigns: a Prepare, n-1 answers, a Propose and n-1
 		// answers each, and the leader's first renewal.
@@ -99,12 +103,53 @@ func ClaimBound(n int) int { return 2 * (n - 1) }
 // answers each) and a hand-over.
 func StartBound(spec Spec, n int) int {
 	switch {
+	case spec.Name == "byzantine":
+		// Its hello and the others' answers, the time-out of the term it
+		// restored (it never leads that term again) and their answers;
+		// then two elections, as above.
+		return 2*byzantineElection(n) + 2 + 2*(n-1)
 	case spec.Leases:
 		return 2*(2*n+2) + 1
 	case spec.Name == "ring":
 		return 2*(2*n+3) + 2*RingEarlyInitiators(n, election.DefaultAnswerTicks)
 	}
 	return 2 * (n + 2)
+}
+
+// byzantineElection is how many messages one change of term of the
+// byzantine algorithm (package byzantine) may take among n honest
+// members with the default timing, once messages arrive within TMax; a
+// leader's certified rounds and their acks are steady traffic, not
+// counted:
+//
+//   - 2n time-outs: each member signs one of the term it gives up when it
+//     learns the leader left (its Resign, its connection's end, its
+//     silence), and once more if a second of these follows before it
+//     entered the next term;
+//   - 2n(n−1) answers with a term's proof (bz_status) to a member behind
+//     (its time-out of the old term, or its round without the
+//     certificate): at most one per member pair a heartbeat interval,
+//     and those causes last two intervals at most;
+//   - byzantineRounds rounds of the next term's leader before a quorum
+//     voted, each a proposal and at most n−1 votes (a member repeats its
+//     vote in each round before the certificate);
+//   - the old leader's Resign, when it hands over.
+//
+// TestByzantineMessagesWithinBound checks it in the simulator.
+func byzantineElection(n int) int {
+	return 2*n + 2*n*(n-1) + byzantineRounds(n)*n + 1
+}
+
+// byzantineRounds is how many rounds the leader of a new term may propose
+// before a quorum voted, with the default timing: the old leader's lease
+// (LeaseTicks+1 ticks, plus the round in flight) stretched by two clocks
+// 5% apart from real time, in heartbeat intervals, and two rounds more
+// (the one the last vote answers, and the one that carries the
+// certificate).
+func byzantineRounds(n int) int {
+	t := election.DefaultLeaseTiming(n)
+	wait := (t.LeaseTicks + 2 + TMax) * 21 * 21 / (20 * 20)
+	return (wait+t.HeartbeatTicks-1)/t.HeartbeatTicks + 2
 }
 
 // RingEarlyInitiators is how many nodes of a ring of n may initiate a

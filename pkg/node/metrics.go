@@ -18,6 +18,7 @@ type metrics struct {
 	leaderTimeouts    prometheus.Counter
 	steppedDown       prometheus.Counter
 	membersLied       prometheus.Counter
+	signatureChecks   prometheus.Counter
 	unreachable       prometheus.Counter
 	term              prometheus.Gauge
 	connectionEvents  prometheus.Gauge
@@ -27,12 +28,13 @@ type metrics struct {
 	subscriptionDrops func() float64
 }
 
-// Received, Dropped (transport.Meter), EventsDelivered and
-// PeerDisconnected (natstransport.Meter) count for the transport.
+// Received, Dropped (transport.Meter), EventsDelivered, PeerDisconnected
+// and SignatureChecked (natstransport.Meter) count for the transport.
 func (m *metrics) Received(t protocol.Type)  { m.received.WithLabelValues(string(t)).Inc() }
 func (m *metrics) Dropped(r protocol.Reason) { m.dropped.WithLabelValues(string(r)).Inc() }
 func (m *metrics) EventsDelivered()          { m.connectionEvents.Set(1) }
 func (m *metrics) PeerDisconnected()         { m.peerDisconnects.Inc() }
+func (m *metrics) SignatureChecked()         { m.signatureChecks.Inc() }
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -69,6 +71,10 @@ func newMetrics() *metrics {
 			Name: "election_members_lied_total",
 			Help: "Members this node convicted of lying (byzantine): it holds two contradicting statements signed by each.",
 		}),
+		signatureChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_signature_checks_total",
+			Help: "Ed25519 signatures this node checked: each signed message's, and (byzantine) each of the votes, time-outs, certificates and evidence it reads.",
+		}),
 		unreachable: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "election_peers_unreachable_total",
 			Help: "Point-to-point messages that found no subscriber (NATS no responders).",
@@ -100,7 +106,7 @@ func newMetrics() *metrics {
 		return m.subscriptionDrops()
 	}))
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
-		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
+		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.signatureChecks, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {

@@ -333,7 +333,7 @@ func newNode(cfg Config) (*Node, error) {
 	if cfg.Algorithm.NeedsKeys() && cfg.Signer == nil {
 		return nil, fmt.Errorf("%w: %s needs member keys", ErrConfig, cfg.Algorithm)
 	}
-	if _, err := newMachine(cfg, cfg.Election); err != nil {
+	if _, err := newMachine(cfg, cfg.Election, nil); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch cfg.ConnectionEvents {
@@ -394,8 +394,9 @@ type certifier interface {
 	Certificate() (certify.Certificate, bool)
 }
 
-// newMachine builds the machine of the node's algorithm with ecfg.
-func newMachine(cfg Config, ecfg election.Config) (election.Machine, error) {
+// newMachine builds the machine of the node's algorithm with ecfg; checked,
+// if not nil, counts each signature the machine checks.
+func newMachine(cfg Config, ecfg election.Config, checked prometheus.Counter) (election.Machine, error) {
 	switch cfg.Algorithm {
 	case protocol.Bully:
 		return bully.New(ecfg)
@@ -407,9 +408,24 @@ func newMachine(cfg Config, ecfg election.Config) (election.Machine, error) {
 		if cfg.Signer == nil {
 			return nil, fmt.Errorf("%s needs member keys", cfg.Algorithm)
 		}
-		return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: cfg.Keys.Members()})
+		keys := cfg.Keys.Members()
+		if checked != nil {
+			keys = countedMembers{Members: keys, checked: checked}
+		}
+		return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: keys})
 	}
 	return nil, fmt.Errorf("unknown algorithm %q", cfg.Algorithm)
+}
+
+// countedMembers counts each signature checked with its members' keys.
+type countedMembers struct {
+	certify.Members
+	checked prometheus.Counter
+}
+
+func (m countedMembers) Verify(member uint64, data, sig []byte) error {
+	m.checked.Inc()
+	return m.Members.Verify(member, data, sig)
 }
 
 // maxPayload is the largest message a node of algorithm accepts:
@@ -496,7 +512,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	cfg.Restored = saved.Version != 0 // state.json existed
 	cfg.Incarnation = start.Incarnation
 	cfg.Found = start.Found
-	machine, err := newMachine(n.cfg, cfg)
+	machine, err := newMachine(n.cfg, cfg, n.metrics.signatureChecks)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

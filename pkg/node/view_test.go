@@ -29,7 +29,7 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	machine, err := newMachine(Config{Algorithm: protocol.Paxos}, electionConfig(1, []uint64{1, 2, 3}))
+	machine, err := newMachine(Config{Algorithm: protocol.Paxos}, electionConfig(1, []uint64{1, 2, 3}), nil)
 	if err != nil {
 		t.Fatalf("newMachine: %v", err)
 	}

@@ -100,17 +100,21 @@ type Config struct {
 	// Now is the wall clock; time.Now if nil.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// Meter counts the connection events; required.
+	// Meter counts the connection events and the signatures checked;
+	// required.
 	Meter Meter
 }
 
-// Meter counts the connection events.
+// Meter counts the connection events and the signatures checked.
 type Meter interface {
 	// EventsDelivered: the server delivers connection events (the first
 	// one arrived).
 	EventsDelivered()
 	// PeerDisconnected: an event reported a member's connection closed.
 	PeerDisconnected()
+	// SignatureChecked: the signature of a received message was checked
+	// (with Config.Keys).
+	SignatureChecked()
 }
 
 // Adapter is the transport.Transport of one NATS connection.

@@ -122,6 +122,7 @@ func (m *countingMeter) Dropped(r protocol.Reason) {
 }
 func (m *countingMeter) EventsDelivered()  {}
 func (m *countingMeter) PeerDisconnected() {}
+func (m *countingMeter) SignatureChecked() {}
 
 // With the connection events off, the adapter does not subscribe to them;
 // with them on, it subscribes to connects and disconnects.

@@ -42,6 +42,7 @@ func (a *Adapter) check(msg *nats.Msg) (protocol.Message, error) {
 	var signer uint64
 	if a.cfg.Keys != nil {
 		var err error
+		a.cfg.Meter.SignatureChecked()
 		if signer, err = a.cfg.Keys.Verify(msg.Subject, msg.Data, msg.Header); err != nil {
 			return protocol.Message{}, err
 		}

@@ -210,6 +210,8 @@ type result struct {
 	badExits          int             // SIGTERMs that did not end in exit status 0
 
 	crashMsgs, hangMsgs, handoffMsgs, rejoinMsgs []int   // publications, steady traffic excepted
+	crashChecks, hangChecks, handoffChecks       []int   // signatures checked, steady traffic excepted
+	idleChecks                                   float64 // signatures checked per second at idle
 	crashServerIn, crashServerOut, crashBytes    []int   // at the server, all the nodes' traffic of the time
 	idleSent                                     float64 // publications per second at idle, heartbeats excepted (Paxos renewals)
 
@@ -425,11 +427,13 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	type leaving struct {
 		took, back, exit time.Duration
 		msgs, bytes      int
+		checks           int
 		in, out          int // at the server
 	}
 	leave := func(sig syscall.Signal) (l leaving, err error) {
 		s0 := e.snapshot(w)
 		sent0 := e.sentBy(ctx, nodes, nil)
+		checks0 := e.checksBy(ctx, nodes, nil)
 		t0 := time.Now()
 		if err := top.Signal(sig); err != nil {
 			return l, err
@@ -451,7 +455,14 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 			return l, err
 		}
 		s1 := e.snapshot(w)
-		l.msgs = sentDelta(sent0, e.sentBy(ctx, nodes, top), res.idleSent*s1.at.Sub(s0.at).Seconds())
+		// The steady traffic: none while the leader is gone (killed,
+		// stopped or resigned), then the survivors' from their agreement
+		// on, at its idle rate for n-1 members (a leader's round and an
+		// answer from each follower; each of them checked once).
+		steady := s1.at.Sub(at).Seconds()
+		n := float64(size)
+		l.msgs = sentDelta(sent0, e.sentBy(ctx, nodes, top), res.idleSent*(n-1)/n*steady)
+		l.checks = sentDelta(checks0, e.checksBy(ctx, nodes, top), res.idleChecks*(n-2)/(n-1)*steady)
 		l.bytes = int(s1.serverInBytes - s0.serverInBytes)
 		// At the server: the messages the nodes published, and those it
 		// delivered to them (all but those to this benchmark's
@@ -494,6 +505,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		}
 		res.crash = append(res.crash, l.took)
 		res.crashMsgs = append(res.crashMsgs, l.msgs)
+		res.crashChecks = append(res.crashChecks, l.checks)
 		res.crashBytes = append(res.crashBytes, l.bytes)
 		res.crashServerIn = append(res.crashServerIn, l.in)
 		res.crashServerOut = append(res.crashServerOut, l.out)
@@ -507,6 +519,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		res.hang = append(res.hang, l.took)
 		res.unhang = append(res.unhang, l.back)
 		res.hangMsgs = append(res.hangMsgs, l.msgs)
+		res.hangChecks = append(res.hangChecks, l.checks)
 	}
 	fmt.Fprintf(e.out, "  hang failover: %d rounds, p50 %s\n", len(res.hang), ms(quantile(res.hang, 0.5)))
 	for round := range rounds {
@@ -517,6 +530,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		res.handoff = append(res.handoff, l.took)
 		res.termExit = append(res.termExit, l.exit)
 		res.handoffMsgs = append(res.handoffMsgs, l.msgs)
+		res.handoffChecks = append(res.handoffChecks, l.checks)
 	}
 	fmt.Fprintf(e.out, "  SIGTERM hand-over: %d rounds, p50 %s\n", len(res.handoff), ms(quantile(res.handoff, 0.5)))
 
@@ -577,6 +591,7 @@ func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*l
 	}
 	s0 := e.snapshot(w)
 	sent0 := e.sentBy(ctx, nodes, nil)
+	checks0 := e.checksBy(ctx, nodes, nil)
 	timer := time.NewTimer(e.cfg.idle)
 	select {
 	case <-ctx.Done():
@@ -599,6 +614,7 @@ func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*l
 	}
 	res.steadyPerSec = float64(s1.steady-s0.steady) / s1.at.Sub(s0.at).Seconds()
 	res.idleSent = float64(sentDelta(sent0, e.sentBy(ctx, nodes, nil), 0)) / s1.at.Sub(s0.at).Seconds()
+	res.idleChecks = float64(sentDelta(checks0, e.checksBy(ctx, nodes, nil), 0)) / s1.at.Sub(s0.at).Seconds()
 	fmt.Fprintf(e.out, "  idle: %.2f%% of a core and %.1f MiB per node (mean), %.0f steady messages/s\n",
 		meanFloat(res.idleCPU), float64(meanInt(res.rss))/(1<<20), res.steadyPerSec)
 	return nil
@@ -803,7 +819,20 @@ func startAll(nodes []*localcluster.Node, order string) (time.Duration, error) {
 // election messages it has published, heartbeats excepted.
 func (e *environment) sentBy(ctx context.Context, nodes []*localcluster.Node, skip *localcluster.Node) map[uint64]float64 {
 	const name = "election_messages_sent_total"
-	sent := make(map[uint64]float64, len(nodes))
+	return e.readBy(ctx, nodes, skip, func(m localcluster.Metrics) float64 {
+		return m.Sum(name) - m[name+`{type="`+string(protocol.TypeHeartbeat)+`"}`]
+	})
+}
+
+// checksBy reads from the /metrics of each running node but skip the
+// signatures it has checked.
+func (e *environment) checksBy(ctx context.Context, nodes []*localcluster.Node, skip *localcluster.Node) map[uint64]float64 {
+	return e.readBy(ctx, nodes, skip, func(m localcluster.Metrics) float64 { return m.Sum("election_signature_checks_total") })
+}
+
+// readBy reads value from the /metrics of each running node but skip.
+func (e *environment) readBy(ctx context.Context, nodes []*localcluster.Node, skip *localcluster.Node, value func(localcluster.Metrics) float64) map[uint64]float64 {
+	out := make(map[uint64]float64, len(nodes))
 	for _, n := range nodes {
 		if n == skip || !n.Running() {
 			continue
@@ -812,9 +841,9 @@ func (e *environment) sentBy(ctx context.Context, nodes []*localcluster.Node, sk
 		if err != nil {
 			continue
 		}
-		sent[n.ID] = m.Sum(name) - m[name+`{type="`+string(protocol.TypeHeartbeat)+`"}`]
+		out[n.ID] = value(m)
 	}
-	return sent
+	return out
 }
 
 // sentDelta is how many messages the nodes published between two sentBy

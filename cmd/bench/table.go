@@ -111,6 +111,18 @@ func messages(name string, xs func(r *result) []int, bound func(s sim.Spec, n in
 	}}
 }
 
+// checks is a row of signature checks per election, for clusters with
+// member keys: "-" without any.
+func checks(name string, xs func(r *result) []int) row {
+	return row{name, "", func(r *result) (string, *bool) {
+		x := xs(r)
+		if len(x) == 0 || !r.algorithm.NeedsKeys() {
+			return "-", nil
+		}
+		return mean(x), nil
+	}}
+}
+
 // atSize gives a limit only at size n.
 func atSize(n int, d time.Duration) func(r *result) time.Duration {
 	return func(r *result) time.Duration {
@@ -217,6 +229,9 @@ func rows() []row {
 		messages("messages per hang failover / bound", func(r *result) []int { return r.hangMsgs }, sim.MessageBound),
 		messages("messages per hand-over / bound", func(r *result) []int { return r.handoffMsgs }, sim.MessageBound),
 		messages("messages per rejoin / bound", func(r *result) []int { return r.rejoinMsgs }, sim.StartBound),
+		checks("signature checks per crash failover", func(r *result) []int { return r.crashChecks }),
+		checks("signature checks per hang failover", func(r *result) []int { return r.hangChecks }),
+		checks("signature checks per hand-over", func(r *result) []int { return r.handoffChecks }),
 		{"idle CPU per node, mean (max)", "<= 0.5% at 5", func(r *result) (string, *bool) {
 			if len(r.idleCPU) == 0 {
 				return "-", nil
@@ -299,8 +314,10 @@ func printTable(out io.Writer, results []*result) {
 const legend = `Times run until every live node's /status names the new leader. Crash failover: the leader is SIGKILLed; the
 others learn it from the NATS server's connection event, or, with ELECTION_CONNECTION_EVENTS=off ("heartbeats
 alone"), from its silence. Hang: SIGSTOP (the connection stays open). Messages are the nodes' publications
-(election_messages_sent_total), heartbeats excepted and Paxos lease renewals subtracted at their idle rate, beside
-the worst case the simulator checks (sim.MessageBound, sim.StartBound). NATS server in / out / bytes: what the
+(election_messages_sent_total), heartbeats excepted and lease renewals (Paxos, byzantine) subtracted at their idle
+rate from the survivors' agreement on, beside the worst case the simulator checks (sim.MessageBound,
+sim.StartBound). Signature checks: the nodes' election_signature_checks_total (with member keys), the steady
+traffic's subtracted likewise. NATS server in / out / bytes: what the
 server received and delivered from the failover until the cluster was quiet, heartbeats and renewals included.
 Idle: over a quiet window. Announced terms not increasing: announcements on the leader subject whose term did not
 exceed every earlier one, outside the restart of the whole cluster that precedes the "heartbeats alone" rounds.`

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/sim"
 )
 
 func TestQuantile(t *testing.T) {
@@ -52,5 +56,38 @@ func TestParseFlags(t *testing.T) {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("parseFlags(%q) = nil error, want an error", bad)
 		}
+	}
+}
+
+// cell returns the cell of the row named name for r.
+func cell(t *testing.T, name string, r *result) string {
+	t.Helper()
+	for _, rw := range rows() {
+		if rw.name == name {
+			v, _ := rw.cell(r)
+			return v
+		}
+	}
+	t.Fatalf("no row %q", name)
+	return ""
+}
+
+// Byzantine clusters show their signature checks and the byzantine
+// algorithm's own message bound; the others show no checks.
+func TestByzantineRows(t *testing.T) {
+	bz := &result{algorithm: protocol.Byzantine, n: 4, crashChecks: []int{30, 50}, crashMsgs: []int{12}}
+	if got := cell(t, "signature checks per crash failover", bz); got != "40 (30..50)" {
+		t.Errorf("byzantine checks: %q, want 40 (30..50)", got)
+	}
+	want := fmt.Sprintf("12 (12..12) / %d", sim.MessageBound(sim.Spec{Name: "byzantine"}, 4))
+	if got := cell(t, "messages per crash failover / bound", bz); got != want {
+		t.Errorf("byzantine messages: %q, want %q", got, want)
+	}
+	if sim.MessageBound(sim.Spec{Name: "byzantine"}, 4) == sim.MessageBound(sim.Spec{Name: "bully"}, 4) {
+		t.Error("the byzantine bound is Bully's")
+	}
+	bully := &result{algorithm: protocol.Bully, n: 4, crashChecks: []int{0}}
+	if got := cell(t, "signature checks per crash failover", bully); got != "-" {
+		t.Errorf("bully checks: %q, want -", got)
 	}
 }

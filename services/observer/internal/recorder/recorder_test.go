@@ -351,3 +351,23 @@ func TestMissingTermIsAskedOnce(t *testing.T) {
 		t.Errorf("Missing for a newer term = %v, want [b]", ask)
 	}
 }
+
+// A leader that moves on to a newer term of its own (a Paxos leader that
+// proposes a higher ballot when a higher node comes back) is still
+// working: it is not silent at its older term, and when its next term is
+// announced its earlier leadership ends superseded, with no gap, not
+// unobserved.
+func TestLeaderThatMovesToANewerTermIsSuperseded(t *testing.T) {
+	g := newRig(t)
+	g.announce("c", 4, 109, t0, t0)
+	g.heartbeat("c", 4, 109, ms(50))
+	g.heartbeat("c", 4, 139, ms(100)) // its proposal for the newer term
+	if w := g.silence(ms(140), ms(-1000)); len(w) != 0 {
+		t.Errorf("Silence of a leader heard at a newer term = %+v, want nothing", w)
+	}
+	g.announce("c", 4, 139, ms(120), ms(150))
+	g.wantEnd("c", 109, history.EndSuperseded, ms(120))
+	if gap, known := g.mem["c"].GapBefore(1); !known || gap != 0 {
+		t.Errorf("gap before term 139 = %v (known %v), want 0", gap, known)
+	}
+}

@@ -118,17 +118,20 @@ func (t *tracker) resign(cluster string, node uint64) {
 	}
 }
 
-// lastSeen returns when node last acted as leader of cluster with term.
+// lastSeen returns when node last acted as leader of cluster with term or
+// a newer one: a leader that moved on to a newer term of its own (a Paxos
+// leader's higher ballot) was working until then.
 func (t *tracker) lastSeen(cluster string, node, term uint64) (time.Time, bool) {
 	a := t.cluster(cluster).actors[node]
-	if a == nil || a.term != term {
+	if a == nil || a.term < term {
 		return time.Time{}, false
 	}
 	return a.last, true
 }
 
-// alive reports whether node acts as leader of cluster with term at now.
+// alive reports whether node acts as leader of cluster at now, with term
+// or a newer one.
 func (t *tracker) alive(cluster string, node, term uint64, now time.Time) bool {
 	a := t.cluster(cluster).actors[node]
-	return a != nil && a.term == term && t.acting(a, now)
+	return a != nil && a.term >= term && t.acting(a, now)
 }

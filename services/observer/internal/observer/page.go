@@ -2,6 +2,7 @@ package observer
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/baton-election/baton/pkg/certify"
@@ -44,7 +46,10 @@ type clusterView struct {
 	Rows            []row
 	SplitBrains     []history.SplitBrain
 	// Faulty are the members proven to have lied, with their proofs.
-	Faulty      []faultyView
+	Faulty []faultyView
+	// Nodes key the colours of the timeline: each node that leads in it,
+	// by ID, with its hue.
+	Nodes       []nodeKey
 	Leaderships int
 	// Start and Now bound the timeline.
 	Start, Now time.Time
@@ -94,6 +99,12 @@ func describe(s certify.Statement) string {
 		return fmt.Sprintf("relay by member %d of order %d of term %d along %v, value sha256 %x", s.Member, s.Order, s.Term, s.Path, s.Digest[:8])
 	}
 	return fmt.Sprintf("%s of member %d in term %d", s.Kind, s.Member, s.Term)
+}
+
+// nodeKey is one node's colour in a timeline's key.
+type nodeKey struct {
+	ID  uint64
+	Hue int
 }
 
 // segment is one stretch of a timeline: a leadership or a gap.
@@ -180,7 +191,11 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 			title += " — split brain"
 		}
 		v.Segments = append(v.Segments, segment{Kind: "lead", Grow: d.Seconds(), Hue: hue(l.Leader), Label: fmt.Sprintf("n%d · t%d", l.Leader, l.Term), Title: title, Split: split})
+		if !slices.ContainsFunc(v.Nodes, func(k nodeKey) bool { return k.ID == l.Leader }) {
+			v.Nodes = append(v.Nodes, nodeKey{ID: l.Leader, Hue: hue(l.Leader)})
+		}
 	}
+	slices.SortFunc(v.Nodes, func(a, b nodeKey) int { return cmp.Compare(a.ID, b.ID) })
 	if !v.LeaderlessSince.IsZero() {
 		if l, _ := c.Latest(); l.EndReason != history.EndUnobserved {
 			d := max(0, now.Sub(l.EndedAt))

@@ -1,6 +1,7 @@
 package observer
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -77,6 +78,15 @@ func TestPageSaysWhatItShows(t *testing.T) {
 	for _, want := range []string{"2 leaderships recorded", `<abbr title="the observer did not see how the previous leadership ended`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page with a leadership after an unobserved end lacks %q", want)
+		}
+	}
+	// Under the timeline, each node that leads in it is keyed with the
+	// colour of its bars.
+	for _, id := range []uint64{3, 5} {
+		bar := fmt.Sprintf(`--hue:%d" title="node %d,`, hue(id), id)
+		key := fmt.Sprintf(`<span class="key" style="--hue:%d"></span> node %d</span>`, hue(id), id)
+		if !strings.Contains(page, bar) || !strings.Contains(page, key) {
+			t.Errorf("node %d: the page lacks its bar %q or its key %q in the same colour", id, bar, key)
 		}
 	}
 	if strings.Contains(page, "<td>?</td>") {

@@ -323,7 +323,7 @@ func (m *Machine) Resign() { m.c.Leave(0) }
 func (m *Machine) Ready() election.Ready { return m.c.Ready() }
 
 // Status returns the node's view.
-func (m *Machine) Status() election.Status { return m.c.Status() }
+func (m *Machine) Status() election.SoftState { return m.c.Status() }
 
 // suspect reacts to the failure or resignation of the leader: the highest
 // live node claims at once; every other node defers its election by T for

@@ -416,8 +416,8 @@ func (m *Machine) Ready() election.Ready {
 }
 
 // Status returns the member's view.
-func (m *Machine) Status() election.Status {
-	st := election.Status{ID: m.id, Term: m.term()}
+func (m *Machine) Status() election.SoftState {
+	st := election.SoftState{ID: m.id, Term: m.term()}
 	if m.cert != nil {
 		st.Leader = m.cert.Leader
 	}

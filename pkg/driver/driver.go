@@ -70,7 +70,7 @@ type Step struct {
 	// Ready is what the machine returned, unstamped.
 	Ready election.Ready
 	// Status is the machine's status after the call.
-	Status election.Status
+	Status election.SoftState
 }
 
 // Ready is what the machine wants done since the last Ready, merged, for
@@ -81,7 +81,7 @@ type Ready struct {
 	// storage before anything else of this Ready leaves the process.
 	State *election.HardState
 	// Status is the machine's status now.
-	Status election.Status
+	Status election.SoftState
 	// Events are what happened, in order.
 	Events []election.Event
 	// Messages are to be sent in order, stamped. To == 0 is every other
@@ -140,7 +140,7 @@ func (d *Driver) Start(now time.Time) {
 func (d *Driver) Incarnation() uint64 { return d.cfg.Incarnation }
 
 // Status is the machine's status.
-func (d *Driver) Status() election.Status { return d.m.Status() }
+func (d *Driver) Status() election.SoftState { return d.m.Status() }
 
 // Ticks is how many ticks the machine has been given.
 func (d *Driver) Ticks() int { return d.done }
@@ -148,7 +148,7 @@ func (d *Driver) Ticks() int { return d.done }
 // TickOf is the machine's tick in which t falls.
 func (d *Driver) TickOf(t time.Time) int { return int(t.Sub(d.base) / d.cfg.Tick) }
 
-// At is the time at which the machine's tick k ends (Status.LeaseUntil is
+// At is the time at which the machine's tick k ends (SoftState.LeaseUntil is
 // such a tick).
 func (d *Driver) At(k int) time.Time { return d.base.Add(time.Duration(k) * d.cfg.Tick) }
 

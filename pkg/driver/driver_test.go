@@ -17,7 +17,7 @@ import (
 type fake struct {
 	now     int
 	due     int
-	status  election.Status
+	status  election.SoftState
 	arrived []int
 	next    election.Ready
 	started bool
@@ -34,7 +34,7 @@ func (f *fake) StepAt(_ protocol.Message, arrived int) { f.arrived = append(f.ar
 func (f *fake) Unreachable(uint64)                     {}
 func (f *fake) PeerDown(uint64)                        {}
 func (f *fake) Resign()                                {}
-func (f *fake) Status() election.Status                { return f.status }
+func (f *fake) Status() election.SoftState             { return f.status }
 func (f *fake) Ready() election.Ready                  { rd := f.next; f.next = election.Ready{}; return rd }
 func seqs(ms []protocol.Message) (s []uint64) {
 	for _, m := range ms {
@@ -137,7 +137,7 @@ func TestReadyMergesAndStamps(t *testing.T) {
 	d.Unreachable(3)
 	f.next = election.Ready{State: second, Events: []election.Event{{Kind: election.LeaderChanged, Leader: 1, Term: 1}},
 		Messages: []protocol.Message{{Type: protocol.TypeCoordinator, From: 1, Seq: 101}}}
-	f.status = election.Status{ID: 1, Leader: 1, Term: 1, Role: election.Leader}
+	f.status = election.SoftState{ID: 1, Leader: 1, Term: 1, Role: election.Leader}
 	d.PeerDown(2)
 	if !d.HasReady() {
 		t.Fatal("HasReady is false with two Readies pending")
@@ -175,7 +175,7 @@ func TestClaimHeldUntilLeadingAgain(t *testing.T) {
 	d := newDriver(t, f, time.Millisecond)
 	d.Start(t0)
 	f.next = election.Ready{Claimed: 5}
-	f.status = election.Status{ID: 4, Leader: 4, Term: 5, Role: election.Candidate} // the lease lapsed at once
+	f.status = election.SoftState{ID: 4, Leader: 4, Term: 5, Role: election.Candidate} // the lease lapsed at once
 	d.PeerDown(1)
 	if rd := d.Ready(t0); rd.Claimed != 0 {
 		t.Fatalf("claim of term 5 reported while not leading")
@@ -189,12 +189,12 @@ func TestClaimHeldUntilLeadingAgain(t *testing.T) {
 	}
 
 	f.next = election.Ready{Claimed: 9}
-	f.status = election.Status{ID: 4, Term: 9, Role: election.Candidate}
+	f.status = election.SoftState{ID: 4, Term: 9, Role: election.Candidate}
 	d.PeerDown(1)
 	d.Ready(t0)
-	f.status = election.Status{ID: 4, Leader: 3, Term: 10, Role: election.Follower} // term 9 is over
+	f.status = election.SoftState{ID: 4, Leader: 3, Term: 10, Role: election.Follower} // term 9 is over
 	d.Ready(t0)
-	f.status = election.Status{ID: 4, Leader: 4, Term: 13, Role: election.Leader}
+	f.status = election.SoftState{ID: 4, Leader: 4, Term: 13, Role: election.Leader}
 	if rd := d.Ready(t0); rd.Claimed != 0 {
 		t.Fatalf("claim %d reported after its term 9 ended", rd.Claimed)
 	}

@@ -66,8 +66,11 @@ func (r Role) String() string {
 	return fmt.Sprintf("role(%d)", int(r))
 }
 
-// Status is a node's view of the election.
-type Status struct {
+// SoftState is a node's view of the election: who leads, in which term,
+// its own role. Unlike HardState it is not stored: the machine rebuilds
+// it after a restart. The node's answer on /status, built from it and
+// the node's configuration, is protocol.Status.
+type SoftState struct {
 	ID uint64
 	// Leader is the leader this node follows or is, 0 while undefined.
 	Leader uint64
@@ -249,7 +252,7 @@ type Machine interface {
 	// Ready returns and clears what the node wants done.
 	Ready() Ready
 	// Status returns the node's view of the election.
-	Status() Status
+	Status() SoftState
 }
 
 // ArrivalStepper is implemented by a machine whose safety depends on when a
@@ -260,7 +263,7 @@ type Machine interface {
 // the message arrived: the runtime does so when it settles at a deadline
 // (what a flush brought is handled before the deadline's tick, so that a
 // leader heard there is not timed out at once). It then calls StepAt with
-// arrived, the tick of the node's clock (counted as Status.LeaseUntil is)
+// arrived, the tick of the node's clock (counted as SoftState.LeaseUntil is)
 // in which the message arrived; the machine uses the later of arrived and
 // its own tick for what must be measured from the arrival, and its own
 // tick for the rest. Step(m) is StepAt(m, the machine's current tick).

@@ -55,7 +55,7 @@ func (n *Node) commit() error {
 // show publishes the machine's status to /status, the metrics, the query
 // responder and the callbacks, as one value (setView): the leadership and
 // its lease together.
-func (n *Node) show(st election.Status) {
+func (n *Node) show(st election.SoftState) {
 	var until time.Time
 	if st.Role == election.Leader && st.LeaseUntil != 0 && n.drv != nil {
 		until = n.drv.At(st.LeaseUntil)

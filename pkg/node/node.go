@@ -377,7 +377,7 @@ func newNode(cfg Config) (*Node, error) {
 		}
 		return 0
 	}))
-	n.setView(election.Status{ID: n.id}, time.Time{}, nil, false)
+	n.setView(election.SoftState{ID: n.id}, time.Time{}, nil, false)
 	return n, nil
 }
 

@@ -67,7 +67,7 @@ func (v *view) leadingAt(now time.Time) *protocol.Announcement {
 // setView publishes the status st, with the end of its lease (zero if
 // none), the announcement queries are answered with (nil unless it
 // leads) and whether the machine runs, as one value.
-func (n *Node) setView(st election.Status, leaseUntil time.Time, leading *protocol.Announcement, running bool) {
+func (n *Node) setView(st election.SoftState, leaseUntil time.Time, leading *protocol.Announcement, running bool) {
 	s := protocol.Status{
 		ID:        n.id,
 		Cluster:   n.cfg.Cluster,

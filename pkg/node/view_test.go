@@ -40,8 +40,8 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 	drv.Start(time.Now())
 	n.drv = drv
 	n.current = &protocol.Announcement{Term: 7}
-	leader := election.Status{ID: 1, Leader: 1, Term: 7, Role: election.Leader}
-	follower := election.Status{ID: 1, Term: 7, Role: election.Follower}
+	leader := election.SoftState{ID: 1, Leader: 1, Term: 7, Role: election.Leader}
+	follower := election.SoftState{ID: 1, Term: 7, Role: election.Follower}
 
 	const rounds = 20000
 	var wg sync.WaitGroup

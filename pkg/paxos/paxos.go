@@ -369,7 +369,7 @@ func (m *Machine) Ready() election.Ready {
 }
 
 // Status returns the node's view, with the lease's end while it leads.
-func (m *Machine) Status() election.Status {
+func (m *Machine) Status() election.SoftState {
 	st := m.c.Status()
 	if m.phase == leading {
 		st.LeaseUntil = m.leaseUntil

@@ -12,7 +12,7 @@ import (
 //
 //	{"id":3,"cluster":"default","algorithm":"bully","leader":5,"term":12,"state":"follower"}
 //
-// (election.Status is the machine's own view, in ticks, from which a node
+// (election.SoftState is the machine's own view, in ticks, from which a node
 // makes this one.)
 type Status struct {
 	ID        uint64    `json:"id"`

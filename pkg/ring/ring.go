@@ -301,7 +301,7 @@ func (m *Machine) Resign() {
 func (m *Machine) Ready() election.Ready { return m.c.Ready() }
 
 // Status returns the node's view.
-func (m *Machine) Status() election.Status { return m.c.Status() }
+func (m *Machine) Status() election.SoftState { return m.c.Status() }
 
 // initiate starts an election: participating, own ID to the successor.
 func (m *Machine) initiate() {

@@ -164,7 +164,7 @@ type node struct {
 	m           election.Machine // nil while down
 	d           *driver.Driver   // drives m; nil while down
 	incarnation int
-	status      election.Status
+	status      election.SoftState
 	rate        int64 // clock rate, ppm
 	clock       int64 // this incarnation's clock, in ppm, advanced in real time
 	paused      bool
@@ -300,7 +300,7 @@ func (c *Cluster) Up(id uint64) bool { return c.node(id).up() }
 func (c *Cluster) Paused(id uint64) bool { return c.node(id).paused }
 
 // Status returns node id's view and whether it is running.
-func (c *Cluster) Status(id uint64) (election.Status, bool) {
+func (c *Cluster) Status(id uint64) (election.SoftState, bool) {
 	n := c.node(id)
 	return n.status, n.up()
 }
@@ -835,7 +835,7 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 // claim checks a claim of term by n: never claimed before by anyone, in
 // any incarnation; n leads with it; and, with leases, n's side of a
 // partition that began before its campaign holds a majority.
-func (c *Cluster) claim(n *node, term uint64, st election.Status) {
+func (c *Cluster) claim(n *node, term uint64, st election.SoftState) {
 	c.logf("claim %d term %d", n.id, term)
 	if prev, ok := c.claims[term]; ok {
 		c.fail("term %d claimed twice: by %d and by %d (incarnation %d)", term, prev, n.id, n.incarnation)

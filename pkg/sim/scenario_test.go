@@ -381,6 +381,6 @@ func (l *liar) Ready() election.Ready {
 	l.claimed = 0
 	return r
 }
-func (l *liar) Status() election.Status {
-	return election.Status{ID: l.id, Leader: l.id, Term: 1, Role: election.Leader}
+func (l *liar) Status() election.SoftState {
+	return election.SoftState{ID: l.id, Leader: l.id, Term: 1, Role: election.Leader}
 }

@@ -148,8 +148,8 @@ func (c *Core) MaxTerm() uint64 { return c.maxTerm }
 func (c *Core) Left() bool { return c.left }
 
 // Status returns the node's view.
-func (c *Core) Status() election.Status {
-	return election.Status{ID: c.id, Leader: c.leader, Term: c.term, Role: c.role}
+func (c *Core) Status() election.SoftState {
+	return election.SoftState{ID: c.id, Leader: c.leader, Term: c.term, Role: c.role}
 }
 
 // state is the term part of the node's hard state now.

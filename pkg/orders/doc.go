@@ -7,6 +7,11 @@
 // on the node's NATS connection or its own, and depends on no node
 // internals.
 //
+// The agreement itself is agreement.Machine (package orders/agreement),
+// pure and deterministic, which the simulator runs too; a Service is its
+// NATS edge: the subscription, the signatures of whole messages, the
+// leaders it follows, its clock, and what it publishes.
+//
 // # Who may issue
 //
 // Issue succeeds only on the member that the newest certified

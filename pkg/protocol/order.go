@@ -141,11 +141,10 @@ func checkOrderID(cluster string, term, seq uint64) error {
 	return nil
 }
 
-// DecodeOrderMessage parses and checks the shape of an order message:
-// its size, fields, paths (distinct non-zero IDs ending at From), value
-// indexes and values, and that a certificate names its cluster and term.
-// It checks no signature: the receiver verifies the message's (with
-// MemberKeys.Verify and CheckSigner) and the certificate's.
+// DecodeOrderMessage parses an order message and checks its shape
+// (ValidateOrderMessage). It checks no signature: the receiver verifies
+// the message's (with MemberKeys.Verify and CheckSigner) and the
+// certificate's.
 func DecodeOrderMessage(data []byte) (OrderMessage, error) {
 	var m OrderMessage
 	if len(data) > MaxOrderMessage {
@@ -154,33 +153,44 @@ func DecodeOrderMessage(data []byte) (OrderMessage, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return OrderMessage{}, fmt.Errorf("%w: %w", ErrOrder, err)
 	}
-	if err := checkOrderID(m.Cluster, m.Term, m.Seq); err != nil {
+	if err := ValidateOrderMessage(m); err != nil {
 		return OrderMessage{}, err
 	}
+	return m, nil
+}
+
+// ValidateOrderMessage checks the shape of an order message: its fields,
+// paths (distinct non-zero IDs ending at From), value indexes and values,
+// and that a certificate names its cluster and term. It checks no
+// signature. The error wraps ErrOrder.
+func ValidateOrderMessage(m OrderMessage) error {
+	if err := checkOrderID(m.Cluster, m.Term, m.Seq); err != nil {
+		return err
+	}
 	if m.From == 0 {
-		return OrderMessage{}, fmt.Errorf("%w: from missing", ErrOrder)
+		return fmt.Errorf("%w: from missing", ErrOrder)
 	}
 	if n := len(m.Relays); n == 0 || n > MaxOrderRelays {
-		return OrderMessage{}, fmt.Errorf("%w: %d relays, want 1 to %d", ErrOrder, n, MaxOrderRelays)
+		return fmt.Errorf("%w: %d relays, want 1 to %d", ErrOrder, n, MaxOrderRelays)
 	}
 	if n := len(m.Values); n == 0 || n > len(m.Relays) {
-		return OrderMessage{}, fmt.Errorf("%w: %d values for %d relays", ErrOrder, n, len(m.Relays))
+		return fmt.Errorf("%w: %d values for %d relays", ErrOrder, n, len(m.Relays))
 	}
 	for _, v := range m.Values {
 		if err := CheckOrderValue(v); err != nil {
-			return OrderMessage{}, err
+			return err
 		}
 	}
 	for i, r := range m.Relays {
 		if err := checkRelay(r, m.From, len(m.Values)); err != nil {
-			return OrderMessage{}, fmt.Errorf("%w: relay %d: %w", ErrOrder, i, err)
+			return fmt.Errorf("%w: relay %d: %w", ErrOrder, i, err)
 		}
 	}
 	if c := m.Certificate; c != nil && (c.Cluster != m.Cluster || c.Term != m.Term) {
-		return OrderMessage{}, fmt.Errorf("%w: %w: the certificate is of term %d of %q, the order of term %d of %q",
+		return fmt.Errorf("%w: %w: the certificate is of term %d of %q, the order of term %d of %q",
 			ErrOrder, ErrUncertified, c.Term, c.Cluster, m.Term, m.Cluster)
 	}
-	return m, nil
+	return nil
 }
 
 // checkRelay checks one relay of a message from from with values values.

@@ -110,6 +110,11 @@ type Stats struct {
 	// path with another value (generals.ErrEquivocation): proofs that a
 	// member lied.
 	Equivocations uint64
+	// Evidence counts the proofs that a member lied which this member
+	// found and published on the evidence subject: two signed relays of
+	// one member along one path of an order with different values,
+	// whoever they were addressed to; one per liar and order.
+	Evidence uint64
 	// Rejected counts the messages, or relays within one, dropped for a
 	// bad signature, a bad certificate, a bad shape or a path the
 	// agreement refuses.
@@ -124,8 +129,8 @@ type Stats struct {
 // Service is one member's part in the agreements on the orders of its
 // cluster's leaders: the NATS edge of an agreement.Machine, which it
 // feeds with the messages it receives and checks, the certified leaders
-// it follows and the time of its clock, and whose messages and decisions
-// it signs and publishes. New starts nothing; Run does the
+// it follows and the time of its clock, and whose messages, decisions
+// and evidence it signs and publishes. New starts nothing; Run does the
 // work.
 type Service struct {
 	nc     *nats.Conn
@@ -202,7 +207,7 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		cfg.Clock = realClock{}
 	}
 	mcfg := agreement.Config{
-		Cluster: cfg.Cluster, Self: cfg.Signer.ID(), Members: cfg.Keys.IDs(), Keys: cfg.Keys.Members(),
+		Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Members: cfg.Keys.IDs(), Keys: cfg.Keys.Members(),
 		Round: cfg.Round, MaxOrders: cfg.MaxOrders, Default: cfg.Default,
 	}
 	if _, err := agreement.New(mcfg); err != nil {
@@ -233,7 +238,7 @@ func (s *Service) Stats() Stats {
 	s.mu.Unlock()
 	return Stats{
 		Opened: m.Opened, Issued: m.Issued, Decided: m.Decided, Received: m.Received,
-		Equivocations: m.Equivocations, Stale: m.Stale,
+		Equivocations: m.Equivocations, Evidence: m.Evidence, Stale: m.Stale,
 		Rejected: m.Rejected + s.rejected.Load(), Dropped: m.Dropped + s.dropped.Load(),
 	}
 }
@@ -446,7 +451,7 @@ func (s *Service) lead(m *agreement.Machine, a protocol.Announcement) {
 }
 
 // apply carries out what the machine wants done: it publishes its
-// messages and decisions, signed, and logs its events.
+// messages, decisions and evidence, signed, and logs its events.
 func (s *Service) apply(m *agreement.Machine) {
 	rd := m.Ready()
 	for _, om := range rd.Messages {
@@ -465,6 +470,14 @@ func (s *Service) apply(m *agreement.Machine) {
 		}
 		s.log.Debug("order decided", "term", o.Term, "seq", o.Seq, "leader", o.Leader)
 		s.publish(protocol.DecidedSubject(s.cfg.Cluster), data)
+	}
+	for _, e := range rd.Evidence {
+		data, err := protocol.Encode(protocol.Message{Type: protocol.TypeBzEvidence, From: s.selfID, Evidence: &e})
+		if err != nil {
+			s.log.Error("encode evidence", "error", err)
+			continue
+		}
+		s.publish(protocol.BroadcastSubject(s.cfg.Cluster, protocol.TypeBzEvidence), data)
 	}
 	for _, e := range rd.Events {
 		s.logEvent(e)
@@ -487,6 +500,9 @@ func (s *Service) logEvent(e agreement.Event) {
 		s.log.Debug("early order message dropped: buffer full", append(at, "from", e.Member)...)
 	case agreement.Equivocation:
 		s.log.Warn("equivocation: a member relayed two values along one path", append(at, "liar", e.Member, "path", e.Path)...)
+	case agreement.Convicted:
+		s.log.Warn("faulty member: it signed two relays of one order along one path with different values; evidence published",
+			append(at, "liar", e.Member, "path", e.Path)...)
 	}
 }
 

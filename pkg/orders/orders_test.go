@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -332,7 +333,7 @@ func (w *world) publish(signer *protocol.Signer, subject string, v any) {
 	var err error
 	switch v := v.(type) {
 	case protocol.OrderMessage:
-		data, err = protocol.EncodeOrderMessage(v)
+		data, err = protocol.EncodeOrderMessage(signRelays(w.t, signer, v))
 	case protocol.Decision:
 		data, err = protocol.EncodeDecision(v)
 	}
@@ -358,6 +359,29 @@ func relays(from, seq uint64, c *certify.Certificate, rs ...relay) protocol.Orde
 			om.Values = append(om.Values, r.value)
 		}
 		om.Relays = append(om.Relays, protocol.OrderRelay{To: r.to, Path: r.path, Value: i})
+	}
+	return om
+}
+
+// signRelays signs each relay of om that has no signature with signer's
+// key, as om's sender (signer may not be that member: its signatures then
+// do not hold).
+func signRelays(t *testing.T, signer *protocol.Signer, om protocol.OrderMessage) protocol.OrderMessage {
+	t.Helper()
+	if len(om.Signatures) > 0 {
+		return om
+	}
+	cs, err := certify.NewSigner(om.From, signer.KeyPair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range om.Relays {
+		s, err := certify.Sign(cs, certify.Relay(om.Cluster, om.Term, om.Seq, r.Path, []byte(om.Values[r.Value])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		om.Relays[i].Signature = len(om.Signatures)
+		om.Signatures = append(om.Signatures, s.Signature)
 	}
 	return om
 }
@@ -770,5 +794,138 @@ func TestWithinTheDeploymentsPermissions(t *testing.T) {
 	}
 	if d := w.expectOrder(yielded); d.Value != "attack" {
 		t.Errorf("leader.Orders yielded %+v; want %q", d, "attack")
+	}
+}
+
+// evidenceOf subscribes to the cluster's evidence subject and returns the
+// proofs published there, each with the member whose signature the
+// message bears (checked against the keys).
+func (w *world) evidenceOf() <-chan signedEvidence {
+	w.t.Helper()
+	out := make(chan signedEvidence, 16)
+	subject := protocol.BroadcastSubject(cluster, protocol.TypeBzEvidence)
+	sub, err := w.nc.Subscribe(subject, func(m *nats.Msg) {
+		signer, err := w.keys.Verify(m.Subject, m.Data, m.Header)
+		if err != nil {
+			w.t.Errorf("evidence not signed by a member: %v", err)
+			return
+		}
+		msg, err := protocol.Decode(m.Data)
+		if err == nil {
+			err = protocol.CheckSigner(signer, msg.From)
+		}
+		if err == nil {
+			err = protocol.Validate(msg, w.keys.IDs())
+		}
+		if err != nil || msg.Type != protocol.TypeBzEvidence || msg.Evidence == nil {
+			w.t.Errorf("evidence message %s: %v", m.Data, err)
+			return
+		}
+		out <- signedEvidence{from: signer, e: *msg.Evidence}
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := w.nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+type signedEvidence struct {
+	from uint64
+	e    certify.Evidence
+}
+
+// A member that relays two values along one path of an order, one to
+// member 1 and another to member 2, is found out by every member that
+// runs (each sees both relays): each publishes, once, a bz_evidence
+// message with the two signed relays, which holds under the keys and
+// names the liar.
+func TestRelayEquivocationPublishesEvidence(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	proofs := w.evidenceOf()
+	w.start(1, 2, 4)
+
+	w.issue(4, "attack")
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "retreat"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{2, []uint64{4, 3}, "attack"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{2, []uint64{4, 3}, "wait"}))
+	got := map[uint64]certify.Evidence{}
+	timeout := time.After(wait)
+	for len(got) < 3 {
+		select {
+		case p := <-proofs:
+			if _, twice := got[p.from]; twice {
+				t.Errorf("member %d published two proofs against one liar in one order", p.from)
+			}
+			got[p.from] = p.e
+		case <-timeout:
+			t.Fatalf("evidence from members %v after %v; want from 1, 2 and 4", slices.Collect(maps.Keys(got)), wait)
+		}
+	}
+	for from, e := range got {
+		if e.Member() != 3 || e.First.Statement.Kind != certify.KindRelay {
+			t.Errorf("member %d's evidence convicts %d with %ss; want member 3 with relays", from, e.Member(), e.First.Statement.Kind)
+		}
+		if err := certify.VerifyEvidence(w.keys.Members(), e); err != nil {
+			t.Errorf("member %d's evidence does not hold: %v", from, err)
+		}
+	}
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	for _, id := range []uint64{1, 2, 4} {
+		if s := w.services[id].Stats(); s.Evidence != 1 {
+			t.Errorf("member %d: Stats.Evidence = %d; want 1", id, s.Evidence)
+		}
+	}
+}
+
+// A pair of relays that proves nothing is not evidence: a second value
+// whose relay signature is a stranger's (the message itself signed by
+// the member), or the same value again to another member. The forged
+// relay is rejected.
+func TestNoEvidenceWithoutAContradiction(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	proofs := w.evidenceOf()
+	w.start(1, 2, 4)
+
+	w.issue(4, "attack")
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "attack"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{2, []uint64{4, 3}, "attack"}))
+	forged := signRelays(t, batontest.NewSigner(t, 3), relays(3, 1, nil, relay{2, []uint64{4, 3}, "retreat"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), forged)
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	// Every member has read the forged relay once it rejected it; it
+	// counts its evidence before it publishes any.
+	batontest.CheckFor(t, wait, func() error {
+		for _, id := range []uint64{1, 2, 4} {
+			if s := w.services[id].Stats(); s.Rejected != 1 {
+				return fmt.Errorf("member %d: %+v; want the forged relay rejected", id, s)
+			}
+		}
+		return nil
+	})
+	for _, id := range []uint64{1, 2, 4} {
+		if s := w.services[id].Stats(); s.Evidence != 0 || s.Equivocations != 0 {
+			t.Errorf("member %d: %+v; want no evidence, no equivocation", id, s)
+		}
+	}
+	select {
+	case p := <-proofs:
+		t.Errorf("member %d published evidence %+v", p.from, p.e)
+	default:
 	}
 }

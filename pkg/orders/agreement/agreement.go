@@ -1,6 +1,7 @@
 package agreement
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -22,6 +23,10 @@ const (
 	maxPending = 64
 	// maxCertified bounds the certified (term, leader) pairs kept.
 	maxCertified = 8
+	// maxForged bounds the signatures of one member checked in vain, in
+	// one order, on relays that contradict another and are not for this
+	// member.
+	maxForged = 8
 )
 
 // Errors. ErrNotLeader and ErrBusy are also package orders' (its Issue
@@ -64,13 +69,13 @@ type Order struct {
 type Config struct {
 	// Cluster is the cluster's name.
 	Cluster string
-	// Self is this member's ID.
-	Self uint64
+	// Signer signs this member's relays; its Member is this member.
+	Signer certify.Signer
 	// Members are the members' IDs, generals.MinMembers to
-	// generals.MaxMembers of them, Self among them.
+	// generals.MaxMembers of them, this member's among them.
 	Members []uint64
-	// Keys are the members' keys: they check the leaders' certificates.
-	// Every member of Members has one.
+	// Keys are the members' keys: they check the leaders' certificates
+	// and the relays' signatures. Every member of Members has one.
 	Keys certify.Members
 	// Round is the duration of a round; positive.
 	Round time.Duration
@@ -80,12 +85,23 @@ type Config struct {
 	// value of a path that did not arrive in its round; valid UTF-8 of at
 	// most generals.MaxValueSize bytes.
 	Default string
+	// Floor is the greatest order this member took part in before it
+	// (re)started, as its last Ready.Highest said; zero if none. No
+	// order at or below it is opened or issued again.
+	Floor ID
 }
 
 // Ready is what the machine wants done since the last Ready, for the
-// caller to carry out in this order: broadcast Messages; publish
-// Decisions; log Events.
+// caller to carry out in this order: store Highest; broadcast Messages;
+// publish Decisions and Evidence; log Events.
 type Ready struct {
+	// Highest, if not nil, is the greatest order this member now takes
+	// part in: to be kept on stable storage before any of Messages is
+	// sent, and given back as Config.Floor after a restart, so that the
+	// member never relays along its own paths in one order twice (two
+	// different relays of an order along one path are evidence against
+	// it).
+	Highest *ID
 	// Messages are this member's oral messages, to be broadcast in order
 	// (every member sees every relay), each signed by the caller as a
 	// whole.
@@ -93,6 +109,10 @@ type Ready struct {
 	// Decisions are the orders this member decided (on the leader, the
 	// orders it issued), to be published signed.
 	Decisions []Order
+	// Evidence are the proofs found that a member lied (two signed relays
+	// of one order along one path with different values), each once per
+	// liar and order, to be broadcast.
+	Evidence []certify.Evidence
 	// Events are what happened, for the logs.
 	Events []Event
 }
@@ -109,7 +129,8 @@ const (
 	// Member the leader).
 	Refused
 	// Rejected: a message, or a relay within one, was refused (Order,
-	// Member the sender, Err why): a bad certificate, shape or path.
+	// Member the sender, Err why): a bad certificate, shape, path or
+	// signature.
 	Rejected
 	// Dropped: an early message was dropped, the buffer of messages of
 	// orders not opened yet being full (Order, Member the sender).
@@ -117,6 +138,10 @@ const (
 	// Equivocation: a member sent this one a second value along a path
 	// (Order, Member the liar, Path).
 	Equivocation
+	// Convicted: two signed relays of a member along one path of an order
+	// with different values (Order, Member the liar, Path): Ready's
+	// Evidence holds them.
+	Convicted
 )
 
 // String names the event kind for logs.
@@ -132,6 +157,8 @@ func (k EventKind) String() string {
 		return "dropped"
 	case Equivocation:
 		return "equivocation"
+	case Convicted:
+		return "convicted"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -160,8 +187,12 @@ type Stats struct {
 	// Equivocations counts the second messages to this member along one
 	// path with another value (generals.ErrEquivocation).
 	Equivocations uint64
+	// Evidence counts the proofs found that a member lied: two signed
+	// relays of one member along one path with different values,
+	// whoever they were addressed to; one per liar and order.
+	Evidence uint64
 	// Rejected counts the messages, or relays within one, refused for a
-	// bad certificate, shape or path.
+	// bad certificate, shape, path or signature.
 	Rejected uint64
 	// Dropped counts the messages dropped for want of room: MaxOrders
 	// under way, a full buffer of early messages.
@@ -204,6 +235,24 @@ type order struct {
 	decided   bool
 	opened    time.Time
 	ended     int // rounds ended
+	// relays is, per path, the first relay seen along it (whoever it was
+	// addressed to): a second one with another value, both signed, is
+	// evidence. At most one per path of the order.
+	relays    map[string]*seenRelay
+	convicted [generals.MaxMembers]bool // liars found out in this order, by index
+	// forged counts, by index, the relays whose signatures failed when
+	// they contradicted another: past maxForged, such relays for other
+	// members are not checked any more (a liar cannot make this member
+	// spend without bound on its bad signatures).
+	forged [generals.MaxMembers]int
+}
+
+// seenRelay is a relay seen along a path; verified tells whether its
+// signature was checked (relays for other members are checked only when
+// they contradict another).
+type seenRelay struct {
+	signed   certify.SignedStatement
+	verified bool
 }
 
 type pendingMessage struct {
@@ -211,13 +260,13 @@ type pendingMessage struct {
 	om protocol.OrderMessage
 }
 
-// New returns the machine of member cfg.Self.
+// New returns the machine of cfg.Signer's member.
 func New(cfg Config) (*Machine, error) {
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if cfg.Keys == nil {
-		return nil, fmt.Errorf("%w: Keys are required", ErrConfig)
+	if cfg.Signer == nil || cfg.Keys == nil {
+		return nil, fmt.Errorf("%w: Signer and Keys are required", ErrConfig)
 	}
 	n := len(cfg.Members)
 	if n < generals.MinMembers || n > generals.MaxMembers {
@@ -234,9 +283,9 @@ func New(cfg Config) (*Machine, error) {
 		}
 		index[id] = i
 	}
-	self, ok := index[cfg.Self]
+	self, ok := index[cfg.Signer.Member()]
 	if !ok {
-		return nil, fmt.Errorf("%w: Self, %d, is not a member", ErrConfig, cfg.Self)
+		return nil, fmt.Errorf("%w: the signer, member %d, is not a member", ErrConfig, cfg.Signer.Member())
 	}
 	if cfg.Round <= 0 {
 		return nil, fmt.Errorf("%w: Round %v", ErrConfig, cfg.Round)
@@ -250,7 +299,7 @@ func New(cfg Config) (*Machine, error) {
 	cfg.Members = members
 	return &Machine{
 		cfg: cfg, self: self, index: index, rounds: generals.Faults(n) + 1,
-		certified: map[uint64]uint64{}, orders: map[ID]*order{},
+		certified: map[uint64]uint64{}, highest: cfg.Floor, orders: map[ID]*order{},
 	}, nil
 }
 
@@ -341,20 +390,33 @@ func (m *Machine) Issue(now time.Time, value string) (Order, error) {
 	if err != nil {
 		return Order{}, fmt.Errorf("orders: %w", err)
 	}
-	m.highest = id
+	m.raise(id)
 	m.issued = append(m.issued, now)
 	m.stats.Issued++
-	m.follow(&order{id: id, commander: selfID, cmd: m.self, decided: true, opened: now})
+	o := &order{id: id, commander: selfID, cmd: m.self, decided: true, opened: now}
+	m.follow(o)
 	m.send(id, out, &lead)
+	for _, e := range m.early(id) {
+		m.take(o, e) // for evidence
+	}
 	issued := Order{Cluster: m.cfg.Cluster, Term: id.Term, Seq: id.Seq, Leader: selfID, Value: value}
 	m.decide(issued)
 	return issued, nil
+}
+
+// raise records that this member takes part in order id, the greatest so
+// far.
+func (m *Machine) raise(id ID) {
+	m.highest = id
+	h := id
+	m.rd.Highest = &h
 }
 
 // follow adds o to the orders followed, which it comes after. Past
 // 2·MaxOrders, the oldest decided one is forgotten (the undecided ones
 // are at most MaxOrders).
 func (m *Machine) follow(o *order) {
+	o.relays = map[string]*seenRelay{}
 	m.orders[o.id] = o
 	m.seq = append(m.seq, o)
 	if len(m.seq) <= 2*m.cfg.MaxOrders {
@@ -388,7 +450,7 @@ func (m *Machine) reject(id ID, from uint64, path []uint64, err error) {
 // Receive takes a message of another member, whose sender (om.From) the
 // caller authenticated: the signature over the whole message is From's
 // (A2 of package generals). Everything else in it is checked here: its
-// shape, the leader's certificate, each relay's path.
+// shape, the leader's certificate, each relay's path and signature.
 func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 	id := ID{om.Term, om.Seq}
 	if err := protocol.ValidateOrderMessage(om); err != nil {
@@ -408,8 +470,7 @@ func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 	}
 	if o := m.orders[id]; o != nil {
 		if o.decided {
-			m.stats.Stale++
-			return
+			m.stats.Stale++ // still read for evidence
 		}
 		m.take(o, om)
 		m.finishIfDecided(o)
@@ -444,7 +505,7 @@ func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 		return
 	}
 	o := &order{id: id, commander: om.From, cmd: m.index[om.From], mc: mc, opened: now}
-	m.highest = id
+	m.raise(id)
 	m.follow(o)
 	m.stats.Opened++
 	m.event(Event{Kind: Opened, Order: id, Member: om.From})
@@ -495,21 +556,80 @@ func (m *Machine) hold(now time.Time, om protocol.OrderMessage) {
 	m.pending = append(m.pending, pendingMessage{at: now, om: om})
 }
 
-// take hands the relays of om, a message of order o, addressed to this
-// member to o's generals machine, and queues what it answers.
+// take reads the relays of om, a message of order o: those addressed to
+// this member go to o's generals machine, if it has not decided, once
+// their signatures hold; every relay is compared with the first seen
+// along its path, for evidence.
 func (m *Machine) take(o *order, om protocol.OrderMessage) {
 	from := m.index[om.From]
+	self := m.cfg.Members[m.self]
+	// Per message, each value's digest and each signature checked once.
+	digests := make([]*[certify.DigestSize]byte, len(om.Values))
+	type checked struct {
+		sig, value int
+		path       string
+		ok         bool
+	}
+	var checks []checked
 	var out []generals.Message
 	for _, r := range om.Relays {
-		if r.To != m.cfg.Self {
-			continue
-		}
 		path, err := m.checkPath(o, r)
 		if err != nil {
 			m.reject(o.id, om.From, r.Path, err)
 			continue
 		}
-		msgs, err := o.mc.Receive(from, generals.Message{To: m.self, Path: path, Value: om.Values[r.Value]})
+		key := pathKey(path)
+		value := om.Values[r.Value]
+		if digests[r.Value] == nil {
+			d := certify.Digest([]byte(value))
+			digests[r.Value] = &d
+		}
+		deliver := r.To == self && o.mc != nil && !o.decided
+		relay := func() certify.SignedStatement {
+			return certify.SignedStatement{
+				Statement: certify.Relay(m.cfg.Cluster, o.id.Term, o.id.Seq, r.Path, []byte(value)),
+				Signature: om.Signatures[r.Signature],
+			}
+		}
+		seen := o.relays[key]
+		var signed *certify.SignedStatement
+		if deliver && seen != nil && seen.verified && seen.signed.Statement.Digest == *digests[r.Value] &&
+			bytes.Equal(seen.signed.Signature, om.Signatures[r.Signature]) {
+			signed = &seen.signed // a copy of a relay checked already
+		} else if deliver {
+			i := slices.IndexFunc(checks, func(c checked) bool { return c.sig == r.Signature && c.value == r.Value && c.path == key })
+			if i < 0 {
+				s := relay()
+				checks = append(checks, checked{sig: r.Signature, value: r.Value, path: key, ok: s.Verify(m.cfg.Keys) == nil})
+				i = len(checks) - 1
+				signed = &s
+			}
+			if !checks[i].ok {
+				m.reject(o.id, om.From, r.Path, errors.New("the relay's signature is not its sender's"))
+				continue
+			}
+		}
+		statement := func() certify.SignedStatement {
+			if signed != nil {
+				return *signed
+			}
+			return relay()
+		}
+		switch {
+		case seen == nil:
+			o.relays[key] = &seenRelay{signed: statement(), verified: deliver}
+		case seen.signed.Statement.Digest != *digests[r.Value]:
+			if !o.convicted[from] && (deliver || o.forged[from] < maxForged) {
+				m.contradiction(o, from, seen, statement(), deliver)
+			}
+		case deliver && !seen.verified:
+			// The same relay, its signature checked this time.
+			*seen = seenRelay{signed: statement(), verified: true}
+		}
+		if !deliver {
+			continue
+		}
+		msgs, err := o.mc.Receive(from, generals.Message{To: m.self, Path: path, Value: value})
 		switch {
 		case errors.Is(err, generals.ErrEquivocation):
 			m.stats.Equivocations++
@@ -527,10 +647,13 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 }
 
 // checkPath checks r's path in order o (a path of members that starts at
-// the commander, at most f+1 long; protocol.ValidateOrderMessage checked
-// the rest, the generals machine checks it against the recipient) and
-// returns it as member indexes.
+// the commander, at most f+1 long, the recipient a member outside it;
+// protocol.ValidateOrderMessage checked the rest) and returns it as
+// member indexes.
 func (m *Machine) checkPath(o *order, r protocol.OrderRelay) ([]int, error) {
+	if _, ok := m.index[r.To]; !ok {
+		return nil, fmt.Errorf("relay to %d, not a member", r.To)
+	}
 	if len(r.Path) > m.rounds {
 		return nil, fmt.Errorf("path %v longer than %d", r.Path, m.rounds)
 	}
@@ -546,6 +669,34 @@ func (m *Machine) checkPath(o *order, r protocol.OrderRelay) ([]int, error) {
 		return nil, fmt.Errorf("path %v does not start at the leader %d", r.Path, o.commander)
 	}
 	return path, nil
+}
+
+// contradiction handles a relay, second, of o along the path of seen with
+// another value, by the member of index liar: if both are signed by it,
+// that is evidence. A stored relay whose signature fails is replaced by
+// second, if second's holds.
+func (m *Machine) contradiction(o *order, liar int, seen *seenRelay, second certify.SignedStatement, verified bool) {
+	if !verified && second.Verify(m.cfg.Keys) != nil {
+		o.forged[liar]++
+		m.reject(o.id, second.Statement.Member, second.Statement.Path, errors.New("the relay's signature is not its sender's"))
+		return
+	}
+	if !seen.verified {
+		if seen.signed.Verify(m.cfg.Keys) != nil {
+			o.forged[liar]++
+			*seen = seenRelay{signed: second, verified: true}
+			return
+		}
+		seen.verified = true
+	}
+	e := certify.Evidence{First: seen.signed, Second: second}
+	if !certify.Contradicts(e.First.Statement, e.Second.Statement) {
+		return // the statements checked above are of one member, order and path
+	}
+	o.convicted[liar] = true
+	m.stats.Evidence++
+	m.rd.Evidence = append(m.rd.Evidence, e)
+	m.event(Event{Kind: Convicted, Order: o.id, Member: second.Statement.Member, Path: slices.Clone(second.Statement.Path)})
 }
 
 // Tick ends the rounds whose deadlines have passed at now, forgets the
@@ -613,10 +764,17 @@ func (m *Machine) finishIfDecided(o *order) {
 }
 
 // send queues msgs, this member's oral messages of order id, in messages
-// of at most MaxOrderRelays relays; cert, if not nil, goes with each.
+// of at most MaxOrderRelays relays, each relay signed (one signature for
+// each path and value); cert, if not nil, goes with each.
 func (m *Machine) send(id ID, msgs []generals.Message, cert *certify.Certificate) {
+	type signedPath struct {
+		path  string
+		value string
+		sig   []byte
+	}
+	var sigs []signedPath
 	for chunk := range slices.Chunk(msgs, protocol.MaxOrderRelays) {
-		om := protocol.OrderMessage{Cluster: m.cfg.Cluster, Term: id.Term, Seq: id.Seq, From: m.cfg.Self, Certificate: cert}
+		om := protocol.OrderMessage{Cluster: m.cfg.Cluster, Term: id.Term, Seq: id.Seq, From: m.cfg.Members[m.self], Certificate: cert}
 		for _, g := range chunk {
 			vi := slices.Index(om.Values, g.Value)
 			if vi < 0 {
@@ -627,8 +785,37 @@ func (m *Machine) send(id ID, msgs []generals.Message, cert *certify.Certificate
 			for i, idx := range g.Path {
 				path[i] = m.cfg.Members[idx]
 			}
-			om.Relays = append(om.Relays, protocol.OrderRelay{To: m.cfg.Members[g.To], Path: path, Value: vi})
+			key := pathKey(g.Path)
+			si := slices.IndexFunc(sigs, func(s signedPath) bool { return s.path == key && s.value == g.Value })
+			if si < 0 {
+				s, err := certify.Sign(m.cfg.Signer, certify.Relay(m.cfg.Cluster, id.Term, id.Seq, path, []byte(g.Value)))
+				if err != nil {
+					// A signer that cannot sign: nothing can leave.
+					m.event(Event{Kind: Rejected, Order: id, Member: m.cfg.Members[m.self], Path: path, Err: err})
+					continue
+				}
+				sigs = append(sigs, signedPath{path: key, value: g.Value, sig: s.Signature})
+				si = len(sigs) - 1
+			}
+			sig := slices.IndexFunc(om.Signatures, func(s []byte) bool { return string(s) == string(sigs[si].sig) })
+			if sig < 0 {
+				sig = len(om.Signatures)
+				om.Signatures = append(om.Signatures, sigs[si].sig)
+			}
+			om.Relays = append(om.Relays, protocol.OrderRelay{To: m.cfg.Members[g.To], Path: path, Value: vi, Signature: sig})
 		}
-		m.rd.Messages = append(m.rd.Messages, om)
+		if len(om.Relays) > 0 {
+			m.rd.Messages = append(m.rd.Messages, om)
+		}
 	}
+}
+
+// pathKey encodes a path of member indexes (below generals.MaxMembers)
+// as a map key.
+func pathKey(p []int) string {
+	b := make([]byte, len(p))
+	for i, idx := range p {
+		b[i] = byte(idx)
+	}
+	return string(b)
 }

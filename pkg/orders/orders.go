@@ -94,6 +94,13 @@ type Config struct {
 	// ignored); if nil, leader.Watch on the service's connection with
 	// leader.WithKeys(Keys). Run ends with the error it yields.
 	Leaders func(ctx context.Context) iter.Seq2[protocol.Announcement, error]
+	// StateFile, if set, is the file where the member keeps the greatest
+	// order it took part in (issued, or opened as a lieutenant): written,
+	// atomically and durably, before any message of that order leaves,
+	// and read when Run starts, so that after a restart the member takes
+	// part in no order up to it again (see the package doc). One
+	// member's service alone may use it. Empty: nothing is kept.
+	StateFile string
 }
 
 // Stats counts what a Service did.
@@ -310,6 +317,18 @@ func (s *Service) Run(ctx context.Context) error {
 		return errors.New("orders: Run called twice")
 	}
 	defer close(s.done)
+	mcfg := s.mcfg
+	if s.cfg.StateFile != "" {
+		floor, err := readState(s.cfg.StateFile)
+		if err != nil {
+			return err
+		}
+		mcfg.Floor = floor
+	}
+	m, err := agreement.New(mcfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -356,10 +375,6 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	})
 
-	m, err := agreement.New(s.mcfg)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
 	var (
 		wake   <-chan time.Time
 		wakeAt time.Time
@@ -381,6 +396,9 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 			o, err := m.Issue(s.cfg.Clock.Now(), req.value)
 			if err == nil {
+				err = s.apply(m)
+			}
+			if err == nil {
 				s.log.Info("order issued", "term", o.Term, "seq", o.Seq)
 			}
 			req.reply <- issueResult{o, err}
@@ -388,7 +406,7 @@ func (s *Service) Run(ctx context.Context) error {
 			wake, wakeAt = nil, time.Time{}
 			m.Tick(s.cfg.Clock.Now())
 		}
-		s.apply(m)
+		_ = s.apply(m) // logged; nothing left for an Issue's
 		if next, ok := m.Next(); ok && !next.Equal(wakeAt) {
 			wake, wakeAt = s.cfg.Clock.After(next.Sub(s.cfg.Clock.Now())), next
 		}
@@ -450,10 +468,21 @@ func (s *Service) lead(m *agreement.Machine, a protocol.Announcement) {
 	}
 }
 
-// apply carries out what the machine wants done: it publishes its
-// messages, decisions and evidence, signed, and logs its events.
-func (s *Service) apply(m *agreement.Machine) {
+// apply carries out what the machine wants done: it keeps the greatest
+// order it takes part in (StateFile), publishes its messages, decisions
+// and evidence, signed, and logs its events. If the order cannot be
+// kept, its messages do not leave (the member is silent in it, which
+// the agreement tolerates) and apply returns why.
+func (s *Service) apply(m *agreement.Machine) error {
 	rd := m.Ready()
+	var stored error
+	if rd.Highest != nil && s.cfg.StateFile != "" {
+		if stored = writeState(s.cfg.StateFile, *rd.Highest); stored != nil {
+			s.log.Error("the order this member takes part in cannot be kept: its messages are not sent",
+				"term", rd.Highest.Term, "seq", rd.Highest.Seq, "error", stored)
+			rd.Messages = nil
+		}
+	}
 	for _, om := range rd.Messages {
 		data, err := protocol.EncodeOrderMessage(om)
 		if err != nil {
@@ -485,6 +514,7 @@ func (s *Service) apply(m *agreement.Machine) {
 	s.mu.Lock()
 	s.machine = m.Stats()
 	s.mu.Unlock()
+	return stored
 }
 
 func (s *Service) logEvent(e agreement.Event) {

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -927,5 +930,104 @@ func TestNoEvidenceWithoutAContradiction(t *testing.T) {
 	case p := <-proofs:
 		t.Errorf("member %d published evidence %+v", p.from, p.e)
 	default:
+	}
+}
+
+// With StateFile a member keeps the greatest order it took part in: its
+// service restarted, it does not open that order again when the leader's
+// message is replayed (it would relay along its own paths a second time,
+// and a liar could make it contradict itself), and takes part in the
+// next one. The file holds the order.
+func TestStateFileKeepsOrdersAcrossRestart(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	w.start(2, 4)
+	path := filepath.Join(t.TempDir(), "orders.json")
+	s, stop := w.runMember(1, path)
+	received := func(want uint64, members ...*orders.Service) {
+		t.Helper()
+		batontest.CheckFor(t, wait, func() error {
+			for _, m := range members {
+				if got := m.Stats().Received; got != want {
+					return fmt.Errorf("a member received %d messages; want %d", got, want)
+				}
+			}
+			return nil
+		})
+	}
+	w.issue(4, "attack")
+	received(2, s, w.services[2]) // the leader's and the other's; 3 is silent
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	w.expectDecisions(decided, 1, 1, 2, 4)
+	stop()
+	data, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(data), `"term":7,"seq":1`) {
+		t.Fatalf("the state file holds %s (%v); want order 1 of term 7", data, err)
+	}
+
+	s, _ = w.runMember(1, path)
+	replay := relays(4, 1, w.cert, relay{1, []uint64{4}, "attack"}, relay{2, []uint64{4}, "attack"}, relay{3, []uint64{4}, "attack"})
+	w.publish(w.signers[4], protocol.OrderSubject(cluster), replay)
+	batontest.CheckFor(t, wait, func() error {
+		if st := s.Stats(); st.Stale != 1 || st.Opened != 0 {
+			return fmt.Errorf("member 1 after its restart: %+v; want the replay stale, nothing opened", st)
+		}
+		return nil
+	})
+	w.issue(4, "hold")
+	received(2, s)
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	if got := w.expectDecisions(decided, 2, 1)[1]; got != "hold" {
+		t.Errorf("member 1 decided %q in order 2; want %q", got, "hold")
+	}
+}
+
+// runMember runs member id's service with StateFile path, on a context
+// of its own, and returns it and what stops it.
+func (w *world) runMember(id uint64, path string) (*orders.Service, func()) {
+	w.t.Helper()
+	s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), orders.Config{
+		Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock, StateFile: path,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				w.t.Errorf("member %d: Run: %v", id, err)
+			}
+		})
+	}
+	w.t.Cleanup(stop)
+	select {
+	case <-s.Ready():
+	case <-time.After(wait):
+		w.t.Fatalf("member %d not ready after %v", id, wait)
+	}
+	return s, stop
+}
+
+// A state file that cannot be read stops Run before it takes part in
+// anything.
+func TestStateFileCorrupt(t *testing.T) {
+	w := newWorld(t)
+	path := filepath.Join(t.TempDir(), "orders.json")
+	if err := os.WriteFile(path, []byte(`{"version":1,"term":7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := orders.New(batontest.Connect(t, w.url), orders.Config{Cluster: cluster, Signer: w.signers[1], Keys: w.keys, StateFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(w.ctx); !errors.Is(err, orders.ErrStorage) {
+		t.Errorf("Run with a state file of term 7 without a seq: %v; want ErrStorage", err)
 	}
 }

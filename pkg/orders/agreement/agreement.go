@@ -209,9 +209,9 @@ type Stats struct {
 // use.
 type Machine struct {
 	cfg    Config
-	self   int            // this member's index
-	index  map[uint64]int // member ID → index in cfg.Members (sorted)
+	self   int // this member's index in cfg.Members (sorted)
 	rounds int
+	paths  int // the paths of an order: 1 + (n−1) + (n−1)(n−2) + …, f+1 terms
 
 	lead      certify.Certificate // newest certified leader; Term 0 if none
 	certified map[uint64]uint64   // term → leader, certificates verified
@@ -273,17 +273,15 @@ func New(cfg Config) (*Machine, error) {
 		return nil, fmt.Errorf("%w: %d members, want %d to %d", ErrConfig, n, generals.MinMembers, generals.MaxMembers)
 	}
 	members := slices.Sorted(slices.Values(cfg.Members))
-	index := make(map[uint64]int, n)
 	for i, id := range members {
 		if id == 0 || !cfg.Keys.Has(id) {
 			return nil, fmt.Errorf("%w: member %d has no key", ErrConfig, id)
 		}
-		if _, dup := index[id]; dup {
+		if i > 0 && members[i-1] == id {
 			return nil, fmt.Errorf("%w: member %d twice", ErrConfig, id)
 		}
-		index[id] = i
 	}
-	self, ok := index[cfg.Signer.Member()]
+	self, ok := slices.BinarySearch(members, cfg.Signer.Member())
 	if !ok {
 		return nil, fmt.Errorf("%w: the signer, member %d, is not a member", ErrConfig, cfg.Signer.Member())
 	}
@@ -297,14 +295,23 @@ func New(cfg Config) (*Machine, error) {
 		return nil, fmt.Errorf("%w: Default: %w", ErrConfig, err)
 	}
 	cfg.Members = members
-	return &Machine{
-		cfg: cfg, self: self, index: index, rounds: generals.Faults(n) + 1,
+	m := &Machine{
+		cfg: cfg, self: self, rounds: generals.Faults(n) + 1,
 		certified: map[uint64]uint64{}, highest: cfg.Floor, orders: map[ID]*order{},
-	}, nil
+	}
+	for l, term := 1, 1; l <= m.rounds; l++ {
+		m.paths += term
+		term *= n - l
+	}
+	return m, nil
 }
 
 // Rounds is f+1, the rounds of every order.
 func (m *Machine) Rounds() int { return m.rounds }
+
+// indexOf is member id's index (its place among the sorted members), and
+// whether it is a member.
+func (m *Machine) indexOf(id uint64) (int, bool) { return slices.BinarySearch(m.cfg.Members, id) }
 
 // Stats returns the counts so far.
 func (m *Machine) Stats() Stats { return m.stats }
@@ -339,7 +346,7 @@ func (m *Machine) certify(c certify.Certificate) error {
 	if err := certify.VerifyCertificateFor(m.cfg.Keys, c, m.cfg.Cluster, c.Term, c.Leader); err != nil {
 		return fmt.Errorf("member %d in term %d: %w", c.Leader, c.Term, err)
 	}
-	if _, member := m.index[c.Leader]; !member {
+	if _, member := m.indexOf(c.Leader); !member {
 		return fmt.Errorf("member %d in term %d: not a member of the agreement", c.Leader, c.Term)
 	}
 	m.certified[c.Term] = c.Leader
@@ -416,7 +423,7 @@ func (m *Machine) raise(id ID) {
 // 2·MaxOrders, the oldest decided one is forgotten (the undecided ones
 // are at most MaxOrders).
 func (m *Machine) follow(o *order) {
-	o.relays = map[string]*seenRelay{}
+	o.relays = make(map[string]*seenRelay, m.paths)
 	m.orders[o.id] = o
 	m.seq = append(m.seq, o)
 	if len(m.seq) <= 2*m.cfg.MaxOrders {
@@ -450,7 +457,9 @@ func (m *Machine) reject(id ID, from uint64, path []uint64, err error) {
 // Receive takes a message of another member, whose sender (om.From) the
 // caller authenticated: the signature over the whole message is From's
 // (A2 of package generals). Everything else in it is checked here: its
-// shape, the leader's certificate, each relay's path and signature.
+// shape, the leader's certificate, each relay's path and signature. The
+// machine may keep om's paths and signatures (the evidence of a lie): the
+// caller must not change them afterwards.
 func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 	id := ID{om.Term, om.Seq}
 	if err := protocol.ValidateOrderMessage(om); err != nil {
@@ -461,7 +470,7 @@ func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 		m.reject(id, om.From, nil, fmt.Errorf("cluster %q", om.Cluster))
 		return
 	}
-	if _, member := m.index[om.From]; !member {
+	if _, member := m.indexOf(om.From); !member {
 		m.reject(id, om.From, nil, fmt.Errorf("sender %d is not a member", om.From))
 		return
 	}
@@ -499,12 +508,13 @@ func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 		m.event(Event{Kind: Refused, Order: id, Member: om.From})
 		return
 	}
-	mc, err := generals.New(generals.Config{Members: len(m.cfg.Members), Commander: m.index[om.From], Self: m.self, Default: m.cfg.Default})
+	cmd, _ := m.indexOf(om.From)
+	mc, err := generals.New(generals.Config{Members: len(m.cfg.Members), Commander: cmd, Self: m.self, Default: m.cfg.Default})
 	if err != nil {
 		m.reject(id, om.From, nil, err)
 		return
 	}
-	o := &order{id: id, commander: om.From, cmd: m.index[om.From], mc: mc, opened: now}
+	o := &order{id: id, commander: om.From, cmd: cmd, mc: mc, opened: now}
 	m.raise(id)
 	m.follow(o)
 	m.stats.Opened++
@@ -561,7 +571,7 @@ func (m *Machine) hold(now time.Time, om protocol.OrderMessage) {
 // their signatures hold; every relay is compared with the first seen
 // along its path, for evidence.
 func (m *Machine) take(o *order, om protocol.OrderMessage) {
-	from := m.index[om.From]
+	from, _ := m.indexOf(om.From)
 	self := m.cfg.Members[m.self]
 	// Per message, each value's digest and each signature checked once.
 	digests := make([]*[certify.DigestSize]byte, len(om.Values))
@@ -573,58 +583,53 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 	var checks []checked
 	var out []generals.Message
 	for _, r := range om.Relays {
-		path, err := m.checkPath(o, r)
+		var buf [protocol.MaxOrderPath]int
+		path, err := m.checkPath(o, r, buf[:0])
 		if err != nil {
 			m.reject(o.id, om.From, r.Path, err)
 			continue
 		}
-		key := pathKey(path)
+		var kb [protocol.MaxOrderPath]byte
+		key := pathKey(path, kb[:0])
 		value := om.Values[r.Value]
 		if digests[r.Value] == nil {
 			d := certify.Digest([]byte(value))
 			digests[r.Value] = &d
 		}
-		deliver := r.To == self && o.mc != nil && !o.decided
-		relay := func() certify.SignedStatement {
-			return certify.SignedStatement{
-				Statement: certify.Relay(m.cfg.Cluster, o.id.Term, o.id.Seq, r.Path, []byte(value)),
-				Signature: om.Signatures[r.Signature],
-			}
+		// The relay as a signed statement (om's slices are not changed).
+		relay := certify.SignedStatement{
+			Statement: certify.Statement{Kind: certify.KindRelay, Cluster: m.cfg.Cluster, Member: om.From,
+				Term: o.id.Term, Order: o.id.Seq, Path: r.Path, Digest: *digests[r.Value]},
+			Signature: om.Signatures[r.Signature],
 		}
-		seen := o.relays[key]
-		var signed *certify.SignedStatement
-		if deliver && seen != nil && seen.verified && seen.signed.Statement.Digest == *digests[r.Value] &&
-			bytes.Equal(seen.signed.Signature, om.Signatures[r.Signature]) {
-			signed = &seen.signed // a copy of a relay checked already
-		} else if deliver {
-			i := slices.IndexFunc(checks, func(c checked) bool { return c.sig == r.Signature && c.value == r.Value && c.path == key })
+		deliver := r.To == self && o.mc != nil && !o.decided
+		seen := o.relays[string(key)]
+		switch {
+		case !deliver:
+		case seen != nil && seen.verified && seen.signed.Statement.Digest == relay.Statement.Digest &&
+			bytes.Equal(seen.signed.Signature, relay.Signature):
+			// A copy of a relay checked already.
+		default:
+			i := slices.IndexFunc(checks, func(c checked) bool { return c.sig == r.Signature && c.value == r.Value && c.path == string(key) })
 			if i < 0 {
-				s := relay()
-				checks = append(checks, checked{sig: r.Signature, value: r.Value, path: key, ok: s.Verify(m.cfg.Keys) == nil})
+				checks = append(checks, checked{sig: r.Signature, value: r.Value, path: string(key), ok: relay.Verify(m.cfg.Keys) == nil})
 				i = len(checks) - 1
-				signed = &s
 			}
 			if !checks[i].ok {
 				m.reject(o.id, om.From, r.Path, errors.New("the relay's signature is not its sender's"))
 				continue
 			}
 		}
-		statement := func() certify.SignedStatement {
-			if signed != nil {
-				return *signed
-			}
-			return relay()
-		}
 		switch {
 		case seen == nil:
-			o.relays[key] = &seenRelay{signed: statement(), verified: deliver}
-		case seen.signed.Statement.Digest != *digests[r.Value]:
+			o.relays[string(key)] = &seenRelay{signed: relay, verified: deliver}
+		case seen.signed.Statement.Digest != relay.Statement.Digest:
 			if !o.convicted[from] && (deliver || o.forged[from] < maxForged) {
-				m.contradiction(o, from, seen, statement(), deliver)
+				m.contradiction(o, from, seen, relay, deliver)
 			}
 		case deliver && !seen.verified:
 			// The same relay, its signature checked this time.
-			*seen = seenRelay{signed: statement(), verified: true}
+			*seen = seenRelay{signed: relay, verified: true}
 		}
 		if !deliver {
 			continue
@@ -647,28 +652,27 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 }
 
 // checkPath checks r's path in order o (a path of members that starts at
-// the commander, at most f+1 long, the recipient a member outside it;
-// protocol.ValidateOrderMessage checked the rest) and returns it as
-// member indexes.
-func (m *Machine) checkPath(o *order, r protocol.OrderRelay) ([]int, error) {
-	if _, ok := m.index[r.To]; !ok {
+// the commander, at most f+1 long, the recipient a member;
+// protocol.ValidateOrderMessage checked the rest) and appends it, as
+// member indexes, to buf.
+func (m *Machine) checkPath(o *order, r protocol.OrderRelay, buf []int) ([]int, error) {
+	if _, ok := m.indexOf(r.To); !ok {
 		return nil, fmt.Errorf("relay to %d, not a member", r.To)
 	}
 	if len(r.Path) > m.rounds {
 		return nil, fmt.Errorf("path %v longer than %d", r.Path, m.rounds)
 	}
-	path := make([]int, len(r.Path))
-	for i, id := range r.Path {
-		idx, ok := m.index[id]
+	for _, id := range r.Path {
+		idx, ok := m.indexOf(id)
 		if !ok {
 			return nil, fmt.Errorf("path %v names a non-member", r.Path)
 		}
-		path[i] = idx
+		buf = append(buf, idx)
 	}
-	if path[0] != o.cmd {
+	if buf[0] != o.cmd {
 		return nil, fmt.Errorf("path %v does not start at the leader %d", r.Path, o.commander)
 	}
-	return path, nil
+	return buf, nil
 }
 
 // contradiction handles a relay, second, of o along the path of seen with
@@ -785,7 +789,7 @@ func (m *Machine) send(id ID, msgs []generals.Message, cert *certify.Certificate
 			for i, idx := range g.Path {
 				path[i] = m.cfg.Members[idx]
 			}
-			key := pathKey(g.Path)
+			key := string(pathKey(g.Path, nil))
 			si := slices.IndexFunc(sigs, func(s signedPath) bool { return s.path == key && s.value == g.Value })
 			if si < 0 {
 				s, err := certify.Sign(m.cfg.Signer, certify.Relay(m.cfg.Cluster, id.Term, id.Seq, path, []byte(g.Value)))
@@ -810,12 +814,11 @@ func (m *Machine) send(id ID, msgs []generals.Message, cert *certify.Certificate
 	}
 }
 
-// pathKey encodes a path of member indexes (below generals.MaxMembers)
-// as a map key.
-func pathKey(p []int) string {
-	b := make([]byte, len(p))
-	for i, idx := range p {
-		b[i] = byte(idx)
+// pathKey appends to buf a path of member indexes (below
+// generals.MaxMembers), one byte each: a map key.
+func pathKey(p []int, buf []byte) []byte {
+	for _, idx := range p {
+		buf = append(buf, byte(idx))
 	}
-	return string(b)
+	return buf
 }

@@ -7,6 +7,11 @@
 // on the node's NATS connection or its own, and depends on no node
 // internals.
 //
+// The agreement itself is agreement.Machine (package orders/agreement),
+// pure and deterministic, which the simulator runs too; a Service is its
+// NATS edge: the subscription, the signatures of whole messages, the
+// leaders it follows, its clock, and what it publishes.
+//
 // # Who may issue
 //
 // Issue succeeds only on the member that the newest certified
@@ -32,13 +37,34 @@
 //
 // Every member broadcasts its oral messages on protocol.OrderSubject, as
 // protocol.OrderMessage: the sender, the relays it sends at once (the
-// recipient, the path of member IDs, the value) and the leader's
-// certificate on the leader's own messages. Each message is signed with
-// the sender's member key (protocol.Signer), and a receiver takes the
-// verified signer for the sender, which the paths must end at (A2 of
-// package generals): a member can lie about what reached it but not speak
-// for another. Messages with a bad or missing signature, of another
-// cluster, or malformed are dropped and counted (Stats.Rejected).
+// recipient, the path of member IDs, the value, the relay's signature)
+// and the leader's certificate on the leader's own messages. Each
+// message is signed with the sender's member key (protocol.Signer), and
+// a receiver takes the verified signer for the sender, which the paths
+// must end at (A2 of package generals): a member can lie about what
+// reached it but not speak for another. Messages with a bad or missing
+// signature, of another cluster, or malformed are dropped and counted
+// (Stats.Rejected).
+//
+// Each relay is also a signed statement of its sender,
+// certify.Relay(cluster, term, seq, path, value): one signature covers
+// every relay of a message with the same path and value. A relay to this
+// member whose signature is not its sender's is dropped and counted
+// (Stats.Rejected), so every lie that counts is signed.
+//
+// # Evidence
+//
+// Every member sees every relay, whoever it is addressed to. Two relays
+// of one member along one path of an order with different values, both
+// signed by it, are proof that it lied (certify.Contradicts; no honest
+// member signs both). The member that finds them logs them, counts them
+// (Stats.Evidence) and broadcasts them as a protocol.TypeBzEvidence
+// message on the cluster's evidence subject, signed with its key, once
+// per liar and order: the observer checks the proof against the keys and
+// records the liar as faulty. The nodes' transports drop these messages
+// (they carry no freshness fields; the node's replay guard knows the
+// member's node, not its orders service), so a node does not stop
+// counting on a member for lying about orders.
 //
 // Each member decides when every path has arrived or the last round's
 // deadline has passed, and publishes its decision on
@@ -68,9 +94,9 @@
 // UTF-8, every message at most protocol.MaxOrderMessage bytes, every
 // path and member checked before use.
 //
-// A second message along one path with another value (a member that
-// lied to this one, generals.ErrEquivocation) is logged and counted
-// (Stats.Equivocations); the first value stays.
+// A second message to this member along one path with another value (a
+// member that lied to this one, generals.ErrEquivocation) is logged and
+// counted (Stats.Equivocations); the first value stays.
 //
 // # What is not guaranteed
 //
@@ -78,4 +104,15 @@
 // a member partitioned away for a round acts as a traitor for that order.
 // Decisions are published once, at most-once over core NATS: a consumer
 // that is disconnected when an order is decided does not see it.
+//
+// Without Config.StateFile a Service keeps nothing across restarts: a
+// member whose service restarts forgets which orders it took part in,
+// and opens again an order whose leader's message reaches it again (a
+// liar's replay). Relaying along its own paths a second time, it may
+// then sign another value than before (what a liar tells it now), which
+// is evidence against it; and a leader restarted within its term numbers
+// its orders from 1 again, which the members take for replays. With
+// StateFile the member keeps the greatest order it took part in, written
+// before any message of that order leaves, and takes part in none up to
+// it after a restart.
 package orders

@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/generals"
 	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -28,22 +26,16 @@ const (
 	// DefaultMaxOrders is the default bound on the orders under way.
 	DefaultMaxOrders = 16
 	// MaxMaxOrders bounds Config.MaxOrders.
-	MaxMaxOrders = 1024
+	MaxMaxOrders = agreement.MaxOrders
 )
 
+// inboxSize and inboxBytes bound the messages waiting for the owner
+// goroutine, in number and in bytes; a message that finds no room is
+// dropped and counted. OM(f) among 12 members sends thousands of
+// messages an order, which arrive in bursts.
 const (
-	// inboxSize and inboxBytes bound the messages waiting for the owner
-	// goroutine, in number and in bytes; a message that finds no room is
-	// dropped and counted. OM(f) among 12 members sends thousands of
-	// messages an order, which arrive in bursts.
 	inboxSize  = 4096
 	inboxBytes = 16 << 20
-	// maxPending bounds the messages of orders not opened yet, and
-	// maxPending/N those of one sender, so that a liar fills only its
-	// share.
-	maxPending = 64
-	// maxCertified bounds the verified (term, leader) pairs kept.
-	maxCertified = 8
 )
 
 // Errors.
@@ -52,26 +44,16 @@ var (
 	ErrConfig = errors.New("orders: invalid configuration")
 	// ErrNotLeader: Issue was called on a member that the newest
 	// certified announcement does not name as leader.
-	ErrNotLeader = errors.New("orders: this member is not the certified leader")
+	ErrNotLeader = agreement.ErrNotLeader
 	// ErrBusy: MaxOrders orders are under way.
-	ErrBusy = errors.New("orders: too many orders under way")
+	ErrBusy = agreement.ErrBusy
 	// ErrStopped: Run is not running (not started, or ended).
 	ErrStopped = errors.New("orders: not running")
 )
 
 // Order is an order of a cluster's leader: its identity and the value
 // this member decided (the issued value on the leader).
-type Order struct {
-	Cluster string
-	// Term is the term of the leader that issued the order.
-	Term uint64
-	// Seq numbers the order among those of Term, from 1.
-	Seq uint64
-	// Leader is the member that issued it.
-	Leader uint64
-	// Value is the value.
-	Value string
-}
+type Order = agreement.Order
 
 // Clock gives the time and the timers of the round deadlines.
 type Clock interface {
@@ -112,6 +94,13 @@ type Config struct {
 	// ignored); if nil, leader.Watch on the service's connection with
 	// leader.WithKeys(Keys). Run ends with the error it yields.
 	Leaders func(ctx context.Context) iter.Seq2[protocol.Announcement, error]
+	// StateFile, if set, is the file where the member keeps the greatest
+	// order it took part in (issued, or opened as a lieutenant): written,
+	// atomically and durably, before any message of that order leaves,
+	// and read when Run starts, so that after a restart the member takes
+	// part in no order up to it again (see the package doc). One
+	// member's service alone may use it. Empty: nothing is kept.
+	StateFile string
 }
 
 // Stats counts what a Service did.
@@ -124,9 +113,15 @@ type Stats struct {
 	Decided uint64
 	// Received counts the oral messages its machines accepted.
 	Received uint64
-	// Equivocations counts the second messages along one path with
-	// another value (generals.ErrEquivocation): proofs that a member lied.
+	// Equivocations counts the second messages to this member along one
+	// path with another value (generals.ErrEquivocation): proofs that a
+	// member lied.
 	Equivocations uint64
+	// Evidence counts the proofs that a member lied which this member
+	// found and published on the evidence subject: two signed relays of
+	// one member along one path of an order with different values,
+	// whoever they were addressed to; one per liar and order.
+	Evidence uint64
 	// Rejected counts the messages, or relays within one, dropped for a
 	// bad signature, a bad certificate, a bad shape or a path the
 	// agreement refuses.
@@ -138,20 +133,18 @@ type Stats struct {
 	Stale uint64
 }
 
-type counters struct {
-	opened, issued, decided, received, equivocations, rejected, dropped, stale atomic.Uint64
-}
-
 // Service is one member's part in the agreements on the orders of its
-// cluster's leaders. New starts nothing; Run does the work.
+// cluster's leaders: the NATS edge of an agreement.Machine, which it
+// feeds with the messages it receives and checks, the certified leaders
+// it follows and the time of its clock, and whose messages, decisions
+// and evidence it signs and publishes. New starts nothing; Run does the
+// work.
 type Service struct {
 	nc     *nats.Conn
 	cfg    Config
 	log    *slog.Logger
-	ids    []uint64       // members in increasing ID order: the machines' indexes
-	index  map[uint64]int // member ID → index
 	selfID uint64
-	self   int
+	mcfg   agreement.Config
 	rounds int
 
 	inbox   chan inbound
@@ -160,7 +153,11 @@ type Service struct {
 	started atomic.Bool
 	ready   chan struct{}
 	done    chan struct{}
-	stats   counters
+
+	// The edge's own counts, and the machine's as of its last step.
+	rejected, dropped atomic.Uint64
+	mu                sync.Mutex
+	machine           agreement.Stats
 }
 
 // inbound is a checked message on its way to the owner, with its size.
@@ -216,37 +213,40 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
+	mcfg := agreement.Config{
+		Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Members: cfg.Keys.IDs(), Keys: cfg.Keys.Members(),
+		Round: cfg.Round, MaxOrders: cfg.MaxOrders, Default: cfg.Default,
+	}
+	if _, err := agreement.New(mcfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{
+	return &Service{
 		nc:     nc,
 		cfg:    cfg,
 		log:    log.With("member", cfg.Signer.ID(), "cluster", cfg.Cluster),
-		ids:    cfg.Keys.IDs(),
-		index:  make(map[uint64]int, n),
 		selfID: cfg.Signer.ID(),
+		mcfg:   mcfg,
 		rounds: generals.Faults(n) + 1,
 		inbox:  make(chan inbound, inboxSize),
 		issues: make(chan issueRequest),
 		ready:  make(chan struct{}),
 		done:   make(chan struct{}),
-	}
-	for i, id := range s.ids {
-		s.index[id] = i
-	}
-	s.self = s.index[s.selfID]
-	return s, nil
+	}, nil
 }
 
 // Stats returns the counts so far.
 func (s *Service) Stats() Stats {
-	c := &s.stats
+	s.mu.Lock()
+	m := s.machine
+	s.mu.Unlock()
 	return Stats{
-		Opened: c.opened.Load(), Issued: c.issued.Load(), Decided: c.decided.Load(),
-		Received: c.received.Load(), Equivocations: c.equivocations.Load(),
-		Rejected: c.rejected.Load(), Dropped: c.dropped.Load(), Stale: c.stale.Load(),
+		Opened: m.Opened, Issued: m.Issued, Decided: m.Decided, Received: m.Received,
+		Equivocations: m.Equivocations, Evidence: m.Evidence, Stale: m.Stale,
+		Rejected: m.Rejected + s.rejected.Load(), Dropped: m.Dropped + s.dropped.Load(),
 	}
 }
 
@@ -317,6 +317,18 @@ func (s *Service) Run(ctx context.Context) error {
 		return errors.New("orders: Run called twice")
 	}
 	defer close(s.done)
+	mcfg := s.mcfg
+	if s.cfg.StateFile != "" {
+		floor, err := readState(s.cfg.StateFile)
+		if err != nil {
+			return err
+		}
+		mcfg.Floor = floor
+	}
+	m, err := agreement.New(mcfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -363,7 +375,6 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	})
 
-	st := &state{open: map[orderID]*order{}, certified: map[uint64]uint64{}}
 	var (
 		wake   <-chan time.Time
 		wakeAt time.Time
@@ -375,55 +386,31 @@ func (s *Service) Run(ctx context.Context) error {
 		case err := <-watchErr:
 			return fmt.Errorf("orders: following the leader: %w", err)
 		case a := <-leaders:
-			s.onLeader(st, a)
+			s.lead(m, a)
 		case in := <-s.inbox:
 			s.queued.Add(-in.size)
-			s.onOrderMessage(st, in.om)
+			m.Receive(s.cfg.Clock.Now(), in.om)
 		case req := <-s.issues:
 			if req.lead != nil {
-				s.onLeader(st, *req.lead)
+				s.lead(m, *req.lead)
 			}
-			o, err := s.issue(st, req.value)
+			o, err := m.Issue(s.cfg.Clock.Now(), req.value)
+			if err == nil {
+				err = s.apply(m)
+			}
+			if err == nil {
+				s.log.Info("order issued", "term", o.Term, "seq", o.Seq)
+			}
 			req.reply <- issueResult{o, err}
 		case <-wake:
 			wake, wakeAt = nil, time.Time{}
-			s.onTick(st)
+			m.Tick(s.cfg.Clock.Now())
 		}
-		if next, ok := s.nextDeadline(st); ok && !next.Equal(wakeAt) {
+		_ = s.apply(m) // logged; nothing left for an Issue's
+		if next, ok := m.Next(); ok && !next.Equal(wakeAt) {
 			wake, wakeAt = s.cfg.Clock.After(next.Sub(s.cfg.Clock.Now())), next
 		}
 	}
-}
-
-// orderID identifies an order within the cluster.
-type orderID struct{ term, seq uint64 }
-
-func (a orderID) after(b orderID) bool {
-	return a.term > b.term || (a.term == b.term && a.seq > b.seq)
-}
-
-// order is an order this member takes part in as a lieutenant.
-type order struct {
-	id        orderID
-	commander uint64
-	mc        *generals.Machine
-	opened    time.Time
-	ended     int // rounds ended
-}
-
-type pendingMessage struct {
-	at time.Time
-	om protocol.OrderMessage
-}
-
-// state is the owner goroutine's.
-type state struct {
-	lead      protocol.Announcement // newest certified leader
-	highest   orderID               // greatest order opened or issued
-	open      map[orderID]*order
-	pending   []pendingMessage
-	certified map[uint64]uint64 // term → leader, certificates verified
-	issued    []time.Time       // when this member's orders under way were issued
 }
 
 // onMessage is the subscription's callback: it checks the signature and
@@ -461,277 +448,91 @@ func (s *Service) onMessage(m *nats.Msg) {
 		}
 	}
 	s.queued.Add(-size)
-	s.stats.dropped.Add(1)
+	s.dropped.Add(1)
 	s.log.Warn("order message dropped: inbox full", "from", om.From, "term", om.Term, "seq", om.Seq)
 }
 
 func (s *Service) reject(what string, err error) {
-	s.stats.rejected.Add(1)
+	s.rejected.Add(1)
 	s.log.Debug(what+" rejected", "error", err)
 }
 
-func (s *Service) onLeader(st *state, a protocol.Announcement) {
-	if a.Term <= st.lead.Term || a.Certificate == nil {
+// lead hands the machine a certified leader Run follows or IssueAs
+// was given (its announcement checked already).
+func (s *Service) lead(m *agreement.Machine, a protocol.Announcement) {
+	if a.Certificate == nil {
 		return
 	}
-	st.lead = a
-	st.certified[a.Term] = a.Leader
-	s.trimCertified(st)
-}
-
-func (s *Service) trimCertified(st *state) {
-	for len(st.certified) > maxCertified {
-		lowest := uint64(math.MaxUint64)
-		for t := range st.certified {
-			lowest = min(lowest, t)
-		}
-		delete(st.certified, lowest)
+	if err := m.Lead(*a.Certificate); err != nil {
+		s.log.Warn("leader ignored", "leader", a.Leader, "term", a.Term, "error", err)
 	}
 }
 
-// issue is Issue's work in the owner.
-func (s *Service) issue(st *state, value string) (Order, error) {
-	now := s.cfg.Clock.Now()
-	lead := st.lead
-	switch {
-	case lead.Leader != s.selfID || lead.Certificate == nil:
-		return Order{}, fmt.Errorf("%w: the certified leader is %d in term %d", ErrNotLeader, lead.Leader, lead.Term)
-	case st.highest.term > lead.Term:
-		return Order{}, fmt.Errorf("%w: term %d superseded by an order of term %d", ErrNotLeader, lead.Term, st.highest.term)
-	}
-	window := time.Duration(s.rounds) * s.cfg.Round
-	st.issued = slices.DeleteFunc(st.issued, func(at time.Time) bool { return now.Sub(at) >= window })
-	if len(st.issued) >= s.cfg.MaxOrders {
-		return Order{}, fmt.Errorf("%w: %d orders issued in the last %v", ErrBusy, len(st.issued), window)
-	}
-	id := orderID{term: lead.Term, seq: 1}
-	if st.highest.term == lead.Term {
-		if st.highest.seq == math.MaxUint64 {
-			return Order{}, fmt.Errorf("%w: the orders of term %d are exhausted", ErrBusy, lead.Term)
-		}
-		id.seq = st.highest.seq + 1
-	}
-	mc, err := generals.New(generals.Config{Members: len(s.ids), Commander: s.self, Self: s.self, Default: s.cfg.Default})
-	if err != nil {
-		return Order{}, fmt.Errorf("orders: %w", err)
-	}
-	out, err := mc.Issue(value)
-	if err != nil {
-		return Order{}, fmt.Errorf("orders: %w", err)
-	}
-	st.highest = id
-	st.issued = append(st.issued, now)
-	s.stats.issued.Add(1)
-	s.send(id, out, lead.Certificate)
-	o := Order{Cluster: s.cfg.Cluster, Term: id.term, Seq: id.seq, Leader: s.selfID, Value: value}
-	s.publishDecision(o)
-	s.log.Info("order issued", "term", id.term, "seq", id.seq)
-	return o, nil
-}
-
-// onOrderMessage takes a checked message from another member.
-func (s *Service) onOrderMessage(st *state, om protocol.OrderMessage) {
-	id := orderID{om.Term, om.Seq}
-	if o := st.open[id]; o != nil {
-		s.deliver(o, om)
-		s.finishIfDecided(st, o)
-		return
-	}
-	if !id.after(st.highest) {
-		s.stats.stale.Add(1)
-		return
-	}
-	if om.Certificate == nil {
-		s.hold(st, om)
-		return
-	}
-	if err := s.checkCommander(st, om); err != nil {
-		s.reject("order", err)
-		return
-	}
-	if len(st.open) >= s.cfg.MaxOrders {
-		s.stats.dropped.Add(1)
-		s.log.Warn("order refused: too many under way", "term", om.Term, "seq", om.Seq, "open", len(st.open))
-		return
-	}
-	mc, err := generals.New(generals.Config{Members: len(s.ids), Commander: s.index[om.From], Self: s.self, Default: s.cfg.Default})
-	if err != nil {
-		s.log.Error("order machine", "error", err)
-		return
-	}
-	o := &order{id: id, commander: om.From, mc: mc, opened: s.cfg.Clock.Now()}
-	st.open[id] = o
-	st.highest = id
-	s.stats.opened.Add(1)
-	s.log.Debug("order opened", "term", id.term, "seq", id.seq, "leader", om.From)
-	s.deliver(o, om)
-	// The messages that overtook the leader's.
-	var early []protocol.OrderMessage
-	st.pending = slices.DeleteFunc(st.pending, func(p pendingMessage) bool {
-		if p.om.Term == id.term && p.om.Seq == id.seq {
-			early = append(early, p.om)
-			return true
-		}
-		return false
-	})
-	for _, e := range early {
-		s.deliver(o, e)
-	}
-	s.finishIfDecided(st, o)
-}
-
-// checkCommander checks that om, which carries a certificate, comes from
-// the leader that certificate names, and that it holds.
-func (s *Service) checkCommander(st *state, om protocol.OrderMessage) error {
-	c := om.Certificate
-	if c.Leader != om.From {
-		return fmt.Errorf("member %d sent the certificate of leader %d in term %d", om.From, c.Leader, c.Term)
-	}
-	if leader, ok := st.certified[om.Term]; ok && leader == om.From {
-		return nil
-	}
-	if err := certify.VerifyCertificateFor(s.cfg.Keys.Members(), *c, s.cfg.Cluster, om.Term, om.From); err != nil {
-		return fmt.Errorf("member %d in term %d: %w", om.From, om.Term, err)
-	}
-	st.certified[om.Term] = om.From
-	s.trimCertified(st)
-	return nil
-}
-
-// hold keeps a message of an order not opened yet.
-func (s *Service) hold(st *state, om protocol.OrderMessage) {
-	mine := 0
-	for _, p := range st.pending {
-		if p.om.From == om.From {
-			mine++
+// apply carries out what the machine wants done: it keeps the greatest
+// order it takes part in (StateFile), publishes its messages, decisions
+// and evidence, signed, and logs its events. If the order cannot be
+// kept, its messages do not leave (the member is silent in it, which
+// the agreement tolerates) and apply returns why.
+func (s *Service) apply(m *agreement.Machine) error {
+	rd := m.Ready()
+	var stored error
+	if rd.Highest != nil && s.cfg.StateFile != "" {
+		if stored = writeState(s.cfg.StateFile, *rd.Highest); stored != nil {
+			s.log.Error("the order this member takes part in cannot be kept: its messages are not sent",
+				"term", rd.Highest.Term, "seq", rd.Highest.Seq, "error", stored)
+			rd.Messages = nil
 		}
 	}
-	if len(st.pending) >= maxPending || mine >= maxPending/len(s.ids) {
-		s.stats.dropped.Add(1)
-		s.log.Debug("early order message dropped: buffer full", "from", om.From, "term", om.Term, "seq", om.Seq)
-		return
-	}
-	st.pending = append(st.pending, pendingMessage{at: s.cfg.Clock.Now(), om: om})
-}
-
-// deliver hands o's machine the relays of om addressed to this member,
-// and sends what it answers.
-func (s *Service) deliver(o *order, om protocol.OrderMessage) {
-	from := s.index[om.From] // a member: its key verified the message
-	var out []generals.Message
-	for _, r := range om.Relays {
-		if r.To != s.selfID {
-			continue
-		}
-		path := make([]int, len(r.Path))
-		known := true
-		for i, id := range r.Path {
-			idx, ok := s.index[id]
-			path[i], known = idx, known && ok
-		}
-		if !known {
-			s.reject("relay", fmt.Errorf("path %v names a non-member", r.Path))
-			continue
-		}
-		msgs, err := o.mc.Receive(from, generals.Message{To: s.self, Path: path, Value: om.Values[r.Value]})
-		switch {
-		case errors.Is(err, generals.ErrEquivocation):
-			s.stats.equivocations.Add(1)
-			s.log.Warn("equivocation: a member relayed two values along one path",
-				"liar", om.From, "term", o.id.term, "seq", o.id.seq, "path", r.Path)
-		case errors.Is(err, generals.ErrLate):
-			s.stats.stale.Add(1)
-		case err != nil:
-			s.reject("relay", err)
-		default:
-			s.stats.received.Add(1)
-		}
-		out = append(out, msgs...)
-	}
-	s.send(o.id, out, nil)
-}
-
-// onTick ends the rounds whose deadlines have passed and forgets the
-// early messages whose order never opened.
-func (s *Service) onTick(st *state) {
-	now := s.cfg.Clock.Now()
-	for _, o := range st.open {
-		for o.ended < s.rounds && !now.Before(s.roundEnd(o, o.ended+1)) {
-			o.ended++
-			s.send(o.id, o.mc.EndRound(), nil)
-		}
-		s.finishIfDecided(st, o)
-	}
-	life := time.Duration(s.rounds) * s.cfg.Round
-	st.pending = slices.DeleteFunc(st.pending, func(p pendingMessage) bool { return now.Sub(p.at) >= life })
-}
-
-func (s *Service) roundEnd(o *order, round int) time.Time {
-	return o.opened.Add(time.Duration(round) * s.cfg.Round)
-}
-
-// nextDeadline is the next round's end or early message's expiry.
-func (s *Service) nextDeadline(st *state) (time.Time, bool) {
-	var next time.Time
-	consider := func(t time.Time) {
-		if next.IsZero() || t.Before(next) {
-			next = t
-		}
-	}
-	for _, o := range st.open {
-		consider(s.roundEnd(o, o.ended+1))
-	}
-	life := time.Duration(s.rounds) * s.cfg.Round
-	for _, p := range st.pending {
-		consider(p.at.Add(life))
-	}
-	return next, !next.IsZero()
-}
-
-func (s *Service) finishIfDecided(st *state, o *order) {
-	v, ok := o.mc.Decision()
-	if !ok {
-		return
-	}
-	delete(st.open, o.id)
-	s.publishDecision(Order{Cluster: s.cfg.Cluster, Term: o.id.term, Seq: o.id.seq, Leader: o.commander, Value: v})
-}
-
-func (s *Service) publishDecision(o Order) {
-	data, err := protocol.EncodeDecision(protocol.Decision{Cluster: o.Cluster, Term: o.Term, Seq: o.Seq, Value: o.Value, Member: s.selfID})
-	if err != nil {
-		s.log.Error("encode decision", "error", err)
-		return
-	}
-	s.stats.decided.Add(1)
-	s.log.Debug("order decided", "term", o.Term, "seq", o.Seq, "leader", o.Leader)
-	s.publish(protocol.DecidedSubject(s.cfg.Cluster), data)
-}
-
-// send publishes msgs, this member's oral messages of order id, in
-// messages of at most MaxOrderRelays relays; cert, if not nil, goes with
-// each.
-func (s *Service) send(id orderID, msgs []generals.Message, cert *certify.Certificate) {
-	for chunk := range slices.Chunk(msgs, protocol.MaxOrderRelays) {
-		om := protocol.OrderMessage{Cluster: s.cfg.Cluster, Term: id.term, Seq: id.seq, From: s.selfID, Certificate: cert}
-		for _, m := range chunk {
-			vi := slices.Index(om.Values, m.Value)
-			if vi < 0 {
-				vi = len(om.Values)
-				om.Values = append(om.Values, m.Value)
-			}
-			path := make([]uint64, len(m.Path))
-			for i, idx := range m.Path {
-				path[i] = s.ids[idx]
-			}
-			om.Relays = append(om.Relays, protocol.OrderRelay{To: s.ids[m.To], Path: path, Value: vi})
-		}
+	for _, om := range rd.Messages {
 		data, err := protocol.EncodeOrderMessage(om)
 		if err != nil {
 			s.log.Error("encode order message", "error", err)
 			continue
 		}
 		s.publish(protocol.OrderSubject(s.cfg.Cluster), data)
+	}
+	for _, o := range rd.Decisions {
+		data, err := protocol.EncodeDecision(protocol.Decision{Cluster: o.Cluster, Term: o.Term, Seq: o.Seq, Value: o.Value, Member: s.selfID})
+		if err != nil {
+			s.log.Error("encode decision", "error", err)
+			continue
+		}
+		s.log.Debug("order decided", "term", o.Term, "seq", o.Seq, "leader", o.Leader)
+		s.publish(protocol.DecidedSubject(s.cfg.Cluster), data)
+	}
+	for _, e := range rd.Evidence {
+		data, err := protocol.Encode(protocol.Message{Type: protocol.TypeBzEvidence, From: s.selfID, Evidence: &e})
+		if err != nil {
+			s.log.Error("encode evidence", "error", err)
+			continue
+		}
+		s.publish(protocol.BroadcastSubject(s.cfg.Cluster, protocol.TypeBzEvidence), data)
+	}
+	for _, e := range rd.Events {
+		s.logEvent(e)
+	}
+	s.mu.Lock()
+	s.machine = m.Stats()
+	s.mu.Unlock()
+	return stored
+}
+
+func (s *Service) logEvent(e agreement.Event) {
+	at := []any{"term", e.Order.Term, "seq", e.Order.Seq}
+	switch e.Kind {
+	case agreement.Opened:
+		s.log.Debug("order opened", append(at, "leader", e.Member)...)
+	case agreement.Refused:
+		s.log.Warn("order refused: too many under way", append(at, "leader", e.Member)...)
+	case agreement.Rejected:
+		s.log.Debug("order message rejected", append(at, "from", e.Member, "path", e.Path, "error", e.Err)...)
+	case agreement.Dropped:
+		s.log.Debug("early order message dropped: buffer full", append(at, "from", e.Member)...)
+	case agreement.Equivocation:
+		s.log.Warn("equivocation: a member relayed two values along one path", append(at, "liar", e.Member, "path", e.Path)...)
+	case agreement.Convicted:
+		s.log.Warn("faulty member: it signed two relays of one order along one path with different values; evidence published",
+			append(at, "liar", e.Member, "path", e.Path)...)
 	}
 }
 

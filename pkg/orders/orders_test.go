@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -332,7 +336,7 @@ func (w *world) publish(signer *protocol.Signer, subject string, v any) {
 	var err error
 	switch v := v.(type) {
 	case protocol.OrderMessage:
-		data, err = protocol.EncodeOrderMessage(v)
+		data, err = protocol.EncodeOrderMessage(signRelays(w.t, signer, v))
 	case protocol.Decision:
 		data, err = protocol.EncodeDecision(v)
 	}
@@ -358,6 +362,29 @@ func relays(from, seq uint64, c *certify.Certificate, rs ...relay) protocol.Orde
 			om.Values = append(om.Values, r.value)
 		}
 		om.Relays = append(om.Relays, protocol.OrderRelay{To: r.to, Path: r.path, Value: i})
+	}
+	return om
+}
+
+// signRelays signs each relay of om that has no signature with signer's
+// key, as om's sender (signer may not be that member: its signatures then
+// do not hold).
+func signRelays(t *testing.T, signer *protocol.Signer, om protocol.OrderMessage) protocol.OrderMessage {
+	t.Helper()
+	if len(om.Signatures) > 0 {
+		return om
+	}
+	cs, err := certify.NewSigner(om.From, signer.KeyPair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range om.Relays {
+		s, err := certify.Sign(cs, certify.Relay(om.Cluster, om.Term, om.Seq, r.Path, []byte(om.Values[r.Value])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		om.Relays[i].Signature = len(om.Signatures)
+		om.Signatures = append(om.Signatures, s.Signature)
 	}
 	return om
 }
@@ -770,5 +797,237 @@ func TestWithinTheDeploymentsPermissions(t *testing.T) {
 	}
 	if d := w.expectOrder(yielded); d.Value != "attack" {
 		t.Errorf("leader.Orders yielded %+v; want %q", d, "attack")
+	}
+}
+
+// evidenceOf subscribes to the cluster's evidence subject and returns the
+// proofs published there, each with the member whose signature the
+// message bears (checked against the keys).
+func (w *world) evidenceOf() <-chan signedEvidence {
+	w.t.Helper()
+	out := make(chan signedEvidence, 16)
+	subject := protocol.BroadcastSubject(cluster, protocol.TypeBzEvidence)
+	sub, err := w.nc.Subscribe(subject, func(m *nats.Msg) {
+		signer, err := w.keys.Verify(m.Subject, m.Data, m.Header)
+		if err != nil {
+			w.t.Errorf("evidence not signed by a member: %v", err)
+			return
+		}
+		msg, err := protocol.Decode(m.Data)
+		if err == nil {
+			err = protocol.CheckSigner(signer, msg.From)
+		}
+		if err == nil {
+			err = protocol.Validate(msg, w.keys.IDs())
+		}
+		if err != nil || msg.Type != protocol.TypeBzEvidence || msg.Evidence == nil {
+			w.t.Errorf("evidence message %s: %v", m.Data, err)
+			return
+		}
+		out <- signedEvidence{from: signer, e: *msg.Evidence}
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := w.nc.Flush(); err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+type signedEvidence struct {
+	from uint64
+	e    certify.Evidence
+}
+
+// A member that relays two values along one path of an order, one to
+// member 1 and another to member 2, is found out by every member that
+// runs (each sees both relays): each publishes, once, a bz_evidence
+// message with the two signed relays, which holds under the keys and
+// names the liar.
+func TestRelayEquivocationPublishesEvidence(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	proofs := w.evidenceOf()
+	w.start(1, 2, 4)
+
+	w.issue(4, "attack")
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "retreat"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{2, []uint64{4, 3}, "attack"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{2, []uint64{4, 3}, "wait"}))
+	got := map[uint64]certify.Evidence{}
+	timeout := time.After(wait)
+	for len(got) < 3 {
+		select {
+		case p := <-proofs:
+			if _, twice := got[p.from]; twice {
+				t.Errorf("member %d published two proofs against one liar in one order", p.from)
+			}
+			got[p.from] = p.e
+		case <-timeout:
+			t.Fatalf("evidence from members %v after %v; want from 1, 2 and 4", slices.Collect(maps.Keys(got)), wait)
+		}
+	}
+	for from, e := range got {
+		if e.Member() != 3 || e.First.Statement.Kind != certify.KindRelay {
+			t.Errorf("member %d's evidence convicts %d with %ss; want member 3 with relays", from, e.Member(), e.First.Statement.Kind)
+		}
+		if err := certify.VerifyEvidence(w.keys.Members(), e); err != nil {
+			t.Errorf("member %d's evidence does not hold: %v", from, err)
+		}
+	}
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	for _, id := range []uint64{1, 2, 4} {
+		if s := w.services[id].Stats(); s.Evidence != 1 {
+			t.Errorf("member %d: Stats.Evidence = %d; want 1", id, s.Evidence)
+		}
+	}
+}
+
+// A pair of relays that proves nothing is not evidence: a second value
+// whose relay signature is a stranger's (the message itself signed by
+// the member), or the same value again to another member. The forged
+// relay is rejected.
+func TestNoEvidenceWithoutAContradiction(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	proofs := w.evidenceOf()
+	w.start(1, 2, 4)
+
+	w.issue(4, "attack")
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "attack"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{2, []uint64{4, 3}, "attack"}))
+	forged := signRelays(t, batontest.NewSigner(t, 3), relays(3, 1, nil, relay{2, []uint64{4, 3}, "retreat"}))
+	w.publish(w.signers[3], protocol.OrderSubject(cluster), forged)
+	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
+		if v != "attack" {
+			t.Errorf("member %d decided %q; want %q", id, v, "attack")
+		}
+	}
+	// Every member has read the forged relay once it rejected it; it
+	// counts its evidence before it publishes any.
+	batontest.CheckFor(t, wait, func() error {
+		for _, id := range []uint64{1, 2, 4} {
+			if s := w.services[id].Stats(); s.Rejected != 1 {
+				return fmt.Errorf("member %d: %+v; want the forged relay rejected", id, s)
+			}
+		}
+		return nil
+	})
+	for _, id := range []uint64{1, 2, 4} {
+		if s := w.services[id].Stats(); s.Evidence != 0 || s.Equivocations != 0 {
+			t.Errorf("member %d: %+v; want no evidence, no equivocation", id, s)
+		}
+	}
+	select {
+	case p := <-proofs:
+		t.Errorf("member %d published evidence %+v", p.from, p.e)
+	default:
+	}
+}
+
+// With StateFile a member keeps the greatest order it took part in: its
+// service restarted, it does not open that order again when the leader's
+// message is replayed (it would relay along its own paths a second time,
+// and a liar could make it contradict itself), and takes part in the
+// next one. The file holds the order.
+func TestStateFileKeepsOrdersAcrossRestart(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	w.start(2, 4)
+	path := filepath.Join(t.TempDir(), "orders.json")
+	s, stop := w.runMember(1, path)
+	received := func(want uint64, members ...*orders.Service) {
+		t.Helper()
+		batontest.CheckFor(t, wait, func() error {
+			for _, m := range members {
+				if got := m.Stats().Received; got != want {
+					return fmt.Errorf("a member received %d messages; want %d", got, want)
+				}
+			}
+			return nil
+		})
+	}
+	w.issue(4, "attack")
+	received(2, s, w.services[2]) // the leader's and the other's; 3 is silent
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	w.expectDecisions(decided, 1, 1, 2, 4)
+	stop()
+	data, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(data), `"term":7,"seq":1`) {
+		t.Fatalf("the state file holds %s (%v); want order 1 of term 7", data, err)
+	}
+
+	s, _ = w.runMember(1, path)
+	replay := relays(4, 1, w.cert, relay{1, []uint64{4}, "attack"}, relay{2, []uint64{4}, "attack"}, relay{3, []uint64{4}, "attack"})
+	w.publish(w.signers[4], protocol.OrderSubject(cluster), replay)
+	batontest.CheckFor(t, wait, func() error {
+		if st := s.Stats(); st.Stale != 1 || st.Opened != 0 {
+			return fmt.Errorf("member 1 after its restart: %+v; want the replay stale, nothing opened", st)
+		}
+		return nil
+	})
+	w.issue(4, "hold")
+	received(2, s)
+	w.clock.Advance(round)
+	w.clock.Advance(round)
+	if got := w.expectDecisions(decided, 2, 1)[1]; got != "hold" {
+		t.Errorf("member 1 decided %q in order 2; want %q", got, "hold")
+	}
+}
+
+// runMember runs member id's service with StateFile path, on a context
+// of its own, and returns it and what stops it.
+func (w *world) runMember(id uint64, path string) (*orders.Service, func()) {
+	w.t.Helper()
+	s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), orders.Config{
+		Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock, StateFile: path,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				w.t.Errorf("member %d: Run: %v", id, err)
+			}
+		})
+	}
+	w.t.Cleanup(stop)
+	select {
+	case <-s.Ready():
+	case <-time.After(wait):
+		w.t.Fatalf("member %d not ready after %v", id, wait)
+	}
+	return s, stop
+}
+
+// A state file that cannot be read stops Run before it takes part in
+// anything.
+func TestStateFileCorrupt(t *testing.T) {
+	w := newWorld(t)
+	path := filepath.Join(t.TempDir(), "orders.json")
+	if err := os.WriteFile(path, []byte(`{"version":1,"term":7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := orders.New(batontest.Connect(t, w.url), orders.Config{Cluster: cluster, Signer: w.signers[1], Keys: w.keys, StateFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(w.ctx); !errors.Is(err, orders.ErrStorage) {
+		t.Errorf("Run with a state file of term 7 without a seq: %v; want ErrStorage", err)
 	}
 }

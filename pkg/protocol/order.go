@@ -43,8 +43,20 @@ const MaxOrderPath = 4
 
 // MaxOrderMessage bounds an encoded OrderMessage in bytes: MaxOrderRelays
 // values of MaxOrderValue bytes, each of which JSON may escape to six
-// bytes a byte, the relays and the leader's certificate.
-const MaxOrderMessage = MaxOrderRelays*(6*MaxOrderValue+64) + certify.MaxJSONSize + 1024
+// bytes a byte, as many relays (maxRelayJSON each: the recipient, a path
+// of MaxOrderPath IDs of up to 20 digits, two indexes) and signatures
+// (maxSignatureJSON each, in base64), the leader's certificate and the
+// other fields. The largest message an honest member sends fits
+// (TestLargestOrderMessageFits).
+const MaxOrderMessage = MaxOrderRelays*(6*MaxOrderValue+8+maxRelayJSON+maxSignatureJSON) + certify.MaxJSONSize + 1024
+
+// maxRelayJSON bounds one relay's JSON, {"to":…,"path":[…],"value":…,"signature":…}
+// with its comma; maxSignatureJSON one signature's, 64 bytes in base64
+// (88 characters), its quotes and comma.
+const (
+	maxRelayJSON     = 160
+	maxSignatureJSON = 92
+)
 
 // MaxDecision bounds an encoded Decision in bytes.
 const MaxDecision = 6*MaxOrderValue + 1024
@@ -63,6 +75,10 @@ type OrderRelay struct {
 	Path []uint64 `json:"path"`
 	// Value indexes the message's Values.
 	Value int `json:"value"`
+	// Signature indexes the message's Signatures: the sender's signature
+	// of the relay as a statement, certify.Relay(cluster, term, seq,
+	// Path, value).
+	Signature int `json:"signature"`
 }
 
 // OrderMessage carries the oral messages one member sends at once for
@@ -84,6 +100,13 @@ type OrderMessage struct {
 	Values []string `json:"values"`
 	// Relays are the messages, 1 … MaxOrderRelays.
 	Relays []OrderRelay `json:"relays"`
+	// Signatures are the distinct signatures of the relays,
+	// certify.SignatureSize bytes each (base64 in JSON), 1 … number of
+	// relays: one covers every relay of the same path and value, whoever
+	// it is addressed to. The receiver checks them against From's key:
+	// two relays of one member along one path with different values, both
+	// signed, are evidence that it lied (certify.Contradicts).
+	Signatures [][]byte `json:"signatures"`
 }
 
 // Decision is one member's decision on an order, published on
@@ -141,11 +164,10 @@ func checkOrderID(cluster string, term, seq uint64) error {
 	return nil
 }
 
-// DecodeOrderMessage parses and checks the shape of an order message:
-// its size, fields, paths (distinct non-zero IDs ending at From), value
-// indexes and values, and that a certificate names its cluster and term.
-// It checks no signature: the receiver verifies the message's (with
-// MemberKeys.Verify and CheckSigner) and the certificate's.
+// DecodeOrderMessage parses an order message and checks its shape
+// (ValidateOrderMessage). It checks no signature: the receiver verifies
+// the message's (with MemberKeys.Verify and CheckSigner), the relays'
+// and the certificate's.
 func DecodeOrderMessage(data []byte) (OrderMessage, error) {
 	var m OrderMessage
 	if len(data) > MaxOrderMessage {
@@ -154,42 +176,65 @@ func DecodeOrderMessage(data []byte) (OrderMessage, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return OrderMessage{}, fmt.Errorf("%w: %w", ErrOrder, err)
 	}
-	if err := checkOrderID(m.Cluster, m.Term, m.Seq); err != nil {
+	if err := ValidateOrderMessage(m); err != nil {
 		return OrderMessage{}, err
-	}
-	if m.From == 0 {
-		return OrderMessage{}, fmt.Errorf("%w: from missing", ErrOrder)
-	}
-	if n := len(m.Relays); n == 0 || n > MaxOrderRelays {
-		return OrderMessage{}, fmt.Errorf("%w: %d relays, want 1 to %d", ErrOrder, n, MaxOrderRelays)
-	}
-	if n := len(m.Values); n == 0 || n > len(m.Relays) {
-		return OrderMessage{}, fmt.Errorf("%w: %d values for %d relays", ErrOrder, n, len(m.Relays))
-	}
-	for _, v := range m.Values {
-		if err := CheckOrderValue(v); err != nil {
-			return OrderMessage{}, err
-		}
-	}
-	for i, r := range m.Relays {
-		if err := checkRelay(r, m.From, len(m.Values)); err != nil {
-			return OrderMessage{}, fmt.Errorf("%w: relay %d: %w", ErrOrder, i, err)
-		}
-	}
-	if c := m.Certificate; c != nil && (c.Cluster != m.Cluster || c.Term != m.Term) {
-		return OrderMessage{}, fmt.Errorf("%w: %w: the certificate is of term %d of %q, the order of term %d of %q",
-			ErrOrder, ErrUncertified, c.Term, c.Cluster, m.Term, m.Cluster)
 	}
 	return m, nil
 }
 
-// checkRelay checks one relay of a message from from with values values.
-func checkRelay(r OrderRelay, from uint64, values int) error {
+// ValidateOrderMessage checks the shape of an order message: its fields,
+// paths (distinct non-zero IDs ending at From), value and signature
+// indexes, values, signatures' sizes, and that a certificate names its
+// cluster and term. It checks no signature. The error wraps ErrOrder.
+func ValidateOrderMessage(m OrderMessage) error {
+	if err := checkOrderID(m.Cluster, m.Term, m.Seq); err != nil {
+		return err
+	}
+	if m.From == 0 {
+		return fmt.Errorf("%w: from missing", ErrOrder)
+	}
+	if n := len(m.Relays); n == 0 || n > MaxOrderRelays {
+		return fmt.Errorf("%w: %d relays, want 1 to %d", ErrOrder, n, MaxOrderRelays)
+	}
+	if n := len(m.Values); n == 0 || n > len(m.Relays) {
+		return fmt.Errorf("%w: %d values for %d relays", ErrOrder, n, len(m.Relays))
+	}
+	if n := len(m.Signatures); n == 0 || n > len(m.Relays) {
+		return fmt.Errorf("%w: %d signatures for %d relays", ErrOrder, n, len(m.Relays))
+	}
+	for _, v := range m.Values {
+		if err := CheckOrderValue(v); err != nil {
+			return err
+		}
+	}
+	for i, sig := range m.Signatures {
+		if len(sig) != certify.SignatureSize {
+			return fmt.Errorf("%w: signature %d of %d bytes, want %d", ErrOrder, i, len(sig), certify.SignatureSize)
+		}
+	}
+	for i, r := range m.Relays {
+		if err := checkRelay(r, m.From, len(m.Values), len(m.Signatures)); err != nil {
+			return fmt.Errorf("%w: relay %d: %w", ErrOrder, i, err)
+		}
+	}
+	if c := m.Certificate; c != nil && (c.Cluster != m.Cluster || c.Term != m.Term) {
+		return fmt.Errorf("%w: %w: the certificate is of term %d of %q, the order of term %d of %q",
+			ErrOrder, ErrUncertified, c.Term, c.Cluster, m.Term, m.Cluster)
+	}
+	return nil
+}
+
+// checkRelay checks one relay of a message from from with values values
+// and signatures signatures.
+func checkRelay(r OrderRelay, from uint64, values, signatures int) error {
 	if r.To == 0 {
 		return errors.New("to missing")
 	}
 	if r.Value < 0 || r.Value >= values {
 		return fmt.Errorf("value index %d, want 0 to %d", r.Value, values-1)
+	}
+	if r.Signature < 0 || r.Signature >= signatures {
+		return fmt.Errorf("signature index %d, want 0 to %d", r.Signature, signatures-1)
 	}
 	if n := len(r.Path); n == 0 || n > MaxOrderPath {
 		return fmt.Errorf("path of %d members, want 1 to %d", n, MaxOrderPath)
@@ -197,6 +242,9 @@ func checkRelay(r OrderRelay, from uint64, values int) error {
 	for i, id := range r.Path {
 		if id == 0 {
 			return errors.New("member 0 in the path")
+		}
+		if id == r.To {
+			return fmt.Errorf("relay to %d, a member of its path", id)
 		}
 		for _, other := range r.Path[:i] {
 			if other == id {

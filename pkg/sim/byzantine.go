@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -182,6 +183,10 @@ type ByzantineResult struct {
 	// Lies is how many copies the traitors sent; Convictions how many
 	// times an honest member found one out.
 	Lies, Convictions int
+	// Orders is what the agreement on the orders did; OrderLies how many
+	// order messages the traitors withheld, bent, replayed or issued.
+	Orders    OrderStats
+	OrderLies int
 }
 
 // RunByzantine runs one random run of spec with n members (4 if n < 4):
@@ -195,8 +200,11 @@ type ByzantineResult struct {
 // traitors still lying: a leader must be certified within ElectBound.
 // Then the traitors fall silent: the highest running honest ID must lead
 // within HighestBound and go on leading. Every invariant of the cluster
-// is checked after every step, with leases and certificates.
-func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) ByzantineResult {
+// is checked after every step, with leases and certificates. Throughout,
+// the members agree on the certified leader's orders, the traitors lying
+// about them to the end (see the package doc, Orders): IC1, IC2 and the
+// decisions within OrderBound are checked too.
+func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) (out ByzantineResult) {
 	rng := rand.New(rand.NewPCG(seed, 0x62797a616e74))
 	n = max(n, 4)
 	members := make([]uint64, 0, n)
@@ -256,6 +264,18 @@ func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) Byzan
 		res.Err = err
 		return res
 	}
+	// The orders draw on a stream of their own: the elections of a seed
+	// are the same with them as without.
+	orng := rand.New(rand.NewPCG(seed, 0x6f7264657273))
+	relayKeys := NewRelayKeys(verifier, members)
+	relaySigners := make(map[uint64]certify.Signer, n)
+	for _, id := range members {
+		relaySigners[id] = relayKeys.Signer(id)
+	}
+	if res.Err = c.EnableOrders(OrdersConfig{Cluster: ByzantineCluster, Keys: relayKeys, Signers: relaySigners, Rand: orng,
+		MaxInFlight: MaxOrderInFlight(n)}); res.Err != nil {
+		return res
+	}
 	liars := make(map[uint64]*Traitor, k)
 	for _, id := range traitors {
 		shadow, err := factory(election.Config{ID: id, Members: slices.Clone(members), Timing: timing, Incarnation: 1})
@@ -263,14 +283,40 @@ func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) Byzan
 			res.Err = err
 			return res
 		}
+		orders, err := agreement.New(agreement.Config{Cluster: ByzantineCluster, Signer: relaySigners[id], Members: members,
+			Keys: relayKeys, Round: OrderRound * tick, MaxOrders: 16, Default: OrderDefault})
+		if err != nil {
+			res.Err = err
+			return res
+		}
 		liars[id] = NewTraitor(TraitorConfig{ID: id, Signer: signers[id], Cluster: ByzantineCluster, Members: members,
-			Accomplices: traitors, Shadow: shadow, Rand: rng})
+			Accomplices: traitors, Shadow: shadow, Rand: rng,
+			Orders: orders, OrderSigner: relaySigners[id], OrderKeys: relayKeys, OrderRand: orng})
 	}
 	c.Tap(func(to uint64, m protocol.Message) {
 		if l, ok := liars[to]; ok {
 			l.Receive(m)
 		}
 	})
+	c.TapOrders(func(to uint64, om protocol.OrderMessage) {
+		if l, ok := liars[to]; ok {
+			l.ReceiveOrder(c.orderTime(), om)
+		}
+	})
+	od := &orderDriver{c: c, rng: orng, traitors: traitors, liars: liars, fault: faultOrderRate(n), left: settledOrders(n, orng)}
+	c.BeforeTick(od.tick)
+	defer func() { // on every return from here on, on the result returned
+		out.Orders = c.OrderStats()
+		for _, l := range liars {
+			out.OrderLies += l.OrderLies()
+		}
+		if out.Err == nil {
+			out.Err = od.err
+		}
+		if out.Err == nil {
+			out.Err = c.OrdersErr()
+		}
+	}()
 	lying := true
 	// step lets the traitors lie, then one tick pass.
 	step := func() error {
@@ -354,6 +400,8 @@ func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) Byzan
 		c.Start(running[rng.IntN(len(running))])
 	}
 	res.SettleAt = c.Now()
+	c.CheckOrdersFrom()
+	od.settled = true
 	if trace != nil {
 		fmt.Fprintf(trace, "%5d  settled: a leader must be certified by tick %d\n", c.Now(), c.Now()+res.ElectBound)
 	}
@@ -398,4 +446,127 @@ func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) Byzan
 	}
 	res.Converged = converged
 	return res
+}
+
+// faultOrderRate is the chance, per tick of the fault phase, that the
+// certified leader (if any) issues an order among n members. An order of
+// OM(f) sends about n^(f+1) relays (generals.MessageCount: 9 at n = 4,
+// 156 at 7, 3,609 at 10), so the larger clusters issue fewer, and ten
+// members none in the fault phase.
+func faultOrderRate(n int) float64 {
+	switch certify.F(n) {
+	case 1:
+		return 1.0 / 40
+	case 2:
+		return 1.0 / 200
+	}
+	return 0
+}
+
+// settledOrders is how many orders the certified leader issues, one after
+// the other, once the network settled and a leader is certified: among
+// 10 members, one in a third of the runs (see faultOrderRate).
+func settledOrders(n int, rng *rand.Rand) int {
+	switch certify.F(n) {
+	case 1:
+		return 3
+	case 2:
+		return 2
+	}
+	if rng.IntN(3) == 0 {
+		return 1
+	}
+	return 0
+}
+
+// orderDriver drives, at the start of every tick of a byzantine run, what
+// does not run in the cluster: the traitors' lies about the orders, and
+// the orders the certified leader issues (at random in the fault phase;
+// once the network settled, settledOrders of them, each OrderBound+1
+// ticks after the last).
+type orderDriver struct {
+	c        *Cluster
+	rng      *rand.Rand
+	traitors []uint64
+	liars    map[uint64]*Traitor
+	fault    float64
+	settled  bool
+	left     int // settled orders still to issue
+	next     int // tick of the next settled order
+	issued   int
+	err      error
+}
+
+func (d *orderDriver) tick() {
+	if d.err != nil {
+		return
+	}
+	now := d.c.orderTime()
+	for _, id := range d.traitors {
+		for _, om := range d.liars[id].TickOrders(now) {
+			if err := d.c.InjectOrder(om); err != nil {
+				d.err = fmt.Errorf("sim: traitor %d: an invalid order message: %w", id, err)
+				return
+			}
+		}
+		for _, e := range d.liars[id].FramedEvidence() {
+			d.c.fail("traitor %d holds relay evidence against %d, an honest member: two relays of order %d/%d along %v it signed",
+				id, e.Member(), e.First.Statement.Term, e.First.Statement.Order, e.First.Statement.Path)
+		}
+	}
+	switch {
+	case !d.settled:
+		if d.rng.Float64() < d.fault {
+			d.issue()
+		}
+	case d.left > 0 && d.c.Now() >= d.next:
+		if d.issue() {
+			d.left--
+			d.next = d.c.Now() + OrderBound(len(d.c.members)) + 1
+		}
+	}
+}
+
+// issue has the certified leader of the highest term, if any, issue an
+// order: an honest node that reports leader, or a traitor that holds a
+// valid certificate of its own for a term at least that of every running
+// honest node. It reports whether an order was issued.
+func (d *orderDriver) issue() bool {
+	c := d.c
+	var honest *node
+	var top uint64
+	for _, n := range c.nodes {
+		if n.up() {
+			top = max(top, n.status.Term)
+			if n.reports() && n.ag != nil && !n.paused && (honest == nil || n.status.Term > honest.status.Term) {
+				honest = n
+			}
+		}
+	}
+	var liar *Traitor
+	var cert certify.Certificate
+	for _, id := range d.traitors {
+		if cc, ok := d.liars[id].Certificate(); ok && cc.Term >= top && (liar == nil || cc.Term > cert.Term) &&
+			certify.VerifyCertificate(c.orders.cfg.Keys, cc) == nil {
+			liar, cert = d.liars[id], cc
+		}
+	}
+	switch {
+	case liar != nil && (honest == nil || cert.Term > honest.status.Term):
+		for _, om := range liar.IssueOrder(cert) {
+			if err := c.InjectOrder(om); err != nil {
+				d.err = fmt.Errorf("sim: traitor %d: an invalid order: %w", liar.ID(), err)
+				return false
+			}
+		}
+		return true
+	case honest != nil:
+		d.issued++
+		if _, err := c.IssueOrder(honest.id, fmt.Sprintf("order %d", d.issued)); err != nil {
+			c.logf("order not issued by %d: %v", honest.id, err)
+			return false
+		}
+		return true
+	}
+	return false
 }

@@ -50,8 +50,8 @@ func TestRandomByzantine(t *testing.T) {
 			if res.Err != nil {
 				t.Fatalf("size %d, seed %d: %v", n, seed, res.Err)
 			}
-			t.Logf("size %d, seed %d: certified leader %d ticks after settling (bound %d); the highest honest led %d ticks after the traitors fell silent (bound %d)",
-				n, seed, res.Elected, res.ElectBound, res.Converged, res.Bound)
+			t.Logf("size %d, seed %d: certified leader %d ticks after settling (bound %d); the highest honest led %d ticks after the traitors fell silent (bound %d); orders %+v, %d order lies",
+				n, seed, res.Elected, res.ElectBound, res.Converged, res.Bound, res.Orders, res.OrderLies)
 			continue
 		}
 		runByzantineSize(t, n, seeds)
@@ -67,6 +67,8 @@ func runByzantineSize(t *testing.T, n, count int) {
 	worst, worstSeed := -1, uint64(0)
 	highest, highestSeed := -1, uint64(0)
 	convictions, lies, traitors := 0, 0, 0
+	var orders sim.OrderStats
+	orderLies := 0
 	var res sim.ByzantineResult
 	for seed := uint64(1); seed <= uint64(count); seed++ {
 		res = sim.RunByzantine(seed, byzantineSpec, n, nil)
@@ -80,6 +82,13 @@ func runByzantineSize(t *testing.T, n, count int) {
 			convictions += res.Convictions
 			lies += res.Lies
 			traitors += len(res.Traitors)
+			orders.Issued += res.Orders.Issued
+			orders.Checked += res.Orders.Checked
+			orders.Decisions += res.Orders.Decisions
+			orders.Evidence += res.Orders.Evidence
+			orders.Messages += res.Orders.Messages
+			orders.Copies += res.Orders.Copies
+			orderLies += res.OrderLies
 			if seed%progressEvery == 0 && seed < uint64(count) {
 				t.Logf("byzantine, %d members: %d seeds so far, no violation; slowest certified leader %d ticks after settling (seed %d); slowest highest honest leader %d ticks after the traitors fell silent (seed %d)",
 					n, seed, worst, worstSeed, highest, highestSeed)
@@ -106,6 +115,11 @@ func runByzantineSize(t *testing.T, n, count int) {
 	if traitors > 0 && lies == 0 {
 		t.Errorf("size %d: %d traitors sent no lie: the traitors check nothing", n, traitors)
 	}
+	if count >= 20 && (orders.Checked == 0 || orderLies == 0 || orders.Evidence == 0) {
+		t.Errorf("size %d: %d orders checked, %d order lies, %d proofs found: the orders check nothing", n, orders.Checked, orderLies, orders.Evidence)
+	}
+	t.Logf("orders, %d members: %d issued, %d of honest leaders decided in time by every running honest member (bound %d ticks), %d decisions, %d messages (%d copies), %d traitors' lies, %d proofs of a lie",
+		n, orders.Issued, orders.Checked, sim.OrderBound(n), orders.Decisions, orders.Messages, orders.Copies, orderLies, orders.Evidence)
 	t.Logf("byzantine, %s members: %d seeds, no violation; slowest certified leader %d ticks after settling (seed %d, bound %d); slowest highest honest leader %d ticks after the traitors fell silent (seed %d, bound %d); %d traitors, %d lies, %d convictions",
 		strconv.Itoa(n), count, worst, worstSeed, res.ElectBound, highest, highestSeed, res.Bound, traitors, lies, convictions)
 }

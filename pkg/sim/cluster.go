@@ -12,6 +12,7 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -157,6 +158,8 @@ type Cluster struct {
 	certs       *certChecker                        // nil unless Config.Keys
 	traitors    []uint64                            // sorted
 	convictions int                                 // MemberLied events reported
+	orders      *orderBook                          // nil unless EnableOrders
+	beforeTick  func()                              // BeforeTick's
 }
 
 type node struct {
@@ -178,6 +181,14 @@ type node struct {
 	// effect (Due()-1): the runtime sleeps through them, so a tick among
 	// them that does something is a violation.
 	quiet int
+	// The agreement on the orders (EnableOrders): the machine, nil while
+	// down; the term of the certificate it was last given; the greatest
+	// order it took part in, kept on its disk; the order messages that
+	// arrived while it was paused.
+	ag           *agreement.Machine
+	agTerm       uint64
+	orderFloor   agreement.ID
+	orderBacklog []*event
 }
 
 func (n *node) up() bool { return n.m != nil }
@@ -390,6 +401,7 @@ func (c *Cluster) Start(id uint64) {
 	n.floor = cfg.State.Term
 	n.status = m.Status()
 	c.logf("start %d (incarnation %d, from term %d max %d)", id, n.incarnation, cfg.State.Term, cfg.State.MaxTerm)
+	c.startOrders(n)
 	d.Start(n.time())
 	c.flush(n)
 }
@@ -402,7 +414,9 @@ func (c *Cluster) Crash(id uint64) {
 		return
 	}
 	n.m, n.d, n.paused, n.backlog = nil, nil, false, nil
+	n.ag, n.orderBacklog = nil, nil
 	c.logf("crash %d", id)
+	c.disturbOrders(id)
 	c.reportDown(id)
 }
 
@@ -420,6 +434,7 @@ func (c *Cluster) reportDown(id uint64) {
 // would; it takes effect at its next Start.
 func (c *Cluster) WipeDisk(id uint64) {
 	c.node(id).disk = nil
+	c.node(id).orderFloor = agreement.ID{}
 	c.logf("wipe the disk of %d", id)
 }
 
@@ -430,6 +445,7 @@ func (c *Cluster) Pause(id uint64) {
 	if n.up() && !n.paused {
 		n.paused = true
 		c.logf("pause %d", id)
+		c.disturbOrders(id)
 	}
 }
 
@@ -453,6 +469,7 @@ func (c *Cluster) Resume(id uint64) {
 		}
 		c.deliverTo(n, e)
 	}
+	c.resumeOrders(n)
 }
 
 // ResumeSettling resumes a paused node whose machine's deadline came
@@ -487,6 +504,7 @@ func (c *Cluster) ResumeSettling(id uint64) bool {
 		c.deliverTo(n, e)
 	}
 	c.tickNode(n)
+	c.resumeOrders(n)
 	return true
 }
 
@@ -501,6 +519,8 @@ func (c *Cluster) Resign(id uint64) {
 	n.d.Resign()
 	c.flush(n)
 	n.m, n.d = nil, nil
+	n.ag, n.orderBacklog = nil, nil
+	c.disturbOrders(id)
 	c.reportDown(id)
 }
 
@@ -517,6 +537,9 @@ func (c *Cluster) Partition(groups ...[]uint64) {
 	}
 	c.split = c.now
 	c.logf("partition %v", groups)
+	for _, id := range c.members {
+		c.disturbOrders(id)
+	}
 }
 
 // Heal ends every partition.
@@ -541,6 +564,9 @@ func (c *Cluster) Run(ticks int) {
 // sent. So a machine gets the ticks due before a message arrives before
 // the message.
 func (c *Cluster) Tick() {
+	if c.beforeTick != nil {
+		c.beforeTick()
+	}
 	c.now++
 	for _, n := range c.nodes {
 		if !n.up() {
@@ -554,8 +580,15 @@ func (c *Cluster) Tick() {
 	for len(c.queue) > 0 && c.queue[0].at <= c.now {
 		c.handle(heap.Pop(&c.queue).(*event))
 	}
+	c.deliverOrders()
+	c.checkOrderDeadlines()
 	c.checkExclusive()
 }
+
+// BeforeTick sets fn to run at the start of every Tick, before time
+// passes (nil: none): a run's drivers of what does not run here, such as
+// the traitors' lies about orders and the leaders' orders.
+func (c *Cluster) BeforeTick(fn func()) { c.beforeTick = fn }
 
 // tickNode gives n's machine every tick its clock has completed
 // (driver.Advance: after a stall, the messages of ticks more than
@@ -564,6 +597,7 @@ func (c *Cluster) tickNode(n *node) {
 	if n.up() && !n.paused {
 		n.d.Advance(n.time())
 		c.flush(n)
+		c.tickOrders(n)
 	}
 }
 
@@ -613,6 +647,9 @@ type event struct {
 	// the arrival is measured from there, even when the copy is handed
 	// over before ticks that fell due earlier (ResumeSettling).
 	arrived time.Time
+	// om is the order message of a copy on the orders' network (msg.From
+	// is then its sender), nil on the election's.
+	om *protocol.OrderMessage
 }
 
 // handle delivers a copy or an unreachable notice.
@@ -793,6 +830,7 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 			c.checkCert(&cert, "held by", n.id)
 		}
 	}
+	c.leadOrders(n)
 	if rd.Claimed != 0 {
 		c.claim(n, rd.Claimed, st)
 	}

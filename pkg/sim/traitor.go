@@ -12,6 +12,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -92,8 +93,20 @@ type TraitorConfig struct {
 	// ID, its signer) that it runs, feeds and ticks, and whose output it
 	// bends: it withholds, equivocates, replays. Nil: it only lies.
 	Shadow election.Machine
-	// Rand is its only source of randomness.
+	// Rand is its only source of randomness about the election.
 	Rand *rand.Rand
+	// Orders, if not nil, is an honest agreement machine of the
+	// traitor's own (its ID, its signer) for the orders, whose output it
+	// bends (ReceiveOrder, TickOrders); as the certified leader it issues
+	// lies (IssueOrder). It draws on OrderRand, not on Rand, so that its
+	// lies about the election do not depend on the orders. OrderSigner
+	// signs its relays (its own key; Signer if nil); with OrderKeys, the
+	// members' public keys, it also keeps the other members' signed
+	// relays to frame them (FramedEvidence).
+	Orders      *agreement.Machine
+	OrderSigner certify.Signer
+	OrderKeys   certify.Verifier
+	OrderRand   *rand.Rand
 }
 
 // Traitor is a member of the byzantine algorithm that lies with its own
@@ -104,6 +117,8 @@ type TraitorConfig struct {
 // signs is signed with its own key: it cannot forge another member's
 // signature. Its lies are valid messages (protocol.Validate); what it
 // says is false. It is a pure value: Receive and Tick return what to send.
+// With TraitorConfig.Orders it also lies about the leader's orders
+// (ReceiveOrder, TickOrders, IssueOrder, FramedEvidence).
 type Traitor struct {
 	cfg     TraitorConfig
 	rng     *rand.Rand
@@ -118,6 +133,9 @@ type Traitor struct {
 	// gave are the time-outs it saw, term → member → signature, for the
 	// highest maxKept terms: it assembles real time-out certificates.
 	gave map[uint64]map[uint64][]byte
+	// orders is its part in the agreement on the orders, nil without
+	// TraitorConfig.Orders.
+	orders *orderLiar
 }
 
 // maxSigned bounds the signatures a traitor keeps to sign a statement
@@ -140,6 +158,15 @@ func NewTraitor(cfg TraitorConfig) *Traitor {
 	desc := slices.Sorted(slices.Values(cfg.Members))
 	slices.Reverse(desc)
 	t := &Traitor{cfg: cfg, rng: cfg.Rand, desc: desc, signed: map[signedKey][]byte{}, gave: map[uint64]map[uint64][]byte{}}
+	if cfg.Orders != nil {
+		signer := cfg.OrderSigner
+		if signer == nil {
+			signer = cfg.Signer
+		}
+		t.orders = &orderLiar{id: cfg.ID, cluster: cfg.Cluster, signer: signer, keys: cfg.OrderKeys, members: slices.Clone(cfg.Members),
+			accomplices: slices.Clone(cfg.Accomplices), m: cfg.Orders, rng: cfg.OrderRand, seq: map[uint64]uint64{},
+			signed: map[framedKey]certify.SignedStatement{}}
+	}
 	if cfg.Shadow != nil {
 		cfg.Shadow.Start()
 		t.bend(cfg.Shadow.Ready())

@@ -1,6 +1,7 @@
 package natstransport
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,9 @@ func (a *Adapter) onMessage(msg *nats.Msg) {
 		return
 	}
 	m, err := a.check(msg)
+	if errors.Is(err, errOrdersEvidence) {
+		return
+	}
 	if err != nil {
 		reason := protocol.ReasonOf(err)
 		if reason == protocol.ReasonExpired {
@@ -65,8 +69,18 @@ func (a *Adapter) check(msg *nats.Msg) (protocol.Message, error) {
 	if err := protocol.CheckAddressee(m, a.self.Incarnation, a.self.Started); err != nil {
 		return m, err
 	}
+	if m.Type == protocol.TypeBzEvidence && m.Inc == 0 && m.N == 0 && m.TS == 0 {
+		return m, errOrdersEvidence
+	}
 	return m, a.guard.Check(m, a.cfg.Now())
 }
+
+// errOrdersEvidence marks evidence published by a member's orders service
+// (pkg/orders): signed with the member's key, but without the freshness
+// fields of the node's own messages, whose numbering it does not share.
+// It is for the observer; the node leaves it alone and does not count it
+// as invalid.
+var errOrdersEvidence = errors.New("natstransport: evidence of the orders, for the observer")
 
 // warnExpired logs, at most once a minute, that messages arrive outside
 // MaxMessageAge: replays, or clocks that disagree.

@@ -552,7 +552,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		if _, err := startAll(nodes, e.cfg.order); err != nil {
 			return res, err
 		}
-		if _, err := e.waitAgreed(ctx, v, nodes, top.ID, time.Now()); err != nil {
+		if _, err := e.waitLed(ctx, v, nodes, top.ID, time.Now()); err != nil {
 			return res, fmt.Errorf("restart with connection events off: %w", err)
 		}
 		if err := e.waitQuiet(ctx, w); err != nil {

@@ -64,8 +64,9 @@ func memberKeys(cfg config, dir string) (map[string]string, map[string]*protocol
 		if !a.NeedsKeys() {
 			continue
 		}
-		names := map[string]int{clusterName(a, cfg.sizes[0], true): cfg.sizes[0]}
-		for _, size := range cfg.sizes {
+		smallest := cfg.plan[a][0]
+		names := map[string]int{clusterName(a, smallest, true): smallest}
+		for _, size := range cfg.plan[a] {
 			names[clusterName(a, size, false)] = size
 		}
 		for name, size := range names {
@@ -643,12 +644,12 @@ func (e *environment) observerLags(ctx context.Context, cluster string, ch <-cha
 	return lags
 }
 
-// steadyState runs one cluster of size nodes per algorithm at once, lets
-// each converge, then keeps every core busy with CPU burners for the
-// steady duration and counts, per cluster, the elections, leader changes
-// and announcements meanwhile: none is expected. It records them in the
-// results of that algorithm and size.
-func (e *environment) steadyState(ctx context.Context, size int, results []*result) error {
+// steadyState runs one cluster per algorithm at once, each at the
+// smallest size measured of it, lets each converge, then keeps every core
+// busy with CPU burners for the steady duration and counts, per cluster,
+// the elections, leader changes and announcements meanwhile: none is
+// expected. It records them in the results of that algorithm and size.
+func (e *environment) steadyState(ctx context.Context, results []*result) error {
 	type cluster struct {
 		res                  *result
 		w                    *wire
@@ -664,7 +665,8 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 		}
 	}()
 	for _, res := range results {
-		if res.n != size || res.err != nil {
+		size := res.n
+		if size != e.cfg.plan[res.algorithm][0] || res.err != nil {
 			continue
 		}
 		name := clusterName(res.algorithm, size, true)
@@ -716,7 +718,11 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "bench: steady state: %d clusters of %d nodes for %s with %d CPU burners\n", len(clusters), size, e.cfg.steady, len(bs))
+	var sizes []string
+	for _, c := range clusters {
+		sizes = append(sizes, fmt.Sprintf("%s %d", c.res.algorithm, len(c.nodes)))
+	}
+	fmt.Fprintf(e.out, "bench: steady state: %s for %s with %d CPU burners\n", strings.Join(sizes, ", "), e.cfg.steady, len(bs))
 	timer := time.NewTimer(e.cfg.steady)
 	select {
 	case <-ctx.Done():

@@ -49,13 +49,16 @@
 // A member that hears no renewal of its term's leader for the leader
 // time-out (or none with a certificate within the leader time-out of the
 // term's start, counted from when the leases that it and the members it
-// saw vote in the term before granted end) signs a time-out of the term
-// and broadcasts it; so does
-// one whose connection to the leader closes (PeerDown), or that holds
-// proof the leader lied. A member that hears from a live member c above
-// its term's leader signs a time-out of the term before c's next term
-// ("times out for c"), so that a returning higher ID takes over; a
-// member whose term c failed to lead waits PenaltyFactor leader
+// saw vote in the term before granted end) signs a time-out of the term,
+// broadcasts it and votes no more in it; one whose connection to the
+// leader closes (PeerDown), or that holds proof the leader lied, signs
+// one too. A leader not certified within the leader time-out of its
+// term's start signs one as well, but goes on proposing: a certificate
+// that forms later is still used, and its rounds keep the members that
+// formed it from giving the term up. A member that hears from a live
+// member c above its term's leader signs a time-out of the term before
+// c's next term ("times out for c"), so that a returning higher ID takes
+// over; a member whose term c failed to lead waits PenaltyFactor leader
 // time-outs before it does that for c again. f+1 time-outs of one term
 // make a member sign it too (one honest member gave it up); a quorum of
 // them is the time-out certificate that starts the next term.
@@ -141,7 +144,7 @@ type Machine struct {
 	leaseUntil    int
 	claimed       bool
 	timeouts      map[uint64]map[uint64][]byte // term → member → signature
-	quit          uint64                       // a term this member gave up for its leader's silence: it votes no more in it
+	quit          uint64                       // a term this member gave up for its leader's silence (or, restarted, its own): it votes, or proposes, no more in it
 	resigned      uint64                       // the highest term whose leader resigned it: no grants to its later rounds
 	helped        bool                         // it helped members behind, last at lastHelp
 	lastHelp      int
@@ -276,9 +279,12 @@ func (m *Machine) Tick() {
 		lead := m.designated(t)
 		if lead != m.id {
 			m.penalty[lead] = m.now + PenaltyFactor*m.timing.LeaderTimeoutTicks
+			m.quit = t
 		}
+		// The leader itself gives its term up too, but goes on proposing:
+		// a certificate that forms late is still used, and its rounds
+		// keep the members that formed it from giving the term up.
 		m.event(election.Event{Kind: election.LeaderTimedOut, Leader: lead, Term: t})
-		m.quit = t
 		m.timeout(t)
 	}
 }

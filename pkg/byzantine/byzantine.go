@@ -385,13 +385,14 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 // Unreachable is ignored: time-outs decide.
 func (m *Machine) Unreachable(uint64) {}
 
-// PeerDown times out the current term at once if its leader went down.
+// PeerDown times out the current term at once if its leader went down
+// (unless this member just did, on the leader's Resign).
 func (m *Machine) PeerDown(id uint64) {
 	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
 		return
 	}
 	m.event(election.Event{Kind: election.LeaderDisconnected, Leader: id, Term: m.term()})
-	m.timeout(m.term())
+	m.timeoutOnce(m.term())
 }
 
 // Resign leaves: a leader stops leading first, then tells the others,
@@ -802,6 +803,18 @@ func (m *Machine) timeout(x uint64) {
 	m.addTimeout(m.id, x, ss.Signature)
 }
 
+// timeoutOnce times out term x, unless this member did within the last
+// leader time-out: a leader that leaves is noticed twice (its Resign and
+// its connection's end), and the second notice tells the others nothing
+// new. A member still stuck in x signs it again a leader time-out later
+// (Tick).
+func (m *Machine) timeoutOnce(x uint64) {
+	if at, ok := m.sentTimeout[x]; ok && m.now-at < m.timing.LeaderTimeoutTicks {
+		return
+	}
+	m.timeout(x)
+}
+
 // farTimeout is a time-out of a term beyond the window of terms whose
 // time-outs a member gathers.
 type farTimeout struct {
@@ -950,7 +963,7 @@ func (m *Machine) onResign(msg protocol.Message) {
 		m.resigned = max(m.resigned, msg.Term)
 	}
 	if msg.Term == m.term() && msg.From == m.designated(m.term()) {
-		m.timeout(m.term())
+		m.timeoutOnce(m.term())
 	}
 }
 

@@ -917,10 +917,17 @@ func (m *Machine) onHello(msg protocol.Message) { m.status(msg.From) }
 
 // helpBehind answers a member that gives up term x below this member's
 // term: with the proof of the term, or, without one (after a restart),
-// by giving x up too, so that the member can catch up.
+// by giving x up too, so that the member can catch up. The proof goes
+// only to a member further behind than the term just below: one that
+// gives that term up does so with the others, and their time-outs, or
+// the rounds and time-outs of this term, which carry the proof, bring it
+// here; answering each of them would cost every member a proof to every
+// other at each change of term.
 func (m *Machine) helpBehind(from, x uint64) {
 	if m.cert != nil || m.tc != nil {
-		m.status(from)
+		if x+1 < m.term() {
+			m.status(from)
+		}
 		return
 	}
 	if m.term() < 2 || m.helped && m.now-m.lastHelp < m.timing.LeaderTimeoutTicks {

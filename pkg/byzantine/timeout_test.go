@@ -3,6 +3,7 @@ package byzantine
 import (
 	"testing"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -72,5 +73,53 @@ func TestTimeoutRepeatedWhileStuck(t *testing.T) {
 	}
 	if repeated == 0 {
 		t.Errorf("no time-out of term %d repeated while the next term did not begin", term)
+	}
+}
+
+// statusesTo counts the proofs (bz_status) sent to member to.
+func statusesTo(msgs []protocol.Message, to uint64) int {
+	count := 0
+	for _, msg := range msgs {
+		if msg.Type == protocol.TypeBzStatus && msg.To == to {
+			count++
+		}
+	}
+	return count
+}
+
+// A member that entered term t+1 does not answer a time-out of term t
+// with its proof: the sender gives up the term just below, with the
+// others, and their time-outs (or the rounds and time-outs of t+1, which
+// carry the proof) bring it to t+1. At 25 members every member answered
+// each late time-out of the term it had just left: hundreds of proofs,
+// each a time-out certificate of a quorum's signatures, while the new
+// term was being certified. A member further behind is still answered.
+func TestNoProofForTheTermJustBelow(t *testing.T) {
+	const n = 4
+	m := newTestMachine(t, n, 2)
+	m.Step(protocol.Message{Type: protocol.TypeBzStatus, From: 1, To: 2, Term: 2, TC: timeoutCert(t, n, 1, 1, 3, 4)})
+	if st := m.Status(); st.Term != 2 {
+		t.Fatalf("term %d, want 2", st.Term)
+	}
+	m.Ready()
+	late := func(from, x uint64) protocol.Message {
+		ss, err := certify.Sign(keysFor(t, n).signers[from], certify.Timeout(testCluster, from, x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return protocol.Message{Type: protocol.TypeBzTimeout, From: from, Term: x, Statement: &ss}
+	}
+	m.Step(late(4, 1))
+	if got := statusesTo(m.Ready().Messages, 4); got != 0 {
+		t.Errorf("in term 2, a time-out of term 1 answered with %d proofs, want none", got)
+	}
+	m.Step(protocol.Message{Type: protocol.TypeBzStatus, From: 1, To: 2, Term: 3, TC: timeoutCert(t, n, 2, 1, 3, 4)})
+	if st := m.Status(); st.Term != 3 {
+		t.Fatalf("term %d, want 3", st.Term)
+	}
+	m.Ready()
+	m.Step(late(3, 1))
+	if got := statusesTo(m.Ready().Messages, 3); got != 1 {
+		t.Errorf("in term 3, a time-out of term 1 answered with %d proofs, want 1", got)
 	}
 }

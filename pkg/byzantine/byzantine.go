@@ -480,6 +480,9 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 		if m.leading {
 			m.stepDown()
 		}
+		if m.ready.Claimed == old {
+			m.ready.Claimed = 0 // claimed and left at once: nothing to announce
+		}
 		m.send(protocol.Message{Type: protocol.TypeResign, Term: old})
 	}
 	if m.grant.leader == m.id {

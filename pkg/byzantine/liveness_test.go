@@ -175,3 +175,47 @@ func TestLeaderProposesAfterItsOwnTimeout(t *testing.T) {
 		t.Errorf("after acks of round %d from 1 and 2: %+v, want the leader", round.Seq, st)
 	}
 }
+
+// A leader certified by a message that also completes the time-out
+// certificate of its term (a time-out that carries the certificate)
+// leads for no longer than that message: it claims nothing, since it has
+// left the term before the claim could be announced.
+//
+// Members 1..4: member 3 leads term 2, its round 1 granted by 1 and 2
+// (Acks) before it knows the certificate; 1 gave term 2 up; then 4's
+// time-out of term 2 arrives with the certificate: 3 joins (f+1
+// time-outs) and enters term 3.
+func TestNoClaimOfATermLeftAtOnce(t *testing.T) {
+	const n = 4
+	m := newTestMachine(t, n, 3)
+	m.Step(protocol.Message{Type: protocol.TypeBzStatus, From: 1, To: 3, Term: 2, TC: timeoutCert(t, n, 1, 1, 2, 4)})
+	m.Ready()
+	for _, member := range []uint64{1, 2} {
+		m.Step(protocol.Message{Type: protocol.TypeBzAck, From: member, To: 3, Term: 2, Seq: 1})
+	}
+	timeout := func(member uint64) *certify.SignedStatement {
+		ss, err := certify.Sign(keysFor(t, n).signers[member], certify.Timeout(testCluster, member, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &ss
+	}
+	m.Step(protocol.Message{Type: protocol.TypeBzTimeout, From: 1, Term: 2, Statement: timeout(1)})
+	m.Ready()
+	var votes []certify.SignedStatement
+	for _, member := range []uint64{1, 2, 4} {
+		votes = append(votes, *signedVote(t, n, member, 2, 3))
+	}
+	cert, err := certify.NewCertificate(votes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Step(protocol.Message{Type: protocol.TypeBzTimeout, From: 4, Term: 2, Statement: timeout(4), Cert: &cert})
+	r := m.Ready()
+	if st := m.Status(); st.Term != 3 {
+		t.Fatalf("term %d, want 3", st.Term)
+	}
+	if r.Claimed != 0 {
+		t.Errorf("claimed term %d, left in the same step for term 3", r.Claimed)
+	}
+}

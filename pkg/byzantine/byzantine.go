@@ -21,7 +21,9 @@
 // The designated leader of its term broadcasts a Propose every heartbeat
 // interval (round Seq, with the justification of the term). A member
 // votes for it at most once per term: the vote, election.Vote in the hard
-// state, is stored before the signed vote is broadcast. A quorum of
+// state, is stored before the signed vote is broadcast, once per run;
+// the leader's later rounds are answered with an Ack to the leader
+// alone, a grant of the round, like a renewal's. A quorum of
 // ⌈(n+f+1)/2⌉ votes for (cluster, term, leader) is a certificate; any two
 // quorums share at least f+1 members, one of them honest, so no two
 // certificates of one term name different leaders (an honest member only
@@ -31,14 +33,14 @@
 //
 // # Leases
 //
-// A vote, and an Ack of a renewal, grants the leader a lease, as in
+// A vote, and an Ack of a later round, grants the leader a lease, as in
 // package paxos: the member counts LeaseTicks+1 ticks from the Propose's
 // arrival, and votes in no later term while a grant it gave may hold
 // (unless the leader resigned it, or is a proven liar). A round that
-// arrives after its leader's Resign of the term grants nothing. The leader counts
-// LeaderLeaseTicks (election.LeaderLease) from when it sent the round,
-// and reports Leader only with a certificate and while the grants of a
-// quorum hold. An honest leader L2 of a later term holds a certificate
+// arrives after its leader's Resign of the term grants nothing. The
+// leader counts LeaderLeaseTicks (election.LeaderLease) from when it
+// sent the round, and reports Leader only with a certificate and while
+// the grants of a quorum hold. An honest leader L2 of a later term holds a certificate
 // whose quorum shares an honest member h with the quorum whose grants
 // make L1's lease; h voted for L2 only after its grant to L1 ended, and
 // grants nothing to a term below its vote, so L1's lease ended first:
@@ -138,7 +140,8 @@ type Machine struct {
 	seq           uint64
 	sentAt        map[uint64]int
 	votes         map[uint64]certify.SignedStatement // for the current term's leader
-	lastVote      int                                // tick the last of them arrived
+	lastVote      int                                // tick the last of them, or a round they answer, arrived
+	voteSent      uint64                             // the term in which this run broadcast its vote
 	acked         map[uint64]uint64
 	leading       bool
 	leaseUntil    int
@@ -622,12 +625,23 @@ func (m *Machine) vote(seq uint64, arrived int) bool {
 		m.hard.Vote = election.Vote{Term: t, For: lead}
 		m.stateDirty = true
 	}
+	if m.voteSent == t {
+		// Its vote is out: a later round is answered with a grant to the
+		// leader alone. The vote broadcast again would cost every member
+		// a delivery and a check in each round until the certificate.
+		m.grant = grant{term: t, leader: lead, until: arrived + m.timing.LeaseTicks + 1}
+		if lead != m.id {
+			m.send(protocol.Message{Type: protocol.TypeBzAck, To: lead, Term: t, Seq: seq})
+		}
+		return true
+	}
 	ss, err := certify.Sign(m.cfg.Signer, certify.Vote(m.cfg.Cluster, m.id, t, lead))
 	if err != nil {
 		return false
 	}
 	m.grant = grant{term: t, leader: lead, until: arrived + m.timing.LeaseTicks + 1}
 	m.send(protocol.Message{Type: protocol.TypeBzVote, Term: t, Seq: seq, Statement: &ss})
+	m.voteSent = t
 	m.addVote(ss)
 	return true
 }
@@ -648,8 +662,14 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 			m.enter(1, nil, nil)
 		}
 	}
-	if t != m.term() || m.quit == t && msg.Cert == nil || m.resigned == t {
-		return // a candidacy it gave up on, or a leader that resigned: no more grants to it
+	if t != m.term() || m.resigned == t {
+		return // a leader that resigned: no more grants to it
+	}
+	if m.cert == nil && len(m.votes) > 0 {
+		m.lastVote = m.now // its voters grant the lease again in answer to this round
+	}
+	if m.quit == t && msg.Cert == nil {
+		return // a candidacy it gave up on: no more grants to it
 	}
 	if m.cert != nil {
 		m.heard = m.now
@@ -741,7 +761,7 @@ func (m *Machine) addVote(ss certify.SignedStatement) {
 	}
 }
 
-// onAck counts a renewal's ack as a grant of the round it answers.
+// onAck counts an ack as a grant of the round it answers.
 func (m *Machine) onAck(msg protocol.Message) {
 	if msg.To == m.id && msg.Term == m.term() && m.designated(msg.Term) == m.id && msg.Seq <= m.seq {
 		m.acked[msg.From] = max(m.acked[msg.From], msg.Seq)

@@ -609,9 +609,10 @@ func (m *Machine) propose() {
 	m.updateLease()
 }
 
-// vote casts (or repeats) this member's vote for the current term's
-// leader in answer to round seq that arrived in tick arrived, and grants
-// the lease; false if it may not.
+// vote casts this member's vote for the current term's leader in answer
+// to round seq that arrived in tick arrived, and grants the lease: the
+// vote is broadcast once per run of the term, a later round answered
+// with an Ack to the leader. False if it may not vote.
 func (m *Machine) vote(seq uint64, arrived int) bool {
 	t, lead := m.term(), m.designated(m.term())
 	switch {

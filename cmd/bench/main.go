@@ -3,7 +3,9 @@
 // for every algorithm and cluster size, a cluster of node binaries with
 // their default settings.
 //
-// For each algorithm and size it measures
+// Each algorithm has its sizes (-sizes): by default bully, ring and paxos
+// at 5, 25 and 101 nodes, byzantine at 4, 7 and 25. For each algorithm and
+// size it measures
 //
 //   - cold start: all nodes started at once until they agree on the
 //     highest ID, and how many leaderships were announced meanwhile;
@@ -23,9 +25,9 @@
 //     messages per second of the cluster, over a quiet window;
 //   - the observer's lag from a leader's announcement to its record.
 //
-// With -steady, it then runs one cluster per algorithm at the smallest size
-// at once, keeps them quiet while CPU burners keep every core busy, and
-// counts elections: there must be none.
+// With -steady, it then runs one cluster per algorithm, each at its
+// smallest size, at once, keeps them quiet while CPU burners keep every
+// core busy, and counts elections: there must be none.
 //
 // "Agreed" means every live node's GET /status names the same leader, the
 // highest live ID. The benchmark follows every node's /status with long
@@ -42,7 +44,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,9 +63,11 @@ type config struct {
 	raftcheck  string // raftcheck binary (cmd/raftcheck); "" skips raft
 	raftpeer   string // raftpeer binary for raftcheck
 	raftSizes  []int
-	plot       string // failoverplot binary (bench module); "" draws no plot
-	sizes      []int
-	rounds     map[int]int // rounds per size
+	plot       string                       // failoverplot binary (bench module); "" draws no plot
+	plan       map[protocol.Algorithm][]int // sizes per algorithm, ascending
+	sizes      []int                        // every size of plan, ascending
+	rounds     map[int]int                  // rounds per size of sizes
+	preset     map[int]int                  // quickRounds or fullRounds
 	steady     time.Duration
 	order      string
 	idle       time.Duration
@@ -101,6 +105,16 @@ var (
 	fullRounds  = map[int]int{5: 20, 25: 10, 101: 5}
 )
 
+// roundsAt is the rounds of a cluster of n nodes: those of the plan's
+// size n, or, for a size outside the plan (raft's), as the preset would
+// give it.
+func (c config) roundsAt(n int) int {
+	if r, ok := c.rounds[n]; ok {
+		return r
+	}
+	return roundsAt(c.preset, n)
+}
+
 func parseFlags(args []string) (config, error) {
 	var c config
 	var algorithms, sizes string
@@ -112,13 +126,13 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.raftcheck, "raftcheck", "", `path of raftcheck, built from cmd/raftcheck ("" skips the comparison with hashicorp/raft)`)
 	fs.StringVar(&c.raftpeer, "raftpeer", "bin/raftpeer", "path of raftpeer, built from the bench module")
 	fs.StringVar(&c.plot, "plot", "", `path of failoverplot, built from the bench module ("" draws no plot)`)
-	fs.StringVar(&sizes, "sizes", "5,25,101", "comma-separated cluster sizes; IDs are 1..n")
-	fs.IntVar(&rounds, "rounds", 0, "rounds of each failover (0: 5, 3 and 2 at 5, 25 and 101 nodes; with -full 20, 10 and 5)")
+	fs.StringVar(&sizes, "sizes", defaultSizes, `cluster sizes (IDs are 1..n), lists separated by ";": "n,n,…" for every algorithm without a list of its own, "algorithm=n,n,…" for one`)
+	fs.IntVar(&rounds, "rounds", 0, "rounds of each failover (0: 5 below 25 nodes, 3 below 101, 2 from 101; with -full 20, 10 and 5)")
 	fs.BoolVar(&full, "full", false, "more rounds, and 10 minutes of steady state with every core busy")
-	fs.DurationVar(&c.steady, "steady", 0, "steady state with busy CPUs, every algorithm's cluster at once at the smallest size (0 skips it; -full: 10m)")
+	fs.DurationVar(&c.steady, "steady", 0, "steady state with busy CPUs, every algorithm's cluster at once, each at its smallest size (0 skips it; -full: 10m)")
 	fs.DurationVar(&c.idle, "idle", 5*time.Second, "quiet window over which idle CPU, memory and steady traffic are measured")
 	fs.StringVar(&c.order, "order", orderShuffle, `order in which a cluster's processes are started: "ids" (lowest first, one at a time) or "shuffle" (random, several at a time)`)
-	fs.StringVar(&algorithms, "algorithms", "bully,ring,paxos", "comma-separated algorithms to measure")
+	fs.StringVar(&algorithms, "algorithms", "bully,ring,paxos,byzantine", "comma-separated algorithms to measure")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline for a cluster to agree on a leader")
 	fs.DurationVar(&c.quiet, "quiet", 300*time.Millisecond, "an election is over once no election message was sent for this long")
 	fs.StringVar(&c.logDir, "logs", "", "directory for node logs (default: a new temporary directory)")
@@ -129,39 +143,14 @@ func parseFlags(args []string) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	for s := range strings.SplitSeq(sizes, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 2 || n > 1000 {
-			return c, fmt.Errorf("-sizes: %q is not a cluster size from 2 to 1000", s)
-		}
-		c.sizes = append(c.sizes, n)
-	}
-	if len(c.sizes) == 0 {
-		return c, errors.New("-sizes names no size")
-	}
 	if rounds < 0 {
 		return c, fmt.Errorf("-rounds must not be negative, got %d", rounds)
 	}
-	preset := quickRounds
+	c.preset = quickRounds
 	if full {
-		preset = fullRounds
+		c.preset = fullRounds
 		if c.steady == 0 {
 			c.steady = 10 * time.Minute
-		}
-	}
-	c.rounds = make(map[int]int)
-	for _, n := range c.sizes {
-		switch {
-		case rounds > 0:
-			c.rounds[n] = rounds
-		case preset[n] > 0:
-			c.rounds[n] = preset[n]
-		default:
-			c.rounds[n] = preset[5]
 		}
 	}
 	if c.timeout <= 0 || c.quiet <= 0 || c.idle <= 0 || c.steady < 0 {
@@ -173,13 +162,30 @@ func parseFlags(args []string) (config, error) {
 			continue
 		}
 		alg := protocol.Algorithm(a)
-		if !slicesContains(protocol.Algorithms, alg) {
+		if !slices.Contains(protocol.Algorithms, alg) {
 			return c, fmt.Errorf("-algorithms: %q is not one of %v", a, protocol.Algorithms)
+		}
+		if slices.Contains(c.algorithms, alg) {
+			return c, fmt.Errorf("-algorithms: %s twice", alg)
 		}
 		c.algorithms = append(c.algorithms, alg)
 	}
 	if len(c.algorithms) == 0 {
 		return c, errors.New("-algorithms names no algorithm")
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "sizes" })
+	plan, err := parseSizes(sizes, c.algorithms, explicit)
+	if err != nil {
+		return c, err
+	}
+	c.plan, c.sizes = plan, allSizes(plan)
+	c.rounds = make(map[int]int)
+	for _, n := range c.sizes {
+		c.rounds[n] = rounds
+		if rounds == 0 {
+			c.rounds[n] = roundsAt(c.preset, n)
+		}
 	}
 	c.raftSizes = []int{5}
 	if full {
@@ -189,15 +195,6 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-order: %q is not %q or %q", c.order, orderIDs, orderShuffle)
 	}
 	return c, nil
-}
-
-func slicesContains[T comparable](s []T, v T) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) error {
@@ -237,24 +234,22 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	defer env.close()
 
-	fmt.Fprintf(out, "bench: sizes %v, rounds %v, algorithms %v, steady state %s; node logs in %s\n",
-		cfg.sizes, cfg.rounds, cfg.algorithms, cfg.steady, cfg.logDir)
+	fmt.Fprintf(out, "bench: %s; %s; steady state %s; node logs in %s\n",
+		planText(cfg.algorithms, cfg.plan), roundsText(cfg.rounds), cfg.steady, cfg.logDir)
 	started := time.Now()
 	var results []*result
 	var failed []string
-	for _, n := range cfg.sizes {
-		for _, algorithm := range cfg.algorithms {
-			if ctx.Err() != nil {
-				break
-			}
-			fmt.Fprintf(out, "bench: %s, %d nodes\n", algorithm, n)
-			res, err := env.measure(ctx, algorithm, n)
-			if err != nil {
-				fmt.Fprintf(out, "bench: %s, %d nodes: %v\n", algorithm, n, err)
-				failed = append(failed, fmt.Sprintf("%s/%d", algorithm, n))
-			}
-			results = append(results, res)
+	for _, c := range columns(cfg.algorithms, cfg.plan) {
+		if ctx.Err() != nil {
+			break
 		}
+		fmt.Fprintf(out, "bench: %s, %d nodes\n", c.algorithm, c.n)
+		res, err := env.measure(ctx, c.algorithm, c.n)
+		if err != nil {
+			fmt.Fprintf(out, "bench: %s, %d nodes: %v\n", c.algorithm, c.n, err)
+			failed = append(failed, fmt.Sprintf("%s/%d", c.algorithm, c.n))
+		}
+		results = append(results, res)
 	}
 	var raft []raftSeries
 	if cfg.raftcheck != "" {
@@ -263,11 +258,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				break
 			}
 			fmt.Fprintf(out, "bench: hashicorp/raft, %d peers\n", n)
-			rounds := cfg.rounds[n]
-			if rounds == 0 {
-				rounds = quickRounds[5]
-			}
-			series, err := measureRaft(ctx, cfg, n, rounds, out)
+			series, err := measureRaft(ctx, cfg, n, cfg.roundsAt(n), out)
 			if err != nil {
 				fmt.Fprintf(out, "bench: %v\n", err)
 				failed = append(failed, fmt.Sprintf("raft/%d", n))
@@ -277,7 +268,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	if cfg.steady > 0 && ctx.Err() == nil {
-		if err := env.steadyState(ctx, cfg.sizes[0], results); err != nil {
+		if err := env.steadyState(ctx, results); err != nil {
 			fmt.Fprintf(out, "bench: steady state: %v\n", err)
 			failed = append(failed, "steady state")
 		}

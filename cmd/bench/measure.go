@@ -33,14 +33,16 @@ const stopGrace = 5 * time.Second
 // benchmark's own connection to it, an HTTP client for the nodes and the
 // observer.
 type environment struct {
-	cfg      config
-	out      io.Writer
-	ns       *server.Server
-	natsURL  string
-	nc       *nats.Conn
-	http     *http.Client
-	observer *exec.Cmd
-	obsURL   string // base URL of the observer's HTTP API, "" without one
+	cfg     config
+	out     io.Writer
+	ns      *server.Server
+	natsURL string
+	nc      *nats.Conn
+	http    *http.Client
+	// observers are the observers by whether they hold member keys: one
+	// with keys drops what no member key signed, so the clusters without
+	// keys have one of their own.
+	observers map[bool]*observerProc
 	// keyDirs holds the key directory of each cluster whose algorithm
 	// needs member keys (byzantine), made before the server starts so
 	// that it knows their users.
@@ -64,8 +66,9 @@ func memberKeys(cfg config, dir string) (map[string]string, map[string]*protocol
 		if !a.NeedsKeys() {
 			continue
 		}
-		names := map[string]int{clusterName(a, cfg.sizes[0], true): cfg.sizes[0]}
-		for _, size := range cfg.sizes {
+		smallest := cfg.plan[a][0]
+		names := map[string]int{clusterName(a, smallest, true): smallest}
+		for _, size := range cfg.plan[a] {
 			names[clusterName(a, size, false)] = size
 		}
 		for name, size := range names {
@@ -123,34 +126,76 @@ func newEnvironment(ctx context.Context, cfg config, out io.Writer) (*environmen
 		natsconf.Stop(ns)
 		return nil, fmt.Errorf("connect to nats: %w", err)
 	}
-	e := &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient(), keyDirs: keyDirs}
+	e := &environment{cfg: cfg, out: out, ns: ns, natsURL: ns.ClientURL(), nc: nc, http: localcluster.NewHTTPClient(), keyDirs: keyDirs, observers: map[bool]*observerProc{}}
 	if cfg.observer != "" {
-		if err := e.startObserver(ctx); err != nil {
-			e.close()
-			return nil, err
+		for _, keyed := range observerKinds(cfg.algorithms) {
+			o, err := e.startObserver(ctx, keyed)
+			if err != nil {
+				e.close()
+				return nil, err
+			}
+			e.observers[keyed] = o
 		}
 	}
 	return e, nil
 }
 
-// startObserver runs the observer binary on this NATS server and waits
-// until it is healthy.
-func (e *environment) startObserver(ctx context.Context) error {
+// observerProc is a running observer.
+type observerProc struct {
+	cmd *exec.Cmd
+	url string // base URL of its HTTP API
+}
+
+// observerKinds says which observers a run of algorithms needs, by
+// whether they hold member keys: one without keys for the algorithms
+// without them, one with the keys of the clusters of the others.
+func observerKinds(algorithms []protocol.Algorithm) []bool {
+	var kinds []bool
+	for _, keyed := range []bool{false, true} {
+		for _, a := range algorithms {
+			if a.NeedsKeys() == keyed {
+				kinds = append(kinds, keyed)
+				break
+			}
+		}
+	}
+	return kinds
+}
+
+// observerURL is the base URL of the observer that records the clusters
+// of algorithm, "" without one.
+func (e *environment) observerURL(algorithm protocol.Algorithm) string {
+	if o := e.observers[algorithm.NeedsKeys()]; o != nil {
+		return o.url
+	}
+	return ""
+}
+
+// startObserver runs the observer binary on this NATS server, with the
+// keys of every keyed cluster if keyed, and waits until it is healthy.
+func (e *environment) startObserver(ctx context.Context, keyed bool) (*observerProc, error) {
 	addr, err := freeAddrs(1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	data := filepath.Join(e.cfg.logDir, "observer-data")
-	logFile, err := os.Create(filepath.Join(e.cfg.logDir, "observer.log"))
+	name := "observer"
+	if keyed {
+		name = "observer-keyed"
+	}
+	data := filepath.Join(e.cfg.logDir, name+"-data")
+	logFile, err := os.Create(filepath.Join(e.cfg.logDir, name+".log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(e.cfg.observer)
-	cmd.Env = append(append(os.Environ(), localcluster.ObserverEnv()...), "NATS_URL="+e.natsURL, "HTTP_ADDR="+addr[0], "OBSERVER_DATA="+data)
-	if len(e.keyDirs) > 0 {
-		dir := filepath.Join(e.cfg.logDir, "keys", "observer")
+	// Each observer has a durable consumer of its own on the stream of
+	// announcements: two on one would share its deliveries.
+	cmd.Env = append(append(os.Environ(), localcluster.ObserverEnv()...), "NATS_URL="+e.natsURL, "HTTP_ADDR="+addr[0], "OBSERVER_DATA="+data, "OBSERVER_CONSUMER="+name)
+	if keyed {
+		dir := filepath.Join(e.cfg.logDir, "keys", name)
 		if err := localcluster.ObserverKeys(dir, e.keyDirs); err != nil {
-			return err
+			logFile.Close()
+			return nil, err
 		}
 		cmd.Env = append(cmd.Env, "OBSERVER_KEYS_DIR="+dir)
 	}
@@ -158,36 +203,38 @@ func (e *environment) startObserver(ctx context.Context) error {
 	cmd.SysProcAttr = localcluster.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return fmt.Errorf("observer: %w", err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	go func() { cmd.Wait(); logFile.Close() }() // reaped here; close kills it
-	e.observer, e.obsURL = cmd, "http://"+addr[0]
+	o := &observerProc{cmd: cmd, url: "http://" + addr[0]}
 	// Nothing announces health but the endpoint: poll it.
 	deadline := time.NewTimer(e.cfg.timeout)
 	defer deadline.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.obsURL+"/healthz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, o.url+"/healthz", nil)
 		if resp, err := e.http.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return o, nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			cmd.Process.Signal(syscall.SIGTERM)
+			return nil, ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("observer not healthy after %s; see %s", e.cfg.timeout, logFile.Name())
+			cmd.Process.Signal(syscall.SIGTERM)
+			return nil, fmt.Errorf("%s not healthy after %s; see %s", name, e.cfg.timeout, logFile.Name())
 		case <-poll.C:
 		}
 	}
 }
 
 func (e *environment) close() {
-	if e.observer != nil {
-		e.observer.Process.Signal(syscall.SIGTERM)
+	for _, o := range e.observers {
+		o.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	e.nc.Close()
 	natsconf.Stop(e.ns)
@@ -337,10 +384,10 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	defer func() { res.err = err }()
 	cluster := clusterName(algorithm, size, false)
 	w := &wire{}
-	if e.obsURL != "" {
+	if obsURL := e.observerURL(algorithm); obsURL != "" {
 		w.announced = make(chan announced, 16)
 		lags := make(chan []time.Duration, 1)
-		go func() { lags <- e.observerLags(ctx, cluster, w.announced) }()
+		go func() { lags <- e.observerLags(ctx, obsURL, cluster, w.announced) }()
 		defer func() {
 			close(w.announced)
 			res.observerLag = <-lags
@@ -552,7 +599,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		if _, err := startAll(nodes, e.cfg.order); err != nil {
 			return res, err
 		}
-		if _, err := e.waitAgreed(ctx, v, nodes, top.ID, time.Now()); err != nil {
+		if _, err := e.waitLed(ctx, v, nodes, top.ID, time.Now()); err != nil {
 			return res, fmt.Errorf("restart with connection events off: %w", err)
 		}
 		if err := e.waitQuiet(ctx, w); err != nil {
@@ -621,8 +668,8 @@ func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*l
 }
 
 // observerLags measures, for every announcement of cluster, how long the
-// observer took to record it, until the channel closes.
-func (e *environment) observerLags(ctx context.Context, cluster string, ch <-chan announced) []time.Duration {
+// observer at obsURL took to record it, until the channel closes.
+func (e *environment) observerLags(ctx context.Context, obsURL, cluster string, ch <-chan announced) []time.Duration {
 	var lags []time.Duration
 	poll := time.NewTicker(time.Millisecond)
 	defer poll.Stop()
@@ -633,7 +680,7 @@ func (e *environment) observerLags(ctx context.Context, cluster string, ch <-cha
 			var rec struct {
 				Term uint64 `json:"term"`
 			}
-			if err := localcluster.GetJSON(ctx, e.http, e.obsURL+"/api/clusters/"+cluster+"/leader", &rec); err == nil && rec.Term >= a.term {
+			if err := localcluster.GetJSON(ctx, e.http, obsURL+"/api/clusters/"+cluster+"/leader", &rec); err == nil && rec.Term >= a.term {
 				lags = append(lags, time.Since(a.at))
 				break
 			}
@@ -643,12 +690,12 @@ func (e *environment) observerLags(ctx context.Context, cluster string, ch <-cha
 	return lags
 }
 
-// steadyState runs one cluster of size nodes per algorithm at once, lets
-// each converge, then keeps every core busy with CPU burners for the
-// steady duration and counts, per cluster, the elections, leader changes
-// and announcements meanwhile: none is expected. It records them in the
-// results of that algorithm and size.
-func (e *environment) steadyState(ctx context.Context, size int, results []*result) error {
+// steadyState runs one cluster per algorithm at once, each at the
+// smallest size measured of it, lets each converge, then keeps every core
+// busy with CPU burners for the steady duration and counts, per cluster,
+// the elections, leader changes and announcements meanwhile: none is
+// expected. It records them in the results of that algorithm and size.
+func (e *environment) steadyState(ctx context.Context, results []*result) error {
 	type cluster struct {
 		res                  *result
 		w                    *wire
@@ -664,7 +711,8 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 		}
 	}()
 	for _, res := range results {
-		if res.n != size || res.err != nil {
+		size := res.n
+		if size != e.cfg.plan[res.algorithm][0] || res.err != nil {
 			continue
 		}
 		name := clusterName(res.algorithm, size, true)
@@ -716,7 +764,11 @@ func (e *environment) steadyState(ctx context.Context, size int, results []*resu
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "bench: steady state: %d clusters of %d nodes for %s with %d CPU burners\n", len(clusters), size, e.cfg.steady, len(bs))
+	var sizes []string
+	for _, c := range clusters {
+		sizes = append(sizes, fmt.Sprintf("%s %d", c.res.algorithm, len(c.nodes)))
+	}
+	fmt.Fprintf(e.out, "bench: steady state: %s for %s with %d CPU burners\n", strings.Join(sizes, ", "), e.cfg.steady, len(bs))
 	timer := time.NewTimer(e.cfg.steady)
 	select {
 	case <-ctx.Done():

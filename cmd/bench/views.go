@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -61,14 +62,28 @@ func (v *views) close() {
 
 // agreed reports whether every node of live names want, and when the last
 // of them came to; otherwise it returns the channel closed on the next
-// change.
-func (v *views) agreed(live []*localcluster.Node, want uint64) (bool, time.Time, <-chan struct{}) {
+// change. With leading, want must also report itself the leader and every
+// node name it in want's term: a node restarted with its data may report
+// the leader of the term it restored (a byzantine member shows that
+// term's certificate) before the cluster has elected anew.
+func (v *views) agreed(live []*localcluster.Node, want uint64, leading bool) (bool, time.Time, <-chan struct{}) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var last time.Time
+	term := uint64(0)
+	if leading {
+		w, ok := v.by[want]
+		if !ok || !w.up || w.status.State != election.Leader.String() {
+			return false, time.Time{}, v.changed
+		}
+		term = w.status.Term
+	}
 	for _, n := range live {
 		w, ok := v.by[n.ID]
 		if !ok || !w.up || w.status.Leader == nil || *w.status.Leader != want {
+			return false, time.Time{}, v.changed
+		}
+		if leading && w.status.Term != term {
 			return false, time.Time{}, v.changed
 		}
 		if w.at.After(last) {
@@ -105,6 +120,16 @@ func (v *views) describe(live []*localcluster.Node) string {
 // returns when the last of them was seen to, or t0 if that was earlier (a
 // node that already named want).
 func (e *environment) waitAgreed(ctx context.Context, v *views, live []*localcluster.Node, want uint64, t0 time.Time) (time.Time, error) {
+	return e.wait(ctx, v, live, want, false, t0)
+}
+
+// waitLed waits, as waitAgreed, until want leads and every node of live
+// names it in its term (views.agreed with leading).
+func (e *environment) waitLed(ctx context.Context, v *views, live []*localcluster.Node, want uint64, t0 time.Time) (time.Time, error) {
+	return e.wait(ctx, v, live, want, true, t0)
+}
+
+func (e *environment) wait(ctx context.Context, v *views, live []*localcluster.Node, want uint64, leading bool, t0 time.Time) (time.Time, error) {
 	deadline := time.NewTimer(e.cfg.timeout)
 	defer deadline.Stop()
 	for {
@@ -113,7 +138,7 @@ func (e *environment) waitAgreed(ctx context.Context, v *views, live []*localclu
 				return time.Time{}, fmt.Errorf("node %d exited: %v; see %s", n.ID, n.ExitErr(), n.LogPath)
 			}
 		}
-		ok, at, changed := v.agreed(live, want)
+		ok, at, changed := v.agreed(live, want, leading)
 		if ok {
 			if at.Before(t0) {
 				at = t0

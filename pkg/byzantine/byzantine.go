@@ -21,7 +21,9 @@
 // The designated leader of its term broadcasts a Propose every heartbeat
 // interval (round Seq, with the justification of the term). A member
 // votes for it at most once per term: the vote, election.Vote in the hard
-// state, is stored before the signed vote is broadcast. A quorum of
+// state, is stored before the signed vote is broadcast, once per run;
+// the leader's later rounds are answered with an Ack to the leader
+// alone, a grant of the round, like a renewal's. A quorum of
 // ⌈(n+f+1)/2⌉ votes for (cluster, term, leader) is a certificate; any two
 // quorums share at least f+1 members, one of them honest, so no two
 // certificates of one term name different leaders (an honest member only
@@ -31,14 +33,14 @@
 //
 // # Leases
 //
-// A vote, and an Ack of a renewal, grants the leader a lease, as in
+// A vote, and an Ack of a later round, grants the leader a lease, as in
 // package paxos: the member counts LeaseTicks+1 ticks from the Propose's
 // arrival, and votes in no later term while a grant it gave may hold
 // (unless the leader resigned it, or is a proven liar). A round that
-// arrives after its leader's Resign of the term grants nothing. The leader counts
-// LeaderLeaseTicks (election.LeaderLease) from when it sent the round,
-// and reports Leader only with a certificate and while the grants of a
-// quorum hold. An honest leader L2 of a later term holds a certificate
+// arrives after its leader's Resign of the term grants nothing. The
+// leader counts LeaderLeaseTicks (election.LeaderLease) from when it
+// sent the round, and reports Leader only with a certificate and while
+// the grants of a quorum hold. An honest leader L2 of a later term holds a certificate
 // whose quorum shares an honest member h with the quorum whose grants
 // make L1's lease; h voted for L2 only after its grant to L1 ended, and
 // grants nothing to a term below its vote, so L1's lease ended first:
@@ -49,13 +51,16 @@
 // A member that hears no renewal of its term's leader for the leader
 // time-out (or none with a certificate within the leader time-out of the
 // term's start, counted from when the leases that it and the members it
-// saw vote in the term before granted end) signs a time-out of the term
-// and broadcasts it; so does
-// one whose connection to the leader closes (PeerDown), or that holds
-// proof the leader lied. A member that hears from a live member c above
-// its term's leader signs a time-out of the term before c's next term
-// ("times out for c"), so that a returning higher ID takes over; a
-// member whose term c failed to lead waits PenaltyFactor leader
+// saw vote in the term before granted end) signs a time-out of the term,
+// broadcasts it and votes no more in it; one whose connection to the
+// leader closes (PeerDown), or that holds proof the leader lied, signs
+// one too. A leader not certified within the leader time-out of its
+// term's start signs one as well, but goes on proposing: a certificate
+// that forms later is still used, and its rounds keep the members that
+// formed it from giving the term up. A member that hears from a live
+// member c above its term's leader signs a time-out of the term before
+// c's next term ("times out for c"), so that a returning higher ID takes
+// over; a member whose term c failed to lead waits PenaltyFactor leader
 // time-outs before it does that for c again. f+1 time-outs of one term
 // make a member sign it too (one honest member gave it up); a quorum of
 // them is the time-out certificate that starts the next term.
@@ -135,13 +140,14 @@ type Machine struct {
 	seq           uint64
 	sentAt        map[uint64]int
 	votes         map[uint64]certify.SignedStatement // for the current term's leader
-	lastVote      int                                // tick the last of them arrived
+	lastVote      int                                // tick the last of them, or a round they answer, arrived
+	voteSent      uint64                             // the term in which this run broadcast its vote
 	acked         map[uint64]uint64
 	leading       bool
 	leaseUntil    int
 	claimed       bool
 	timeouts      map[uint64]map[uint64][]byte // term → member → signature
-	quit          uint64                       // a term this member gave up for its leader's silence: it votes no more in it
+	quit          uint64                       // a term this member gave up for its leader's silence (or, restarted, its own): it votes, or proposes, no more in it
 	resigned      uint64                       // the highest term whose leader resigned it: no grants to its later rounds
 	helped        bool                         // it helped members behind, last at lastHelp
 	lastHelp      int
@@ -276,9 +282,12 @@ func (m *Machine) Tick() {
 		lead := m.designated(t)
 		if lead != m.id {
 			m.penalty[lead] = m.now + PenaltyFactor*m.timing.LeaderTimeoutTicks
+			m.quit = t
 		}
+		// The leader itself gives its term up too, but goes on proposing:
+		// a certificate that forms late is still used, and its rounds
+		// keep the members that formed it from giving the term up.
 		m.event(election.Event{Kind: election.LeaderTimedOut, Leader: lead, Term: t})
-		m.quit = t
 		m.timeout(t)
 	}
 }
@@ -379,13 +388,14 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 // Unreachable is ignored: time-outs decide.
 func (m *Machine) Unreachable(uint64) {}
 
-// PeerDown times out the current term at once if its leader went down.
+// PeerDown times out the current term at once if its leader went down
+// (unless this member just did, on the leader's Resign).
 func (m *Machine) PeerDown(id uint64) {
 	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
 		return
 	}
 	m.event(election.Event{Kind: election.LeaderDisconnected, Leader: id, Term: m.term()})
-	m.timeout(m.term())
+	m.timeoutOnce(m.term())
 }
 
 // Resign leaves: a leader stops leading first, then tells the others,
@@ -472,6 +482,9 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 		// Hand over: stop acting first, then release the grants.
 		if m.leading {
 			m.stepDown()
+		}
+		if m.ready.Claimed == old {
+			m.ready.Claimed = 0 // claimed and left at once: nothing to announce
 		}
 		m.send(protocol.Message{Type: protocol.TypeResign, Term: old})
 	}
@@ -596,9 +609,10 @@ func (m *Machine) propose() {
 	m.updateLease()
 }
 
-// vote casts (or repeats) this member's vote for the current term's
-// leader in answer to round seq that arrived in tick arrived, and grants
-// the lease; false if it may not.
+// vote casts this member's vote for the current term's leader in answer
+// to round seq that arrived in tick arrived, and grants the lease: the
+// vote is broadcast once per run of the term, a later round answered
+// with an Ack to the leader. False if it may not vote.
 func (m *Machine) vote(seq uint64, arrived int) bool {
 	t, lead := m.term(), m.designated(m.term())
 	switch {
@@ -612,12 +626,23 @@ func (m *Machine) vote(seq uint64, arrived int) bool {
 		m.hard.Vote = election.Vote{Term: t, For: lead}
 		m.stateDirty = true
 	}
+	if m.voteSent == t {
+		// Its vote is out: a later round is answered with a grant to the
+		// leader alone. The vote broadcast again would cost every member
+		// a delivery and a check in each round until the certificate.
+		m.grant = grant{term: t, leader: lead, until: arrived + m.timing.LeaseTicks + 1}
+		if lead != m.id {
+			m.send(protocol.Message{Type: protocol.TypeBzAck, To: lead, Term: t, Seq: seq})
+		}
+		return true
+	}
 	ss, err := certify.Sign(m.cfg.Signer, certify.Vote(m.cfg.Cluster, m.id, t, lead))
 	if err != nil {
 		return false
 	}
 	m.grant = grant{term: t, leader: lead, until: arrived + m.timing.LeaseTicks + 1}
 	m.send(protocol.Message{Type: protocol.TypeBzVote, Term: t, Seq: seq, Statement: &ss})
+	m.voteSent = t
 	m.addVote(ss)
 	return true
 }
@@ -638,8 +663,14 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 			m.enter(1, nil, nil)
 		}
 	}
-	if t != m.term() || m.quit == t && msg.Cert == nil || m.resigned == t {
-		return // a candidacy it gave up on, or a leader that resigned: no more grants to it
+	if t != m.term() || m.resigned == t {
+		return // a leader that resigned: no more grants to it
+	}
+	if m.cert == nil && len(m.votes) > 0 {
+		m.lastVote = m.now // its voters grant the lease again in answer to this round
+	}
+	if m.quit == t && msg.Cert == nil {
+		return // a candidacy it gave up on: no more grants to it
 	}
 	if m.cert != nil {
 		m.heard = m.now
@@ -731,7 +762,7 @@ func (m *Machine) addVote(ss certify.SignedStatement) {
 	}
 }
 
-// onAck counts a renewal's ack as a grant of the round it answers.
+// onAck counts an ack as a grant of the round it answers.
 func (m *Machine) onAck(msg protocol.Message) {
 	if msg.To == m.id && msg.Term == m.term() && m.designated(msg.Term) == m.id && msg.Seq <= m.seq {
 		m.acked[msg.From] = max(m.acked[msg.From], msg.Seq)
@@ -794,6 +825,18 @@ func (m *Machine) timeout(x uint64) {
 	}
 	m.send(msg)
 	m.addTimeout(m.id, x, ss.Signature)
+}
+
+// timeoutOnce times out term x, unless this member did within the last
+// leader time-out: a leader that leaves is noticed twice (its Resign and
+// its connection's end), and the second notice tells the others nothing
+// new. A member still stuck in x signs it again a leader time-out later
+// (Tick).
+func (m *Machine) timeoutOnce(x uint64) {
+	if at, ok := m.sentTimeout[x]; ok && m.now-at < m.timing.LeaderTimeoutTicks {
+		return
+	}
+	m.timeout(x)
 }
 
 // farTimeout is a time-out of a term beyond the window of terms whose
@@ -898,10 +941,17 @@ func (m *Machine) onHello(msg protocol.Message) { m.status(msg.From) }
 
 // helpBehind answers a member that gives up term x below this member's
 // term: with the proof of the term, or, without one (after a restart),
-// by giving x up too, so that the member can catch up.
+// by giving x up too, so that the member can catch up. The proof goes
+// only to a member further behind than the term just below: one that
+// gives that term up does so with the others, and their time-outs, or
+// the rounds and time-outs of this term, which carry the proof, bring it
+// here; answering each of them would cost every member a proof to every
+// other at each change of term.
 func (m *Machine) helpBehind(from, x uint64) {
 	if m.cert != nil || m.tc != nil {
-		m.status(from)
+		if x+1 < m.term() {
+			m.status(from)
+		}
 		return
 	}
 	if m.term() < 2 || m.helped && m.now-m.lastHelp < m.timing.LeaderTimeoutTicks {
@@ -944,7 +994,7 @@ func (m *Machine) onResign(msg protocol.Message) {
 		m.resigned = max(m.resigned, msg.Term)
 	}
 	if msg.Term == m.term() && msg.From == m.designated(m.term()) {
-		m.timeout(m.term())
+		m.timeoutOnce(m.term())
 	}
 }
 

@@ -132,8 +132,9 @@ const (
 	// TypeBzVote is broadcast by a member that votes: Statement is its
 	// signed vote for the leader of Term, answering round Seq.
 	TypeBzVote Type = "bz_vote"
-	// TypeBzAck is a member's answer to round Seq of a renewal of Term,
-	// sent to the leader: a lease grant, as a vote is.
+	// TypeBzAck is a member's answer to round Seq of Term, sent to the
+	// leader once the member's vote in Term is out (a renewal, or a
+	// round before the certificate): a lease grant, as a vote is.
 	TypeBzAck Type = "bz_ack"
 	// TypeBzTimeout is broadcast by a member that gives up a term:
 	// Statement is its signed time-out; Cert or TC, if set, justify the

@@ -131,8 +131,9 @@ func StartBound(spec Spec, n int) int {
 //     certificate): at most one per member pair a heartbeat interval,
 //     and those causes last two intervals at most;
 //   - byzantineRounds rounds of the next term's leader before a quorum
-//     voted, each a proposal and at most n−1 votes (a member repeats its
-//     vote in each round before the certificate);
+//     voted, each a proposal and at most n−1 answers (a member
+//     broadcasts its vote in answer to the first round it grants, and
+//     acks each later one before the certificate);
 //   - the old leader's Resign, when it hands over.
 //
 // TestByzantineMessagesWithinBound checks it in the simulator.

@@ -2,8 +2,10 @@ package observer
 
 import (
 	"encoding/base64"
+	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -333,5 +335,36 @@ func TestByzantineLeaderSilentAtItsLastRenewal(t *testing.T) {
 	}
 	if c, _ := o.store.Cluster("default"); len(c.SplitBrains) != 0 || hist[0].SplitBrain {
 		t.Errorf("split brains %v: the forged renewal of 3 counted", c.SplitBrains)
+	}
+}
+
+// A byzantine leader's every round carries the same certificate: the
+// observer remembers it once it held, instead of checking its quorum's
+// signatures on every round, and still refuses a certificate of the same
+// term and leader whose signatures do not hold.
+func TestRenewalCertificateRemembered(t *testing.T) {
+	b := newByzantine(t)
+	cfg := testConfig("nats://127.0.0.1:4222", t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	o := New(cfg, testLogger())
+	cert := certificate(t, b.signers, 3, 4, 1, 2, 4)
+	round := protocol.Message{Type: protocol.TypeBzPropose, From: 4, Term: 3, Seq: 1, Cert: cert}
+	for seq := uint64(1); seq <= 3; seq++ {
+		round.Seq = seq
+		if err := o.checkRenewal("default", round); err != nil {
+			t.Fatalf("round %d: %v", seq, err)
+		}
+	}
+	if got := o.verified["default"].Len(); got != 1 {
+		t.Errorf("certificates remembered after 3 rounds with one: %d, want 1", got)
+	}
+	forged := *cert
+	forged.Votes = slices.Clone(cert.Votes)
+	sig := slices.Clone(forged.Votes[0].Signature)
+	sig[0] ^= 1
+	forged.Votes[0].Signature = sig
+	round.Cert = &forged
+	if err := o.checkRenewal("default", round); !errors.Is(err, protocol.ErrUncertified) {
+		t.Errorf("a round with the certificate's signature altered: %v, want %v", err, protocol.ErrUncertified)
 	}
 }

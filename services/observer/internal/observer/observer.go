@@ -162,7 +162,16 @@ type Observer struct {
 	// ask requests the current leader's announcement of a cluster; the
 	// answer arrives as a liveMsg with queried set. Set once by Run.
 	ask func(cluster string)
+
+	// verified remembers, per cluster with keys, the certificates that
+	// held: a byzantine leader's every round carries the same one, and
+	// its quorum's signatures are checked once. Set by New.
+	verified map[string]*certify.Verified
 }
+
+// verifiedCertificates is how many certificates the observer remembers
+// per cluster: the current term's, and those of the terms just before.
+const verifiedCertificates = 8
 
 // New returns an observer for cfg, which must be valid. It starts nothing.
 func New(cfg Config, log *slog.Logger) *Observer {
@@ -180,7 +189,17 @@ func New(cfg Config, log *slog.Logger) *Observer {
 		streamSlots:        make(chan struct{}, cfg.MaxStreams),
 		httpTimeouts:       defaultHTTPTimeouts,
 		ready:              make(chan struct{}),
+		verified:           verifiedPerCluster(cfg.Keys),
 	}
+}
+
+// verifiedPerCluster returns a certificate cache for each cluster of keys.
+func verifiedPerCluster(keys map[string]*protocol.MemberKeys) map[string]*certify.Verified {
+	verified := make(map[string]*certify.Verified, len(keys))
+	for cluster := range keys {
+		verified[cluster] = certify.NewVerified(verifiedCertificates)
+	}
+	return verified
 }
 
 // httpTimeouts are the HTTP server's time-outs. They do not cut the event
@@ -587,7 +606,8 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 
 // checkRenewal checks that a byzantine leader's round carries the
 // certificate of its own leadership in its term, valid under the
-// cluster's keys: only then is it the leader's heartbeat.
+// cluster's keys: only then is it the leader's heartbeat. A certificate
+// that held before is not checked again (verified).
 func (o *Observer) checkRenewal(cluster string, msg protocol.Message) error {
 	keys, err := o.keysOf(cluster)
 	if err != nil {
@@ -596,7 +616,7 @@ func (o *Observer) checkRenewal(cluster string, msg protocol.Message) error {
 	if keys == nil {
 		return fmt.Errorf("%w: cluster %s", protocol.ErrNeedKeys, cluster)
 	}
-	if err := certify.VerifyCertificateFor(keys.Members(), *msg.Cert, cluster, msg.Term, msg.From); err != nil {
+	if err := o.verified[cluster].VerifyCertificateFor(keys.Members(), *msg.Cert, cluster, msg.Term, msg.From); err != nil {
 		return fmt.Errorf("%w: %w", protocol.ErrUncertified, err)
 	}
 	return nil

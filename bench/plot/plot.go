@@ -41,7 +41,7 @@ type Series struct {
 
 // Figure size: the width grows with the number of series.
 const (
-	height       = 11 * vg.Centimeter
+	height       = 14 * vg.Centimeter
 	minWidth     = 14 * vg.Centimeter
 	columnWidth  = 2.6 * vg.Centimeter
 	captionSpace = 0.8 * vg.Centimeter
@@ -134,6 +134,9 @@ func failoverPlot(series []Series) (*gplot.Plot, error) {
 	p := gplot.New()
 	p.Title.Text = "Crash failover: kill the leader, until every survivor names the new one"
 	p.X.Label.Text = "cluster (algorithm, size)"
+	// Slanted, the long names of neighbouring columns do not overlap.
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YTop
 	p.Y.Label.Text = "failover (ms, log scale)"
 	p.Y.Scale = gplot.LogScale{}
 	p.Y.Tick.Marker = logTicks{}

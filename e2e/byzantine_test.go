@@ -162,6 +162,87 @@ func TestByzantineLiar(t *testing.T) {
 	t.Logf("TestByzantineLiar took %v", time.Since(started).Round(time.Second))
 }
 
+// TestByzantineLiarAmongSeven: a seven-member byzantine cluster (f = 2)
+// whose member 1 is the lying member, as in TestByzantineLiar. With the
+// liar convicted, killing the honest leader is the second fault of two
+// that seven members tolerate, so the five honest members left elect a
+// certified leader: 6, the highest live honest ID. Checked, with
+// the members' public keys:
+//
+//   - leader 7 is certified; the observer convicts member 1 with a proof
+//     that holds, and every honest node counts the conviction;
+//   - 7 is killed: an honest member is certified in a later term, and
+//     the live honest nodes settle on 6, certified, which the observer
+//     records;
+//   - 7 restarts and is the leader again, certified;
+//   - throughout, one leader per term, never the liar.
+func TestByzantineLiarAmongSeven(t *testing.T) {
+	buildImages(t)
+	started := time.Now()
+	d := deployClusters(t, []cluster{{alg: byzantine, size: 7, liar: 1}})
+	w := d.watch(byzantine)
+	t.Logf("deployed: 3 NATS servers, the observer, byzantine nodes 2-7 and the liar as member 1; leader 7 after %v", time.Since(started).Round(time.Millisecond))
+	honest := []uint64{2, 3, 4, 5, 6, 7}
+
+	t7 := d.leaderTerm(byzantine, 7, 1)
+	a := d.queryCertified(w, byzantine, 7, t7)
+	t.Logf("leader 7 certified in term %d by members %v", a.Term, voters(a.Certificate))
+	f := d.waitFaulty(byzantine, 1)
+	if err := certify.VerifyEvidence(d.members[byzantine].Members(), *f.Evidence); err != nil {
+		t.Fatalf("the observer's evidence against member 1 does not hold: %v", err)
+	}
+	for _, id := range honest {
+		d.waitMetric(byzantine, id, "election_members_lied_total", 1)
+	}
+	t.Logf("observer: member 1 faulty, proof: its %s and its %s", describe(f.Evidence.First.Statement), describe(f.Evidence.Second.Statement))
+
+	// Kill the leader: the liar and the dead leader are two faults, as
+	// many as seven members tolerate.
+	t7 = d.waitAgreed(byzantine, 7, 0, converge, 1)
+	killed := time.Now()
+	d.kill(d.nodes[byzantine][7])
+	var first map[uint64]uint64
+	d.waitFor(converge, "a certified leader after the kill", func() error {
+		if first = w.leadersSince(killed, 7); len(first) == 0 {
+			return errors.New("none announced")
+		}
+		return nil
+	})
+	elected := time.Since(killed)
+	t6 := d.waitAgreed(byzantine, 6, t7, converge, 1, 7)
+	d.waitRecorded(byzantine, 6, t7, converge)
+	a6 := d.queryCertified(w, byzantine, 6, t6)
+	// At the fault limit every honest vote counts, so a member that is
+	// late on a busy host can cost a term: the honest members may pass
+	// through more than one certified leader (never two in one term, never
+	// the liar: w.check) before they settle on 6.
+	t.Logf("leader 7 killed in term %d: certified leaders (term → leader) %v announced first, %v after the kill; all live honest nodes agree on 6 in term %d, certified by members %v; announced since the kill: %v",
+		t7, first, elected.Round(time.Millisecond), t6, voters(a6.Certificate), w.leadersSince(killed, 7))
+
+	// The leader comes back and leads again.
+	restarted := time.Now()
+	d.start(d.nodes[byzantine][7])
+	t7again := d.waitAgreed(byzantine, 7, t6, converge, 1)
+	d.waitRecorded(byzantine, 7, t6, converge)
+	d.queryCertified(w, byzantine, 7, t7again)
+	t.Logf("node 7 restarted: certified leader again in term %d, %v after the restart", t7again, time.Since(restarted).Round(time.Millisecond))
+
+	h := d.checkHistory(byzantine)
+	var leaders []uint64
+	for _, rec := range h {
+		leaders = append(leaders, rec.Leader)
+		if rec.Leader == 1 {
+			t.Errorf("observer history names the liar as leader in term %d", rec.Term)
+		}
+	}
+	w.check(t)
+	t.Logf("the liar was seen to: %s; observer history leaders %v", w.summary(), leaders)
+	if w.count(func(w *watcher) int { return w.equivocations }) == 0 {
+		t.Errorf("the liar's equivocations were not seen: %s", w.summary())
+	}
+	t.Logf("TestByzantineLiarAmongSeven took %v", time.Since(started).Round(time.Second))
+}
+
 // describe renders a vote or time-out for the log.
 func describe(s certify.Statement) string {
 	if s.Kind == certify.KindVote {

@@ -31,9 +31,10 @@ import (
 
 // The deployment under test mirrors compose.yaml: three NATS servers with
 // JetStream, one five-node cluster per crash-tolerant algorithm, and the
-// observer. The four-member byzantine cluster is deployed on its own, by
-// the test that needs it (deployCluster), so that the other scenarios
-// do not carry its containers.
+// observer. The byzantine clusters (four and seven members, each with a
+// liar) are deployed on their own, by the tests that need them
+// (deployClusters), so that the other scenarios do not carry their
+// containers.
 const (
 	nodesPerCluster = 5
 	natsServers     = 3

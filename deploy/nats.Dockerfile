@@ -14,5 +14,5 @@ COPY deploy/nats.conf /etc/nats/nats.conf
 COPY internal/natsconf/accounts.conf /etc/nats/accounts.conf
 EXPOSE 4222 6222 8222
 VOLUME /data
-HEALTHCHECK --interval=2s --timeout=2s --start-period=5s --retries=5 CMD ["/healthcheck", "http://127.0.0.1:8222/healthz"]
+HEALTHCHECK --interval=5s --timeout=2s --start-period=5s --retries=5 CMD ["/healthcheck", "http://127.0.0.1:8222/healthz"]
 ENTRYPOINT ["/nats-server", "--config", "/etc/nats/nats.conf"]

@@ -6,5 +6,5 @@ COPY bin/node /node
 COPY bin/healthcheck /healthcheck
 ENV HTTP_ADDR=:8080
 EXPOSE 8080
-HEALTHCHECK --interval=2s --timeout=2s --start-period=5s --retries=3 CMD ["/healthcheck", "http://127.0.0.1:8080/healthz"]
+HEALTHCHECK --interval=30s --timeout=2s --start-period=5s --retries=3 CMD ["/healthcheck", "http://127.0.0.1:8080/healthz"]
 ENTRYPOINT ["/node"]

@@ -7,5 +7,5 @@ COPY bin/healthcheck /healthcheck
 ENV HTTP_ADDR=:8080 OBSERVER_DATA=/data
 VOLUME /data
 EXPOSE 8080
-HEALTHCHECK --interval=2s --timeout=2s --start-period=5s --retries=3 CMD ["/healthcheck", "http://127.0.0.1:8080/healthz"]
+HEALTHCHECK --interval=5s --timeout=2s --start-period=5s --retries=3 CMD ["/healthcheck", "http://127.0.0.1:8080/healthz"]
 ENTRYPOINT ["/observer"]

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The Taskfile makes keys for exactly the clusters of compose.yaml, with
@@ -70,5 +71,75 @@ func TestComposeKeysMatch(t *testing.T) {
 		if !strings.Contains(svc, seed) || !strings.Contains(svc, "./.keys/"+string(m[1])+"/members.keys:") {
 			t.Errorf("compose.yaml: %s-%s does not mount its own seed and its cluster's members", m[1], m[2])
 		}
+	}
+}
+
+// maxHealthChecksPerSecond bounds the health checks a deployment runs.
+// Each one is a process started inside a container (docker exec), which
+// costs far more CPU than the election itself: at one check every 2 s in
+// each of Compose's 23 containers (11.5 a second) a 2-core host was busy
+// enough for the clusters to hold dozens of elections a minute at idle.
+const maxHealthChecksPerSecond = 2.0
+
+// TestHealthChecksSparse: the health checks of compose.yaml, and those
+// the images carry (used as they are by the end-to-end tests: three NATS
+// servers, the observer and 19 nodes), stay within the budget.
+func TestHealthChecksSparse(t *testing.T) {
+	compose, err := os.ReadFile("../../compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The interval of the health check that follows a block's first line.
+	interval := func(src []byte, block string) time.Duration {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(block) + `$[\s\S]*?^ +healthcheck:\n(?: +\S.*\n)*? +interval: (\S+)`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("compose.yaml: no health check interval under %q", block)
+		}
+		d, err := time.ParseDuration(string(m[1]))
+		if err != nil || d <= 0 {
+			t.Fatalf("compose.yaml: health check interval %q under %q: %v", m[1], block, err)
+		}
+		return d
+	}
+	services, _, _ := strings.Cut(string(compose), "\nvolumes:")
+	count := func(re string) int {
+		return len(regexp.MustCompile(`(?m)`+re).FindAllString(services, -1))
+	}
+	nats, nodes := count(`^  nats-[0-9]+:`), count(`^  [a-z]+-[0-9]+: \{<<: \*node`)
+	if nats == 0 || nodes == 0 {
+		t.Fatalf("compose.yaml: %d NATS services, %d nodes", nats, nodes)
+	}
+	perSecond := float64(nats)/interval(compose, "x-nats: &nats").Seconds() +
+		float64(nodes)/interval(compose, "x-node: &node").Seconds() +
+		1/interval(compose, "  observer:").Seconds()
+	t.Logf("compose.yaml: %.2f health checks a second", perSecond)
+	if perSecond > maxHealthChecksPerSecond {
+		t.Errorf("compose.yaml: %d NATS servers, %d nodes and the observer run %.1f health checks a second; want at most %.1f",
+			nats, nodes, perSecond, maxHealthChecksPerSecond)
+	}
+
+	image := func(name string) time.Duration {
+		t.Helper()
+		src, err := os.ReadFile("../../deploy/" + name + ".Dockerfile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`HEALTHCHECK --interval=(\S+)`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("deploy/%s.Dockerfile: no HEALTHCHECK interval", name)
+		}
+		d, err := time.ParseDuration(string(m[1]))
+		if err != nil || d <= 0 {
+			t.Fatalf("deploy/%s.Dockerfile: interval %q: %v", name, m[1], err)
+		}
+		return d
+	}
+	const e2eNATS, e2eNodes = 3, 19
+	perSecond = e2eNATS/image("nats").Seconds() + e2eNodes/image("node").Seconds() + 1/image("observer").Seconds()
+	t.Logf("the images: %.2f health checks a second in the end-to-end deployment", perSecond)
+	if perSecond > maxHealthChecksPerSecond {
+		t.Errorf("the images' health checks: %.1f a second for %d NATS servers, %d nodes and the observer; want at most %.1f",
+			perSecond, e2eNATS, e2eNodes, maxHealthChecksPerSecond)
 	}
 }

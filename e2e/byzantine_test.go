@@ -55,26 +55,12 @@ func TestByzantineLiar(t *testing.T) {
 	w := d.watch(byzantine)
 	t.Logf("deployed: 3 NATS servers, the observer, byzantine nodes 2-4 and the liar as member 1; leader 4 after %v", time.Since(started).Round(time.Millisecond))
 
-	// The honest leader is certified.
-	t4 := d.leaderTerm(byzantine, 4, 1)
-	a := d.queryCertified(w, byzantine, 4, t4)
-	t.Logf("leader 4 certified in term %d by members %v", a.Term, voters(a.Certificate))
-
-	// The liar is convicted: the observer holds the proof, every honest
-	// node counted it.
-	f := d.waitFaulty(byzantine, 1)
-	if err := certify.VerifyEvidence(d.members[byzantine].Members(), *f.Evidence); err != nil {
-		t.Fatalf("the observer's evidence against member 1 does not hold: %v", err)
-	}
-	t.Logf("observer: member 1 faulty, proof: its %s and its %s", describe(f.Evidence.First.Statement), describe(f.Evidence.Second.Statement))
-	for _, id := range []uint64{2, 3, 4} {
-		d.waitMetric(byzantine, id, "election_members_lied_total", 1)
-	}
+	d.certifiedAndConvicted(w, 4, []uint64{2, 3, 4})
 
 	// Kill the leader: a convicted liar and a dead leader are two
 	// faults, one more than a cluster of four tolerates. Nodes 2 and 3
 	// suspect 4 and give its term up, and must not certify anyone.
-	t4 = d.waitAgreed(byzantine, 4, 0, converge, 1) // the latest term, if it moved since
+	t4 := d.waitAgreed(byzantine, 4, 0, converge, 1) // the latest term, if it moved since
 	before := map[uint64]float64{}
 	for _, id := range []uint64{2, 3} {
 		before[id] = d.metric(byzantine, id, "election_leader_timeouts_total") + d.metric(byzantine, id, "election_leader_disconnects_total")
@@ -182,23 +168,11 @@ func TestByzantineLiarAmongSeven(t *testing.T) {
 	d := deployClusters(t, []cluster{{alg: byzantine, size: 7, liar: 1}})
 	w := d.watch(byzantine)
 	t.Logf("deployed: 3 NATS servers, the observer, byzantine nodes 2-7 and the liar as member 1; leader 7 after %v", time.Since(started).Round(time.Millisecond))
-	honest := []uint64{2, 3, 4, 5, 6, 7}
-
-	t7 := d.leaderTerm(byzantine, 7, 1)
-	a := d.queryCertified(w, byzantine, 7, t7)
-	t.Logf("leader 7 certified in term %d by members %v", a.Term, voters(a.Certificate))
-	f := d.waitFaulty(byzantine, 1)
-	if err := certify.VerifyEvidence(d.members[byzantine].Members(), *f.Evidence); err != nil {
-		t.Fatalf("the observer's evidence against member 1 does not hold: %v", err)
-	}
-	for _, id := range honest {
-		d.waitMetric(byzantine, id, "election_members_lied_total", 1)
-	}
-	t.Logf("observer: member 1 faulty, proof: its %s and its %s", describe(f.Evidence.First.Statement), describe(f.Evidence.Second.Statement))
+	d.certifiedAndConvicted(w, 7, []uint64{2, 3, 4, 5, 6, 7})
 
 	// Kill the leader: the liar and the dead leader are two faults, as
 	// many as seven members tolerate.
-	t7 = d.waitAgreed(byzantine, 7, 0, converge, 1)
+	t7 := d.waitAgreed(byzantine, 7, 0, converge, 1)
 	killed := time.Now()
 	d.kill(d.nodes[byzantine][7])
 	var first map[uint64]uint64
@@ -241,6 +215,25 @@ func TestByzantineLiarAmongSeven(t *testing.T) {
 		t.Errorf("the liar's equivocations were not seen: %s", w.summary())
 	}
 	t.Logf("TestByzantineLiarAmongSeven took %v", time.Since(started).Round(time.Second))
+}
+
+// certifiedAndConvicted checks the start of a byzantine cluster whose
+// member 1 lies: leader is certified (its answer to a query holds under
+// the keys), the observer records member 1 as faulty with a proof that
+// holds, and every honest node counts the conviction.
+func (d *deployment) certifiedAndConvicted(w *watcher, leader uint64, honest []uint64) {
+	d.t.Helper()
+	term := d.leaderTerm(byzantine, leader, 1)
+	a := d.queryCertified(w, byzantine, leader, term)
+	d.t.Logf("leader %d certified in term %d by members %v", leader, a.Term, voters(a.Certificate))
+	f := d.waitFaulty(byzantine, 1)
+	if err := certify.VerifyEvidence(d.members[byzantine].Members(), *f.Evidence); err != nil {
+		d.t.Fatalf("the observer's evidence against member 1 does not hold: %v", err)
+	}
+	d.t.Logf("observer: member 1 faulty, proof: its %s and its %s", describe(f.Evidence.First.Statement), describe(f.Evidence.Second.Statement))
+	for _, id := range honest {
+		d.waitMetric(byzantine, id, "election_members_lied_total", 1)
+	}
 }
 
 // describe renders a vote or time-out for the log.

@@ -449,56 +449,6 @@ func (w *watcher) leadersSince(t time.Time, except uint64) map[uint64]uint64 {
 	return out
 }
 
-// waitAnnounced waits for a certified announcement of leader in a term
-// above minTerm.
-func (w *watcher) waitAnnounced(d *deployment, leader, minTerm uint64) protocol.Announcement {
-	d.t.Helper()
-	var term uint64
-	d.waitFor(converge, fmt.Sprintf("a certified announcement of leader %d after term %d", leader, minTerm), func() error {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		var terms []uint64
-		for t, l := range w.announced {
-			if t > minTerm {
-				terms = append(terms, t)
-				if l == leader && (term == 0 || t < term) {
-					term = t
-				}
-			}
-		}
-		if term == 0 {
-			return fmt.Errorf("certified terms after %d: %v", minTerm, terms)
-		}
-		return nil
-	})
-	return protocol.Announcement{Cluster: w.cluster, Leader: leader, Term: term, Certificate: w.certOf(d, leader, term)}
-}
-
-// certOf asks the leader for its certificate, if it still leads term;
-// nil otherwise (the announcement was checked when it was seen).
-func (w *watcher) certOf(d *deployment, leader, term uint64) *certify.Certificate {
-	inbox := nats.NewInbox()
-	sub, err := w.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil
-	}
-	defer sub.Unsubscribe()
-	if err := w.nc.PublishRequest(protocol.QuerySubject(w.cluster), inbox, nil); err != nil {
-		return nil
-	}
-	deadline := time.Now().Add(time.Second)
-	for {
-		m, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			return nil
-		}
-		a, err := protocol.ReadAnnouncement(w.keys, w.cluster, m.Data, m.Header)
-		if err == nil && a.Leader == leader && a.Term == term {
-			return a.Certificate
-		}
-	}
-}
-
 // source is the subject term's certified leader was first seen on.
 func (w *watcher) source(term uint64) string {
 	w.mu.Lock()

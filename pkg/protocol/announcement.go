@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/baton-election/baton/pkg/certify"
@@ -51,6 +52,9 @@ const (
 
 // Algorithms lists the algorithms a node can run.
 var Algorithms = []Algorithm{Bully, Ring, Paxos, Byzantine}
+
+// Known reports whether a is one of Algorithms.
+func (a Algorithm) Known() bool { return slices.Contains(Algorithms, a) }
 
 // CrashAlgorithms lists the algorithms that tolerate crashes, pauses and
 // (Paxos) partitions but not lies; they run with or without member keys.

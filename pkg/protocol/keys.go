@@ -115,6 +115,106 @@ func (s *Signer) SignAnnouncement(cluster string, data []byte) nats.Header {
 // *MemberKeys is a cluster without keys.
 type MemberKeys struct {
 	keys map[uint64]memberKey
+	// cluster and algorithm are what the file states of its cluster
+	// (StatementPrefix lines); empty where it states nothing.
+	cluster   string
+	algorithm Algorithm
+}
+
+// StatementPrefix starts a line of a member keys file that states what the
+// file's cluster is: "#: cluster <name>" and "#: algorithm <name>", each at
+// most once. Readers that know only the contract's format (an ID and a key
+// per line, # lines ignored) read such a line as a comment; readers of this
+// project take the cluster's name and algorithm from it, so that they know
+// the cluster from their own configuration rather than from a message.
+const StatementPrefix = "#:"
+
+// Cluster is the cluster the file states, or "" if it states none.
+func (k *MemberKeys) Cluster() string {
+	if k == nil {
+		return ""
+	}
+	return k.cluster
+}
+
+// Algorithm is the algorithm the file states, or "" if it states none.
+func (k *MemberKeys) Algorithm() Algorithm {
+	if k == nil {
+		return ""
+	}
+	return k.algorithm
+}
+
+// State returns a copy of k stating cluster and algorithm (either may be
+// "" for not stated). It refuses an invalid cluster name, an unknown
+// algorithm, and a statement that contradicts one k already holds.
+func (k *MemberKeys) State(cluster string, algorithm Algorithm) (*MemberKeys, error) {
+	if k == nil {
+		return nil, fmt.Errorf("%w: no keys", ErrKeys)
+	}
+	c := &MemberKeys{keys: k.keys, cluster: k.cluster, algorithm: k.algorithm}
+	if cluster != "" {
+		if err := ValidateCluster(cluster); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrKeys, err)
+		}
+		if c.cluster != "" && c.cluster != cluster {
+			return nil, fmt.Errorf("%w: the keys state cluster %q, not %q", ErrKeys, c.cluster, cluster)
+		}
+		c.cluster = cluster
+	}
+	if algorithm != "" {
+		if !algorithm.Known() {
+			return nil, fmt.Errorf("%w: unknown algorithm %q", ErrKeys, algorithm)
+		}
+		if c.algorithm != "" && c.algorithm != algorithm {
+			return nil, fmt.Errorf("%w: the keys state algorithm %q, not %q", ErrKeys, c.algorithm, algorithm)
+		}
+		c.algorithm = algorithm
+	}
+	return c, nil
+}
+
+// Statements returns the StatementPrefix lines that state k's cluster and
+// algorithm, each ending in a newline; "" if k states neither.
+func (k *MemberKeys) Statements() string {
+	var b strings.Builder
+	if c := k.Cluster(); c != "" {
+		fmt.Fprintf(&b, "%s cluster %s\n", StatementPrefix, c)
+	}
+	if a := k.Algorithm(); a != "" {
+		fmt.Fprintf(&b, "%s algorithm %s\n", StatementPrefix, a)
+	}
+	return b.String()
+}
+
+// statement reads a StatementPrefix line into k.
+func (k *MemberKeys) statement(text string) error {
+	fields := strings.Fields(strings.TrimPrefix(text, StatementPrefix))
+	if len(fields) != 2 {
+		return fmt.Errorf("want \"%s cluster <name>\" or \"%s algorithm <name>\", got %q", StatementPrefix, StatementPrefix, text)
+	}
+	switch fields[0] {
+	case "cluster":
+		if k.cluster != "" {
+			return errors.New("the cluster is stated twice")
+		}
+		if err := ValidateCluster(fields[1]); err != nil {
+			return err
+		}
+		k.cluster = fields[1]
+	case "algorithm":
+		if k.algorithm != "" {
+			return errors.New("the algorithm is stated twice")
+		}
+		a := Algorithm(fields[1])
+		if !a.Known() {
+			return fmt.Errorf("unknown algorithm %q; want one of %v", fields[1], Algorithms)
+		}
+		k.algorithm = a
+	default:
+		return fmt.Errorf("unknown statement %q; want cluster or algorithm", fields[0])
+	}
+	return nil
 }
 
 type memberKey struct {
@@ -165,12 +265,19 @@ func (k *MemberKeys) add(id uint64, public string, line int) error {
 
 // ParseMemberKeys reads a member keys file: one line per member,
 // "<ID> <public key U…>"; blank lines and lines starting with # are
-// ignored. Its errors name the line.
+// ignored, except the statements of the cluster's name and algorithm
+// (StatementPrefix). Its errors name the line.
 func ParseMemberKeys(r io.Reader) (*MemberKeys, error) {
 	k := &MemberKeys{keys: make(map[uint64]memberKey)}
 	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		text := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(text, StatementPrefix) {
+			if err := k.statement(text); err != nil {
+				return nil, fmt.Errorf("%w: line %d: %v", ErrKeys, line, err)
+			}
+			continue
+		}
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}

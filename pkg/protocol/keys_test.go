@@ -345,3 +345,51 @@ func corrupt(seed []byte) string {
 func ed25519Verify(public, message, sig []byte) bool {
 	return ed25519.Verify(ed25519.PublicKey(public), message, sig)
 }
+
+func TestMemberKeysStatements(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, _ := kp.PublicKey()
+	file := "# members\n#: cluster prod\n#: algorithm byzantine\n1 " + public + "\n"
+	k, err := ParseMemberKeys(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Cluster() != "prod" || k.Algorithm() != Byzantine {
+		t.Fatalf("stated %q %q; want prod byzantine", k.Cluster(), k.Algorithm())
+	}
+	if got := k.Statements(); got != "#: cluster prod\n#: algorithm byzantine\n" {
+		t.Fatalf("Statements() = %q", got)
+	}
+	plain, err := ParseMemberKeys(strings.NewReader("1 " + public + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Cluster() != "" || plain.Algorithm() != "" {
+		t.Fatalf("a file without statements states %q %q", plain.Cluster(), plain.Algorithm())
+	}
+	stated, err := plain.State("prod", Paxos)
+	if err != nil || stated.Cluster() != "prod" || stated.Algorithm() != Paxos || plain.Algorithm() != "" {
+		t.Fatalf("State: %v, %q %q (original %q)", err, stated.Cluster(), stated.Algorithm(), plain.Algorithm())
+	}
+	if _, err := k.State("", Paxos); err == nil {
+		t.Fatal("State accepted an algorithm that contradicts the file's")
+	}
+	if _, err := k.State("other", ""); err == nil {
+		t.Fatal("State accepted a cluster that contradicts the file's")
+	}
+	for _, bad := range []string{
+		"#: algorithm raft\n",
+		"#: algorithm bully\n#: algorithm paxos\n",
+		"#: cluster a.b\n",
+		"#: cluster x\n#: cluster y\n",
+		"#: leader 5\n",
+		"#: cluster\n",
+	} {
+		if _, err := ParseMemberKeys(strings.NewReader(bad + "1 " + public + "\n")); err == nil || !strings.Contains(err.Error(), "line") {
+			t.Errorf("%q: err = %v; want an error naming the line", bad, err)
+		}
+	}
+}

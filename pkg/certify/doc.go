@@ -40,6 +40,17 @@
 // prints an encoding and its signature, byte for byte, for other
 // implementations to check theirs against.
 //
+// # Writes
+//
+// A certified leader proves to a shared resource that a write is its own
+// by signing a Write (cluster, term, leader and the SHA-256 of the write)
+// with its key; the encoding starts with its own prefix, WritePrefix
+// ("baton-write-v1"), so that it is never read as a statement nor a
+// statement as it (see Write for the table). The certificate says who
+// leads the term; the signature, which only the leader's seed makes, says
+// that the writer is that leader (pkg/leader's ProveWrite and
+// Fence.AdmitCertified).
+//
 // # Certificates
 //
 // With n members, at most F(n) = ⌊(n−1)/3⌋ of them may lie. A Certificate

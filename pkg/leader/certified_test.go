@@ -74,14 +74,14 @@ func TestByzantineLeaderNeedsAValidCertificate(t *testing.T) {
 
 	valid := byzAnn(4, 5, cert(t, c.signers, "default", 5, 4, 1, 2, 3))
 	respondMsg(t, batontest.Connect(t, url), c.msg(valid))
-	got, err := leader.Current(ctx, nc, "default", leader.WithKeys(c.keys), leader.WithoutStream())
+	got, err := leader.Current(ctx, nc, "default", leader.WithKeys(c.keys), leader.WithAlgorithm(protocol.Byzantine), leader.WithoutStream())
 	if err != nil || got.Term != 5 || got.Certificate == nil {
 		t.Fatalf("Current = %+v, %v; want term 5 with its certificate", got, err)
 	}
 
 	var mu sync.Mutex
 	var rejected []error
-	w := watch(t, nc, "default", leader.WithKeys(c.keys), leader.WithoutStream(), leader.WithRejected(func(err error) {
+	w := watch(t, nc, "default", leader.WithKeys(c.keys), leader.WithAlgorithm(protocol.Byzantine), leader.WithoutStream(), leader.WithRejected(func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		rejected = append(rejected, err)
@@ -125,7 +125,7 @@ func TestByzantineLeaderNeedsAValidCertificate(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, c.msg(forged[0])); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := leader.LastAnnounced(ctx, nc, "default", leader.WithKeys(c.keys)); !errors.Is(err, protocol.ErrUncertified) {
+	if a, err := leader.LastAnnounced(ctx, nc, "default", leader.WithKeys(c.keys), leader.WithAlgorithm(protocol.Byzantine)); !errors.Is(err, protocol.ErrUncertified) {
 		t.Errorf("LastAnnounced(forged) = %+v, %v; want ErrUncertified", a, err)
 	}
 }
@@ -168,12 +168,36 @@ func TestByzantineLeaderWithoutKeys(t *testing.T) {
 	}
 }
 
+// prove returns leader's proof, signed with the key of signer, of write
+// in term with the certificate c (as ProveWrite makes it, but with any
+// signer, as a liar would).
+func prove(t *testing.T, signer *protocol.Signer, c *certify.Certificate, write []byte) leader.WriteProof {
+	t.Helper()
+	sig, err := certify.SignWrite(signer.Certify(), certify.WriteOf(c.Cluster, c.Term, signer.ID(), write))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leader.WriteProof{Certificate: c, Signature: sig}
+}
+
+// A certified fence admits a write only from the certified leader of a
+// term not older than the last: with the certificate and the leader's own
+// signature of that write.
 func TestCertifiedFence(t *testing.T) {
 	c := newByzCluster(t)
 	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
 	f := leader.NewCertifiedFence("default", c.keys)
-	if err := f.AdmitCertified(cert(t, c.signers, "default", 5, 4, 1, 2, 3)); err != nil {
-		t.Fatalf("AdmitCertified(valid term 5) = %v", err)
+	write := []byte(`{"key":"k","value":"v5"}`)
+	term5 := byzAnn(4, 5, cert(t, c.signers, "default", 5, 4, 1, 2, 3))
+	p, err := leader.ProveWrite(c.signers[4], term5, write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AdmitCertified(p, write); err != nil {
+		t.Fatalf("AdmitCertified(leader 4's write in term 5) = %v", err)
+	}
+	with := func(c *certify.Certificate, signer *protocol.Signer) leader.WriteProof {
+		return prove(t, signer, c, write)
 	}
 	for _, tc := range []struct {
 		name string
@@ -181,11 +205,19 @@ func TestCertifiedFence(t *testing.T) {
 		want error
 	}{
 		{"a term alone", f.Admit(9), leader.ErrUncertified},
-		{"no certificate", f.AdmitCertified(nil), leader.ErrUncertified},
-		{"forged votes", f.AdmitCertified(cert(t, strangers, "default", 9, 3, 1, 2, 3)), certify.ErrSignature},
-		{"short of a quorum", f.AdmitCertified(cert(t, c.signers, "default", 9, 3, 3, 1)), certify.ErrCertificate},
-		{"another cluster", f.AdmitCertified(cert(t, c.signers, "other", 9, 3, 1, 2, 3)), leader.ErrUncertified},
-		{"an older certified term", f.AdmitCertified(cert(t, c.signers, "default", 4, 2, 1, 2, 3)), leader.ErrStaleTerm},
+		{"no certificate", f.AdmitCertified(leader.WriteProof{Signature: p.Signature}, write), leader.ErrUncertified},
+		{"forged votes", f.AdmitCertified(with(cert(t, strangers, "default", 9, 3, 1, 2, 3), c.signers[3]), write), certify.ErrSignature},
+		{"short of a quorum", f.AdmitCertified(with(cert(t, c.signers, "default", 9, 3, 3, 1), c.signers[3]), write), certify.ErrCertificate},
+		{"another cluster", f.AdmitCertified(with(cert(t, c.signers, "other", 9, 3, 1, 2, 3), c.signers[3]), write), leader.ErrUncertified},
+		{"an older certified term", f.AdmitCertified(with(cert(t, c.signers, "default", 4, 2, 1, 2, 3), c.signers[2]), write), leader.ErrStaleTerm},
+		// Member 3 holds leader 4's public certificate of term 5 and signs
+		// with its own key: it is not the leader.
+		{"another member with the leader's certificate", f.AdmitCertified(with(p.Certificate, c.signers[3]), write), certify.ErrSignature},
+		// ... nor can it sign as the leader without its seed.
+		{"a stranger's key as the leader's", f.AdmitCertified(with(p.Certificate, strangers[4]), write), certify.ErrSignature},
+		// The leader's proof of one write does not admit another.
+		{"the proof of another write", f.AdmitCertified(p, []byte(`{"key":"k","value":"liar"}`)), certify.ErrSignature},
+		{"no signature", f.AdmitCertified(leader.WriteProof{Certificate: p.Certificate}, write), certify.ErrSignature},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
@@ -194,11 +226,31 @@ func TestCertifiedFence(t *testing.T) {
 	if f.Term() != 5 {
 		t.Errorf("Term = %d after the refusals, want 5", f.Term())
 	}
-	if err := f.AdmitCertified(cert(t, c.signers, "default", 6, 2, 2, 3, 4)); err != nil || f.Term() != 6 {
-		t.Errorf("AdmitCertified(valid term 6) = %v, Term %d; want nil, 6", err, f.Term())
+	term6 := byzAnn(2, 6, cert(t, c.signers, "default", 6, 2, 2, 3, 4))
+	p6, err := leader.ProveWrite(c.signers[2], term6, write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AdmitCertified(p6, write); err != nil || f.Term() != 6 {
+		t.Errorf("AdmitCertified(leader 2's write in term 6) = %v, Term %d; want nil, 6", err, f.Term())
 	}
 	var plain leader.Fence
-	if err := plain.AdmitCertified(cert(t, c.signers, "default", 6, 2, 2, 3, 4)); !errors.Is(err, leader.ErrNeedKeys) {
+	if err := plain.AdmitCertified(p6, write); !errors.Is(err, leader.ErrNeedKeys) {
 		t.Errorf("plain fence: AdmitCertified = %v, want ErrNeedKeys", err)
+	}
+}
+
+// ProveWrite signs only for the leader the certified announcement names.
+func TestProveWriteRefusesAnotherMember(t *testing.T) {
+	c := newByzCluster(t)
+	a := byzAnn(4, 5, cert(t, c.signers, "default", 5, 4, 1, 2, 3))
+	if _, err := leader.ProveWrite(c.signers[3], a, []byte("w")); err == nil {
+		t.Error("member 3 proving leader 4's write: nil error, want a refusal")
+	}
+	if _, err := leader.ProveWrite(c.signers[4], byzAnn(4, 5, nil), []byte("w")); !errors.Is(err, leader.ErrUncertified) {
+		t.Errorf("an announcement without a certificate: %v, want ErrUncertified", err)
+	}
+	if _, err := leader.ProveWrite(c.signers[4], byzAnn(4, 6, a.Certificate), []byte("w")); !errors.Is(err, leader.ErrUncertified) {
+		t.Errorf("the certificate of another term: %v, want ErrUncertified", err)
 	}
 }

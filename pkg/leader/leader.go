@@ -84,6 +84,13 @@ var ErrNeedKeys = protocol.ErrNeedKeys
 // with a certificate that does not hold.
 var ErrUncertified = protocol.ErrUncertified
 
+// ErrNoAlgorithm is wrapped by the error of Current, Watch and
+// LastAnnounced given keys (WithKeys) whose members file states no
+// algorithm, without WithAlgorithm: whether an announcement needs a
+// certificate depends on the cluster's algorithm, which only the reader's
+// configuration can tell, never the announcement.
+var ErrNoAlgorithm = protocol.ErrNoAlgorithm
+
 // ErrConnectionClosed is the error Watch yields when its NATS connection
 // has closed for good.
 var ErrConnectionClosed = errors.New("leader: NATS connection closed")
@@ -99,6 +106,7 @@ type options struct {
 	resync       time.Duration
 	stream       bool
 	keys         *protocol.MemberKeys
+	algorithm    protocol.Algorithm
 	rejected     func(error)
 }
 
@@ -124,6 +132,16 @@ func WithoutStream() Option { return func(o *options) { o.stream = false } }
 // nothing, and believes no byzantine announcement.
 func WithKeys(keys *protocol.MemberKeys) Option { return func(o *options) { o.keys = keys } }
 
+// WithAlgorithm tells Current, Watch and LastAnnounced which algorithm the
+// cluster runs, for a members file that does not state it ("#: algorithm"
+// line; files written by this project do). The algorithm comes from the
+// reader's configuration, never from an announcement: an announcement of
+// another algorithm is dropped, and in a byzantine cluster one without a
+// certificate that holds is dropped whatever algorithm it names. A value
+// that contradicts the members file, or is not one of
+// protocol.Algorithms, is an error.
+func WithAlgorithm(a protocol.Algorithm) Option { return func(o *options) { o.algorithm = a } }
+
 // WithRejected makes Current and Watch call f with the error of every
 // announcement they drop (a missing or wrong signature, a malformed or
 // out-of-bounds announcement, one of another cluster), so that a wrong
@@ -132,9 +150,11 @@ func WithKeys(keys *protocol.MemberKeys) Option { return func(o *options) { o.ke
 func WithRejected(f func(error)) Option { return func(o *options) { o.rejected = f } }
 
 // read decodes an announcement of cluster and, with keys, checks its
-// signature; a rejection is reported to WithRejected's function.
-func (o options) read(cluster string, m *nats.Msg) (protocol.Announcement, error) {
-	a, err := protocol.ReadAnnouncement(o.keys, cluster, m.Data, m.Header)
+// signature and, by the cluster's algorithm, its certificate
+// (protocol.ReadAnnouncementOf); a rejection is reported to WithRejected's
+// function.
+func (o options) read(cluster string, data []byte, h nats.Header) (protocol.Announcement, error) {
+	a, err := protocol.ReadAnnouncementOf(o.keys, cluster, o.algorithm, data, h)
 	if err != nil && o.rejected != nil {
 		o.rejected(err)
 	}
@@ -149,14 +169,39 @@ func newOptions(opts []Option) options {
 	return o
 }
 
+// readerOf checks cluster and the options of a reader of its
+// announcements, and settles the cluster's algorithm: WithAlgorithm's, or
+// the one the members file states. With keys it must be known
+// (ErrNoAlgorithm); without keys, a byzantine cluster cannot be followed
+// (ErrNeedKeys).
+func readerOf(cluster string, opts []Option) (options, error) {
+	if err := protocol.ValidateCluster(cluster); err != nil {
+		return options{}, fmt.Errorf("leader: %w", err)
+	}
+	o := newOptions(opts)
+	alg, err := protocol.ClusterAlgorithm(o.keys, cluster, o.algorithm)
+	if err != nil {
+		return options{}, fmt.Errorf("leader: cluster %s: %w", cluster, err)
+	}
+	switch {
+	case o.keys != nil && alg == "":
+		return options{}, fmt.Errorf("leader: cluster %s: %w: the members' keys state no algorithm; state it in the members file or pass WithAlgorithm", cluster, ErrNoAlgorithm)
+	case o.keys == nil && alg == protocol.Byzantine:
+		return options{}, needKeysError(cluster, fmt.Errorf("%w", ErrNeedKeys))
+	}
+	o.algorithm = alg
+	return o, nil
+}
+
 // Current returns the leader of cluster now, or ErrNoLeader. For a
 // byzantine cluster without WithKeys, it returns an error wrapping
 // ErrNeedKeys.
 func Current(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) (protocol.Announcement, error) {
-	if err := protocol.ValidateCluster(cluster); err != nil {
-		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
+	o, err := readerOf(cluster, opts)
+	if err != nil {
+		return protocol.Announcement{}, err
 	}
-	return current(ctx, nc, cluster, newOptions(opts))
+	return current(ctx, nc, cluster, o)
 }
 
 func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (protocol.Announcement, error) {
@@ -167,7 +212,7 @@ func current(ctx context.Context, nc *nats.Conn, cluster string, o options) (pro
 	var needKeys error
 	reply, err := nc.RequestWithContext(ctx, protocol.QuerySubject(cluster), nil)
 	if err == nil {
-		a, err := o.read(cluster, reply)
+		a, err := o.read(cluster, reply.Data, reply.Header)
 		if err == nil {
 			return a, nil
 		}
@@ -207,10 +252,11 @@ func needKeysError(cluster string, err error) error {
 // one). It may name a leader that has died since; the query (Current) names
 // the live one. Of the options, WithKeys and WithRejected apply.
 func LastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) (protocol.Announcement, error) {
-	if err := protocol.ValidateCluster(cluster); err != nil {
-		return protocol.Announcement{}, fmt.Errorf("leader: %w", err)
+	o, err := readerOf(cluster, opts)
+	if err != nil {
+		return protocol.Announcement{}, err
 	}
-	return lastAnnounced(ctx, nc, cluster, newOptions(opts))
+	return lastAnnounced(ctx, nc, cluster, o)
 }
 
 func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options) (protocol.Announcement, error) {
@@ -231,11 +277,7 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 	if err != nil {
 		return protocol.Announcement{}, err
 	}
-	a, err := protocol.ReadAnnouncement(o.keys, cluster, msg.Data, msg.Header)
-	if err != nil && o.rejected != nil {
-		o.rejected(err)
-	}
-	return a, err
+	return o.read(cluster, msg.Data, msg.Header)
 }
 
 // Watch yields the leader of cluster as soon as it is known (at once if
@@ -252,10 +294,10 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 //		fmt.Println("leader", a.Leader, "term", a.Term)
 //	}
 func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) iter.Seq2[protocol.Announcement, error] {
-	o := newOptions(opts)
 	return func(yield func(protocol.Announcement, error) bool) {
-		if err := protocol.ValidateCluster(cluster); err != nil {
-			yield(protocol.Announcement{}, fmt.Errorf("leader: %w", err))
+		o, err := readerOf(cluster, opts)
+		if err != nil {
+			yield(protocol.Announcement{}, err)
 			return
 		}
 		var (
@@ -292,7 +334,7 @@ func Watch(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) i
 			return
 		}
 		sub, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-			a, err := o.read(cluster, m)
+			a, err := o.read(cluster, m.Data, m.Header)
 			if err != nil {
 				refuse(needKeysError(cluster, err))
 				return
@@ -365,10 +407,12 @@ var ErrStaleTerm = errors.New("leader: stale term")
 // safe for concurrent use; to survive restarts, persist Term with the
 // resource.
 //
-// In a byzantine cluster a term is a leader's only with its certificate:
-// a fence made by NewCertifiedFence admits a term only through
-// AdmitCertified, so a member that claims a term it was not voted into
-// cannot write.
+// In a byzantine cluster a term is a leader's only with its certificate,
+// and a write is the leader's only with its signature: a fence made by
+// NewCertifiedFence admits a write only through AdmitCertified, with the
+// leader's certificate and its signature of that write (ProveWrite), so
+// that neither a member that claims a term it was not voted into nor one
+// that holds the real leader's (public) certificate can write.
 type Fence struct {
 	mu   sync.Mutex
 	term uint64
@@ -379,9 +423,10 @@ type Fence struct {
 }
 
 // NewCertifiedFence returns the fence of a byzantine cluster's resource:
-// it admits a term only with the certificate of that term's leader,
-// valid under keys, the members' public keys (AdmitCertified); Admit,
-// without one, refuses every term. keys must not be nil.
+// it admits a write only with the certificate of its term's leader, valid
+// under keys, the members' public keys, and that leader's signature of
+// the write (AdmitCertified); Admit, without them, refuses every term.
+// keys must not be nil.
 func NewCertifiedFence(cluster string, keys *protocol.MemberKeys) *Fence {
 	return &Fence{cluster: cluster, keys: keys}
 }
@@ -398,26 +443,88 @@ func (f *Fence) Admit(term uint64) error {
 	return f.admit(term)
 }
 
-// AdmitCertified admits the term of the leader's certificate c, as Admit
-// does, if c holds: the votes of a quorum of the members for c.Leader in
-// c.Term of the fence's cluster, each signed with the member's key
-// (certify.VerifyCertificateFor). A writer passes the certificate of its
-// announcement (protocol.Announcement.Certificate). A missing or invalid
-// certificate wraps ErrUncertified and certify's error; a fence without
-// keys (not from NewCertifiedFence) cannot check one, and returns an
-// error wrapping ErrNeedKeys.
-func (f *Fence) AdmitCertified(c *certify.Certificate) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// WriteProof is what a byzantine cluster's leader sends with each write
+// to a resource fenced by NewCertifiedFence: its certificate and its
+// signature, with its own member key, of the write (certify.Write: the
+// cluster, the term, the leader and the SHA-256 of the write, under a
+// domain prefix of its own). The certificate is public, so it proves the
+// term, not the writer; the signature proves the writer, and binds the
+// proof to that one write. ProveWrite makes it.
+type WriteProof struct {
+	// Certificate is the leader's certificate, as its announcement
+	// carries it.
+	Certificate *certify.Certificate `json:"certificate"`
+	// Signature is the leader's Ed25519 signature of the certify.Write
+	// of the write (base64 in JSON).
+	Signature []byte `json:"signature"`
+}
+
+// ProveWrite is the writer's side of a certified fence: the leader whose
+// own certified announcement is a, holding its member key signer (its
+// ELECTION_KEY_FILE), proves that write is its own. Send the proof with
+// the write; the resource checks it with Fence.AdmitCertified. write is
+// the bytes the resource will check, for instance the request's body;
+// when a replay of the same write must be refused, include a nonce or
+// sequence number the resource chose. A member that is not a's leader,
+// or an announcement without a certificate of a's cluster, term and
+// leader, is refused.
+func ProveWrite(signer *protocol.Signer, a protocol.Announcement, write []byte) (WriteProof, error) {
+	c := a.Certificate
+	switch {
+	case signer == nil:
+		return WriteProof{}, errors.New("leader: no member key to sign the write with")
+	case c == nil:
+		return WriteProof{}, fmt.Errorf("leader: %w: the announcement of leader %d in term %d has no certificate", ErrUncertified, a.Leader, a.Term)
+	case c.Cluster != a.Cluster || c.Term != a.Term || c.Leader != a.Leader:
+		return WriteProof{}, fmt.Errorf("leader: %w: the certificate is of leader %d in term %d of %q, the announcement of leader %d in term %d of %q",
+			ErrUncertified, c.Leader, c.Term, c.Cluster, a.Leader, a.Term, a.Cluster)
+	case signer.ID() != a.Leader:
+		return WriteProof{}, fmt.Errorf("leader: member %d cannot prove a write of leader %d", signer.ID(), a.Leader)
+	}
+	sig, err := certify.SignWrite(signer.Certify(), certify.WriteOf(c.Cluster, c.Term, c.Leader, write))
+	if err != nil {
+		return WriteProof{}, fmt.Errorf("leader: %w", err)
+	}
+	return WriteProof{Certificate: c, Signature: sig}, nil
+}
+
+// AdmitCertified is the resource's side of a certified fence: it admits
+// write, with the proof p the writer sent (ProveWrite), if the writer is
+// the certified leader of a term at least the highest admitted so far,
+// and remembers the term. It checks, in this order and with the fence's
+// own keys (the members file):
+//
+//   - p's certificate holds: the votes of a quorum of the members for its
+//     leader in its term of the fence's cluster
+//     (certify.VerifyCertificateFor); otherwise the error wraps
+//     ErrUncertified and certify's error;
+//   - p's signature is the certified leader's own over write
+//     (certify.VerifyWrite), so that a member or application that holds
+//     the public certificate but not the leader's seed, or that replays
+//     the proof of another write, is refused (ErrUncertified and
+//     certify.ErrSignature);
+//   - the term is not older than the highest admitted (ErrStaleTerm).
+//
+// An equal term is admitted: its writes are all its leader's. A fence
+// without keys (not from NewCertifiedFence) cannot check a proof, and
+// returns an error wrapping ErrNeedKeys.
+func (f *Fence) AdmitCertified(p WriteProof, write []byte) error {
 	if f.keys == nil {
 		return fmt.Errorf("leader: %w: the fence has no keys to check a certificate with (NewCertifiedFence)", ErrNeedKeys)
 	}
+	c := p.Certificate
 	if c == nil {
 		return fmt.Errorf("leader: %w: no certificate", ErrUncertified)
 	}
-	if err := certify.VerifyCertificateFor(f.keys.Members(), *c, f.cluster, c.Term, c.Leader); err != nil {
+	members := f.keys.Members()
+	if err := certify.VerifyCertificateFor(members, *c, f.cluster, c.Term, c.Leader); err != nil {
 		return fmt.Errorf("leader: %w: %w", ErrUncertified, err)
 	}
+	if err := certify.VerifyWrite(members, certify.WriteOf(f.cluster, c.Term, c.Leader, write), p.Signature); err != nil {
+		return fmt.Errorf("leader: %w: the write is not signed by leader %d of term %d: %w", ErrUncertified, c.Leader, c.Term, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.admit(c.Term)
 }
 

@@ -195,14 +195,14 @@ func TestKeysRejectForgedAnnouncements(t *testing.T) {
 	if got, err := leader.Current(ctx, nc, "default"); err != nil || got != ann(9, 100) {
 		t.Fatalf("Current without keys = %+v, %v; want the forger's answer %+v", got, err, ann(9, 100))
 	}
-	got, err := leader.Current(ctx, nc, "default", leader.WithKeys(keys))
+	got, err := leader.Current(ctx, nc, "default", leader.WithKeys(keys), leader.WithAlgorithm(protocol.Bully))
 	if err != nil || got != ann(5, 2) {
 		t.Fatalf("Current with keys = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
 	}
 
 	var mu sync.Mutex
 	var rejected []error
-	w := watch(t, nc, "default", leader.WithKeys(keys), leader.WithRejected(func(err error) {
+	w := watch(t, nc, "default", leader.WithKeys(keys), leader.WithAlgorithm(protocol.Bully), leader.WithRejected(func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		rejected = append(rejected, err)

@@ -109,10 +109,12 @@ var ErrUncertified = errors.New("protocol: leader without a valid certificate")
 func EncodeAnnouncement(a Announcement) ([]byte, error) { return json.Marshal(a) }
 
 // DecodeAnnouncement parses and checks an announcement. Unknown fields are
-// ignored, as the contract asks of consumers. It checks the shape of a
-// certificate, not its signatures (VerifyAnnouncement does): a byzantine
-// announcement must carry one, and a certificate, wherever it is carried,
-// must name the announcement's cluster, term and leader.
+// ignored, as the contract asks of consumers. Its algorithm must be one of
+// Algorithms (an announcement that names none, or another, is refused). It
+// checks the shape of a certificate, not its signatures
+// (VerifyAnnouncement does): a byzantine announcement must carry one, and
+// a certificate, wherever it is carried, must name the announcement's
+// cluster, term and leader.
 func DecodeAnnouncement(data []byte) (Announcement, error) {
 	var a Announcement
 	if len(data) > MaxAnnouncement {
@@ -132,6 +134,8 @@ func DecodeAnnouncement(data []byte) (Announcement, error) {
 		return Announcement{}, fmt.Errorf("%w: term %d above the ceiling %d", ErrAnnouncement, a.Term, MaxTerm)
 	case a.At.IsZero():
 		return Announcement{}, fmt.Errorf("%w: at missing", ErrAnnouncement)
+	case !a.Algorithm.Known():
+		return Announcement{}, fmt.Errorf("%w: algorithm %.20q is not one of %v", ErrAnnouncement, a.Algorithm, Algorithms)
 	case a.Certificate == nil && len(data) > MaxPayload:
 		return Announcement{}, fmt.Errorf("%w: %d bytes without a certificate exceeds %d", ErrAnnouncement, len(data), MaxPayload)
 	case a.Certificate == nil && a.Algorithm == Byzantine:
@@ -144,26 +148,88 @@ func DecodeAnnouncement(data []byte) (Announcement, error) {
 	return a, nil
 }
 
-// VerifyAnnouncement checks, with the members' keys, what a decoded
-// announcement's signature does not: that a byzantine announcement's
-// certificate holds (certify.VerifyCertificateFor its cluster, term and
-// leader among the members keys lists). A certificate on an announcement
-// of another algorithm is checked too. Without keys (nil), a byzantine
-// announcement cannot be checked: the error wraps ErrNeedKeys. A missing
-// or failing certificate wraps ErrAnnouncement, ErrUncertified and
-// certify's error.
-func VerifyAnnouncement(keys *MemberKeys, a Announcement) error {
-	if a.Certificate == nil {
-		if a.Algorithm == Byzantine {
-			return fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
-		}
-		return nil
+// ErrAlgorithm is wrapped by the error of an announcement whose algorithm
+// is not the one its reader knows the cluster runs.
+var ErrAlgorithm = errors.New("protocol: announcement of another algorithm")
+
+// ErrNoAlgorithm is wrapped by the error of an announcement without a
+// certificate read with the members' keys but without knowing the
+// cluster's algorithm: the keys file states none ("#: algorithm") and the
+// reader gave none. Only the reader's own configuration can say that a
+// cluster does without certificates; a message cannot.
+var ErrNoAlgorithm = errors.New("protocol: the cluster's algorithm is not known (state it in the members file: \"#: algorithm <name>\")")
+
+// ClusterAlgorithm returns the algorithm a reader of cluster with keys
+// takes the cluster to run: algorithm, the reader's own setting (""
+// for none), or else the one the keys state (keys.Algorithm). It refuses
+// an unknown algorithm, keys that state another cluster, and keys that
+// state another algorithm; those errors wrap ErrKeys. "" means that the
+// reader does not know: see VerifyAnnouncementOf for what it then believes.
+func ClusterAlgorithm(keys *MemberKeys, cluster string, algorithm Algorithm) (Algorithm, error) {
+	if algorithm != "" && !algorithm.Known() {
+		return "", fmt.Errorf("%w: unknown algorithm %q; want one of %v", ErrKeys, algorithm, Algorithms)
 	}
+	if c := keys.Cluster(); c != "" && c != cluster {
+		return "", fmt.Errorf("%w: the members file states cluster %q, not %q", ErrKeys, c, cluster)
+	}
+	stated := keys.Algorithm()
+	switch {
+	case stated != "" && algorithm != "" && stated != algorithm:
+		return "", fmt.Errorf("%w: the members file states algorithm %q, not %q", ErrKeys, stated, algorithm)
+	case algorithm == "":
+		return stated, nil
+	}
+	return algorithm, nil
+}
+
+// VerifyAnnouncement is VerifyAnnouncementOf with the algorithm the keys
+// state (keys.Algorithm), if any.
+func VerifyAnnouncement(keys *MemberKeys, a Announcement) error {
+	return VerifyAnnouncementOf(keys, keys.Algorithm(), a)
+}
+
+// VerifyAnnouncementOf checks, with the members' keys, what a decoded
+// announcement's signature does not, for a reader that knows (from its own
+// configuration, never from the message) that the cluster runs algorithm:
+//
+//   - The announcement must name algorithm (ErrAlgorithm otherwise).
+//   - In a byzantine cluster, it must carry a certificate that holds
+//     (certify.VerifyCertificateFor its cluster, term and leader among the
+//     members keys lists), whatever algorithm it names.
+//   - A reader with keys that does not know the algorithm ("") believes
+//     only a certificate that holds; without one the error wraps
+//     ErrUncertified and ErrNoAlgorithm.
+//   - A certificate on an announcement of another algorithm is checked
+//     too, when there are keys.
+//
+// Without keys (nil) a certificate cannot be checked: a byzantine
+// announcement (by algorithm, or by the announcement's own word when the
+// algorithm is not known) is refused with an error wrapping ErrNeedKeys,
+// and the others are believed unchecked. A missing or failing certificate
+// wraps ErrAnnouncement, ErrUncertified and certify's error.
+func VerifyAnnouncementOf(keys *MemberKeys, algorithm Algorithm, a Announcement) error {
+	if algorithm != "" && a.Algorithm != algorithm {
+		err := fmt.Errorf("%w: %w: it names %.20q in a %s cluster", ErrAnnouncement, ErrAlgorithm, a.Algorithm, algorithm)
+		if algorithm == Byzantine && a.Certificate == nil {
+			err = fmt.Errorf("%w: %w: it names %.20q in a byzantine cluster, without a certificate", ErrAnnouncement, ErrUncertified, a.Algorithm)
+		}
+		return err
+	}
+	byzantine := algorithm == Byzantine || (algorithm == "" && a.Algorithm == Byzantine)
 	if keys == nil {
-		if a.Algorithm == Byzantine {
+		if byzantine {
 			return fmt.Errorf("%w: %w", ErrAnnouncement, ErrNeedKeys)
 		}
 		return nil // nothing is checked without keys
+	}
+	if a.Certificate == nil {
+		switch {
+		case byzantine:
+			return fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
+		case algorithm == "":
+			return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, ErrNoAlgorithm)
+		}
+		return nil
 	}
 	if err := certify.VerifyCertificateFor(keys.Members(), *a.Certificate, a.Cluster, a.Term, a.Leader); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)

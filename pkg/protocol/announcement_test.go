@@ -198,13 +198,20 @@ func TestVerifyAnnouncement(t *testing.T) {
 		t.Errorf("no keys: VerifyAnnouncement = %v, want ErrNeedKeys", err)
 	}
 	ring := Announcement{Cluster: "c", Leader: 4, Term: 7, Algorithm: Ring, At: Timestamp{c.announce}}
-	for _, keys := range []*MemberKeys{nil, c.keys} {
+	ringKeys, err := c.keys.State("c", Ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keys := range []*MemberKeys{nil, ringKeys} {
 		if err := VerifyAnnouncement(keys, ring); err != nil {
 			t.Errorf("ring announcement, keys %v: %v, want nil", keys != nil, err)
 		}
 	}
+	if err := VerifyAnnouncement(c.keys, ring); !errors.Is(err, ErrNoAlgorithm) {
+		t.Errorf("ring announcement, keys stating no algorithm: %v, want ErrNoAlgorithm", err)
+	}
 	ring.Certificate = forged
-	if err := VerifyAnnouncement(c.keys, ring); !errors.Is(err, certify.ErrSignature) {
+	if err := VerifyAnnouncement(ringKeys, ring); !errors.Is(err, certify.ErrSignature) {
 		t.Errorf("ring announcement with a forged certificate: %v, want certify.ErrSignature", err)
 	}
 }

@@ -145,7 +145,7 @@ func TestReadAnnouncement(t *testing.T) {
 	keys := testKeys(t, five, four)
 	data := []byte(`{"cluster":"c","leader":5,"term":12,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)
 	h := five.SignAnnouncement("c", data)
-	a, err := ReadAnnouncement(keys, "c", data, h)
+	a, err := ReadAnnouncementOf(keys, "c", Ring, data, h)
 	if err != nil || a.Leader != 5 || a.Term != 12 {
 		t.Fatalf("ReadAnnouncement(signed) = %+v, %v", a, err)
 	}

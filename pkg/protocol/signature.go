@@ -6,20 +6,35 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// ReadAnnouncement decodes an announcement received for cluster, with the
-// headers it came with. With keys, it must be signed by the member it
-// names as leader (see MemberKeys.Verify; the signature is checked before
-// the payload is decoded): a missing or wrong signature is a
-// *ValidationError with ReasonSignature. A malformed announcement, or one
-// of another cluster, wraps ErrAnnouncement. A byzantine announcement
-// counts only with the members' keys and a certificate that holds under
-// them (VerifyAnnouncement): without keys its error wraps ErrNeedKeys, with
-// a missing or failing certificate ErrUncertified. Every reader (the
-// observer, pkg/leader) checks announcements with it.
+// ReadAnnouncement is ReadAnnouncementOf with the algorithm the keys
+// state (keys.Algorithm), if any.
 func ReadAnnouncement(keys *MemberKeys, cluster string, data []byte, h nats.Header) (Announcement, error) {
+	return ReadAnnouncementOf(keys, cluster, keys.Algorithm(), data, h)
+}
+
+// ReadAnnouncementOf decodes an announcement received for cluster, with
+// the headers it came with, for a reader that knows the cluster's
+// algorithm from its own configuration: algorithm, or, if "", the one the
+// keys state (ClusterAlgorithm; keys that state another cluster or
+// algorithm are an error wrapping ErrKeys). With keys, the announcement
+// must be signed by the member it names as leader (see MemberKeys.Verify;
+// the signature is checked before the payload is decoded): a missing or
+// wrong signature is a *ValidationError with ReasonSignature. A malformed
+// announcement (an unknown algorithm among others), or one of another
+// cluster, wraps ErrAnnouncement. Then VerifyAnnouncementOf applies: an
+// announcement of another algorithm wraps ErrAlgorithm; in a byzantine
+// cluster, one without a certificate that holds wraps ErrUncertified,
+// whatever algorithm it names; with keys but no known algorithm, only a
+// certified announcement is believed (ErrNoAlgorithm); without keys, a
+// byzantine one wraps ErrNeedKeys. Every reader (the observer,
+// pkg/leader) checks announcements with it.
+func ReadAnnouncementOf(keys *MemberKeys, cluster string, algorithm Algorithm, data []byte, h nats.Header) (Announcement, error) {
+	algorithm, err := ClusterAlgorithm(keys, cluster, algorithm)
+	if err != nil {
+		return Announcement{}, err
+	}
 	var signer uint64
 	if keys != nil {
-		var err error
 		if signer, err = keys.Verify(LeaderSubject(cluster), data, h); err != nil {
 			return Announcement{}, err
 		}
@@ -36,7 +51,7 @@ func ReadAnnouncement(keys *MemberKeys, cluster string, data []byte, h nats.Head
 			return Announcement{}, err
 		}
 	}
-	if err := VerifyAnnouncement(keys, a); err != nil {
+	if err := VerifyAnnouncementOf(keys, algorithm, a); err != nil {
 		return Announcement{}, err
 	}
 	return a, nil

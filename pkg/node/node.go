@@ -329,6 +329,12 @@ func newNode(cfg Config) (*Node, error) {
 		if err := cfg.Keys.Check(members, cfg.Signer); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		// The keys state the cluster and algorithm this node runs, so
+		// that what reads announcements for it (the start's learning of
+		// the term) knows them; a file that states others is refused.
+		if cfg.Keys, err = cfg.Keys.State(cfg.Cluster, cfg.Algorithm); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if cfg.Algorithm.NeedsKeys() && cfg.Signer == nil {
 		return nil, fmt.Errorf("%w: %s needs member keys", ErrConfig, cfg.Algorithm)

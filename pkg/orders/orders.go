@@ -92,7 +92,9 @@ type Config struct {
 	// Leaders yields the cluster's certified leaders in increasing term
 	// (an announcement whose certificate does not hold under Keys is
 	// ignored); if nil, leader.Watch on the service's connection with
-	// leader.WithKeys(Keys). Run ends with the error it yields.
+	// leader.WithKeys(Keys) and leader.WithAlgorithm(protocol.Byzantine)
+	// (Keys that state another algorithm or cluster are then an error).
+	// Run ends with the error it yields.
 	Leaders func(ctx context.Context) iter.Seq2[protocol.Announcement, error]
 	// StateFile, if set, is the file where the member keeps the greatest
 	// order it took part in (issued, or opened as a lieutenant): written,
@@ -350,7 +352,9 @@ func (s *Service) Run(ctx context.Context) error {
 	follow := s.cfg.Leaders
 	if follow == nil {
 		follow = func(ctx context.Context) iter.Seq2[protocol.Announcement, error] {
-			return leader.Watch(ctx, s.nc, s.cfg.Cluster, leader.WithKeys(s.cfg.Keys))
+			// Orders are the byzantine algorithm's: its leaders count
+			// only with a certificate, whatever an announcement names.
+			return leader.Watch(ctx, s.nc, s.cfg.Cluster, leader.WithKeys(s.cfg.Keys), leader.WithAlgorithm(protocol.Byzantine))
 		}
 	}
 	wg.Go(func() {

@@ -201,6 +201,9 @@ func (c *Config) validate() error {
 	if protocol.ValidateCluster(c.Cluster) != nil {
 		return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
 	}
+	if err := c.stateKeys(); err != nil {
+		return err
+	}
 	if err := checkListenAddr(c.HTTPAddr); err != nil {
 		return err
 	}
@@ -268,6 +271,29 @@ func (c *Config) loadKeys() error {
 	if err := c.keys.Check(c.members, c.signer); err != nil {
 		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
 	}
+	return nil
+}
+
+// stateKeys checks what the members file states of its cluster and
+// algorithm ("#: cluster", "#: algorithm") against ELECTION_CLUSTER and
+// ELECTION_ALGORITHM, and makes the keys state this node's, so that what
+// reads announcements for the node knows the cluster from its own
+// configuration.
+func (c *Config) stateKeys() error {
+	if c.keys == nil {
+		return nil
+	}
+	if stated := c.keys.Cluster(); stated != "" && stated != c.Cluster {
+		return invalid("ELECTION_CLUSTER", "%q, but the members file %s states cluster %q", c.Cluster, c.KeysFile, stated)
+	}
+	if stated := c.keys.Algorithm(); stated != "" && stated != protocol.Algorithm(c.Algorithm) {
+		return invalid("ELECTION_ALGORITHM", "%q, but the members file %s states algorithm %q", c.Algorithm, c.KeysFile, stated)
+	}
+	keys, err := c.keys.State(c.Cluster, protocol.Algorithm(c.Algorithm))
+	if err != nil {
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	}
+	c.keys = keys
 	return nil
 }
 

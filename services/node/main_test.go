@@ -92,7 +92,7 @@ func TestBinarySIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: no announcement: %v", run, err)
 		}
-		a, err := protocol.ReadAnnouncement(keys.parsed, "solo", msg.Data, msg.Header)
+		a, err := protocol.ReadAnnouncementOf(keys.parsed, "solo", protocol.Bully, msg.Data, msg.Header)
 		if err != nil || a.Leader != 1 || a.Cluster != "solo" || a.Algorithm != protocol.Bully {
 			t.Fatalf("run %d: announcement %s: %v", run, msg.Data, err)
 		}

@@ -22,14 +22,14 @@ func TestFailover(t *testing.T) {
 				c.signers, c.keys = batontest.MemberKeys(t, five...)
 				c.timing = byzantineTiming
 			}
-			leaders := announcements(t, url, c.name, c.keys)
+			leaders := announcements(t, url, c.name, stated(t, c.keys, c.algorithm))
 			client := connect(t, url)
 			nodes := c.startAll(t)
 
 			// The highest ID wins, and everybody agrees.
 			term := awaitAgreement(t, nodes, 5)
 			awaitAnnouncement(t, leaders, 5, term)
-			if a := query(t, client, c.name, c.keys); a.Leader != 5 || a.Term != term || a.Algorithm != algorithm {
+			if a := query(t, client, c.name, stated(t, c.keys, c.algorithm)); a.Leader != 5 || a.Term != term || a.Algorithm != algorithm {
 				t.Fatalf("query: got %+v, want leader 5 term %d", a, term)
 			}
 
@@ -37,7 +37,7 @@ func TestFailover(t *testing.T) {
 			nodes[5].crash(t)
 			delete(nodes, 5)
 			term = awaitFailover(t, nodes, leaders, 4, term)
-			if a := query(t, client, c.name, c.keys); a.Leader != 4 || a.Term != term {
+			if a := query(t, client, c.name, stated(t, c.keys, c.algorithm)); a.Leader != 4 || a.Term != term {
 				t.Fatalf("query: got %+v, want leader 4 term %d", a, term)
 			}
 

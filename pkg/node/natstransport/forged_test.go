@@ -24,12 +24,12 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 	url := batontest.StartNATS(t)
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
 	c := cluster{url: url, name: "signed", algorithm: protocol.Bully, members: []uint64{1, 2, 3}, signers: signers, keys: keys}
-	leaders := announcements(t, url, c.name, keys)
+	leaders := announcements(t, url, c.name, stated(t, keys, c.algorithm))
 	nodes := c.startAll(t)
 	term := awaitAgreement(t, nodes, 3)
 	// The leader signs its announcement, and its answers to queries.
 	awaitAnnouncement(t, leaders, 3, term)
-	if a := query(t, connect(t, url), c.name, keys); a.Leader != 3 || a.Term != term {
+	if a := query(t, connect(t, url), c.name, stated(t, keys, c.algorithm)); a.Leader != 3 || a.Term != term {
 		t.Fatalf("signed query: got %+v, want leader 3 term %d", a, term)
 	}
 	changes := make(map[uint64]float64)

@@ -278,6 +278,20 @@ func matches(m *dto.Metric, labels []string) bool {
 	return true
 }
 
+// stated returns keys stating algorithm, as a reader of the cluster knows
+// it; nil without keys.
+func stated(t *testing.T, keys *protocol.MemberKeys, algorithm protocol.Algorithm) *protocol.MemberKeys {
+	t.Helper()
+	if keys == nil {
+		return nil
+	}
+	k, err := keys.State("", algorithm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // announcements subscribes to a cluster's leader subject; with keys,
 // every announcement must be signed by the leader it names.
 func announcements(t *testing.T, url, cluster string, keys *protocol.MemberKeys) <-chan protocol.Announcement {

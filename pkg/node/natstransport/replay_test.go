@@ -98,7 +98,7 @@ func TestReplayedMessagesChangeNothing(t *testing.T) {
 				c.timing.LeaseTicks = 100
 				c.timing.LeaderLeaseTicks = election.LeaderLease(100, election.DefaultMaxDrift)
 			}
-			leaders := announcements(t, url, c.name, c.keys)
+			leaders := announcements(t, url, c.name, stated(t, c.keys, c.algorithm))
 			eve := startCapture(t, url, c.name)
 			nodes := c.startAll(t)
 			term := awaitAgreement(t, nodes, 5)

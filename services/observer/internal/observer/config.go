@@ -62,7 +62,14 @@ type Config struct {
 	// and of them only announcements, heartbeats, lease renewals and
 	// resigns signed by the member they name; it counts what it refuses
 	// (result bad_signature). Unset, it believes unsigned messages (a
-	// warning is logged). It holds public keys only.
+	// warning is logged). It holds public keys only. A file states its
+	// cluster's algorithm ("#: algorithm <name>", as the keys command
+	// writes it): announcements of another algorithm are refused, and in
+	// a byzantine cluster every announcement needs a certificate that
+	// holds, whatever algorithm it names. Of a file that states no
+	// algorithm, only certified announcements are recorded (a warning
+	// names the file at the start). A file that states a cluster other
+	// than its name is an error.
 	KeysDir string `env:"OBSERVER_KEYS_DIR"`
 	// Keys are the member keys by cluster, read from KeysDir by
 	// ParseConfig (or LoadKeys); nil checks nothing.
@@ -97,8 +104,10 @@ func ParseConfig() (Config, error) {
 	return cfg, nil
 }
 
-// LoadKeys reads every <cluster>.keys file of dir. Its errors name
-// OBSERVER_KEYS_DIR, the file and, for a bad entry, the line.
+// LoadKeys reads every <cluster>.keys file of dir; the keys state the
+// cluster of the file's name. Its errors name OBSERVER_KEYS_DIR, the file
+// and, for a bad entry, the line; a file that states another cluster is
+// one.
 func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: OBSERVER_KEYS_DIR: %s", ErrConfig, fmt.Sprintf(format, args...))
@@ -117,6 +126,11 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", e.Name(), cluster)
 		}
 		k, err := protocol.ReadMemberKeysFile(filepath.Join(dir, e.Name()))
+		if err == nil {
+			// The file's name is the cluster: a file that states another
+			// is refused.
+			k, err = k.State(cluster, "")
+		}
 		if err != nil {
 			return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
 		}

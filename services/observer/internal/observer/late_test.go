@@ -26,7 +26,7 @@ func TestObserverStartedAfterTheElection(t *testing.T) {
 	batontest.CheckFor(t, waitTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream(), leader.WithKeys(keys))
+		a, err := leader.Current(ctx, nc, "late", leader.WithoutStream(), leader.WithKeys(keys), leader.WithAlgorithm(protocol.Bully))
 		if err != nil || a.Leader != 3 {
 			return fmt.Errorf("no leader 3 before the observer started: %v, %v", a, err)
 		}
@@ -35,7 +35,7 @@ func TestObserverStartedAfterTheElection(t *testing.T) {
 	})
 
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"late": keys}
+	cfg.Keys = map[string]*protocol.MemberKeys{"late": stated(t, keys, protocol.Bully)}
 	o := startObserver(t, cfg, nil)
 	// The counter moves just after the store: wait for both.
 	o.waitFor(t, "the leadership to be learnt from the leader", func() bool {

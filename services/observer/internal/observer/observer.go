@@ -64,9 +64,14 @@
 //
 // # Byzantine clusters
 //
-// A byzantine leader is recorded only if its announcement carries a
-// certificate that holds under the cluster's keys
-// (protocol.ReadAnnouncement); without keys for the cluster, none is. The
+// The observer knows each cluster's algorithm from its keys file (its
+// "#: algorithm" statement), never from an announcement: an announcement
+// of another algorithm is dropped, and a byzantine cluster's leader is
+// recorded only if its announcement carries a certificate that holds under
+// the cluster's keys, whatever algorithm it names
+// (protocol.ReadAnnouncement). Of a keys file that states no algorithm,
+// only certified announcements are recorded. Without keys for the
+// cluster, no byzantine leader is. The
 // observer also listens to the evidence the members broadcast
 // (election.<cluster>.bz_evidence): a message sent and signed by a member
 // whose two statements contradict each other and are both signed with
@@ -81,8 +86,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -345,6 +352,12 @@ func (o *Observer) Run(ctx context.Context) error {
 	wg.Go(func() { o.consume(ctx, nc, anns) })
 	close(o.ready)
 	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", o.cfg.Keys != nil)
+	for _, cluster := range slices.Sorted(maps.Keys(o.cfg.Keys)) {
+		if o.cfg.Keys[cluster].Algorithm() == "" {
+			o.log.Warn("the cluster's keys state no algorithm (add \"#: algorithm <name>\" to its file in OBSERVER_KEYS_DIR): only announcements with a certificate that holds are recorded",
+				"cluster", cluster, "file", cluster+".keys")
+		}
+	}
 	if o.cfg.Keys == nil {
 		o.log.Warn("no member keys (OBSERVER_KEYS_DIR): unsigned announcements and heartbeats are believed, and any NATS client can forge them")
 	}

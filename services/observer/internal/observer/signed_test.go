@@ -26,7 +26,7 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": keys}
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": stated(t, keys, protocol.Bully)}
 	cfg.LeaderTimeout = time.Second // above the nodes' 200 ms, for a loaded machine
 	o := startObserver(t, cfg, nil)
 
@@ -138,7 +138,31 @@ func TestLoadKeys(t *testing.T) {
 	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "not a cluster name") {
 		t.Errorf("LoadKeys(a.b.keys) = %v, want a bad cluster name", err)
 	}
+	// A file states its cluster and algorithm; a cluster other than the
+	// file's name is refused.
+	os.Remove(filepath.Join(dir, "a.b.keys"))
+	write("staging.keys", "#: cluster staging\n#: algorithm paxos\n"+members.String())
+	got, err = LoadKeys(dir)
+	if err != nil || got["staging"].Cluster() != "staging" || got["staging"].Algorithm() != protocol.Paxos || got["prod"].Cluster() != "prod" || got["prod"].Algorithm() != "" {
+		t.Fatalf("LoadKeys(stating) = %v, %v; want staging stating paxos, prod stating its name only", got, err)
+	}
+	write("staging.keys", "#: cluster prod\n"+members.String())
+	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "OBSERVER_KEYS_DIR: staging.keys") || !strings.Contains(err.Error(), `"prod"`) {
+		t.Errorf("LoadKeys(staging.keys stating prod) = %v, want an error naming the variable, the file and the cluster it states", err)
+	}
+	os.Remove(filepath.Join(dir, "staging.keys"))
 	if err := (Config{Secret: "s", NATS: natsconn.Config{URL: "nats://127.0.0.1:4222"}}).Validate(); err == nil || !strings.Contains(err.Error(), "ELECTION_SECRET: the shared secret was replaced by member keys") {
 		t.Errorf("Validate(ELECTION_SECRET) = %v, want a refusal naming it", err)
 	}
+}
+
+// stated returns keys stating algorithm, as a keys file written by this
+// project does.
+func stated(t *testing.T, keys *protocol.MemberKeys, algorithm protocol.Algorithm) *protocol.MemberKeys {
+	t.Helper()
+	k, err := keys.State("", algorithm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

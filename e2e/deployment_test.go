@@ -243,7 +243,7 @@ func deployClusters(t *testing.T, clusters []cluster) *deployment {
 	d.keys = t.TempDir()
 	for _, c := range clusters {
 		d.sizes[c.alg] = c.size
-		ms, err := memberkeys.Generate(filepath.Join(d.keys, c.alg), memberIDs(c.size))
+		ms, err := memberkeys.Generate(filepath.Join(d.keys, c.alg), c.alg, protocol.Algorithm(c.alg), memberIDs(c.size))
 		if err != nil {
 			t.Fatalf("member keys of %s: %v", c.alg, err)
 		}

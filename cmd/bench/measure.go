@@ -77,7 +77,7 @@ func memberKeys(cfg config, dir string) (map[string]string, map[string]*protocol
 				ids[i] = uint64(i + 1)
 			}
 			keyDir := filepath.Join(dir, name)
-			keys, err := localcluster.MakeMemberKeys(keyDir, ids)
+			keys, err := localcluster.MakeMemberKeys(keyDir, name, a, ids)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -187,7 +187,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		env, keyDir := localcluster.NodeEnv(), filepath.Join(cfg.logDir, "keys", name)
 		if withKeys {
 			env = nil
-			if members[name], err = localcluster.MakeMemberKeys(keyDir, ids); err != nil {
+			if members[name], err = localcluster.MakeMemberKeys(keyDir, name, protocol.Algorithm(algorithm), ids); err != nil {
 				return err
 			}
 			keyDirs[name] = keyDir

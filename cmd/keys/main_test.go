@@ -18,12 +18,15 @@ import (
 func TestGenerate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "keys")
 	var stderr bytes.Buffer
-	if code := run([]string{"-out", dir, "-peers", "1,2,3"}, &stderr); code != 0 {
+	if code := run([]string{"-out", dir, "-cluster", "prod", "-algorithm", "paxos", "-peers", "1,2,3"}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	keys, err := protocol.ReadMemberKeysFile(filepath.Join(dir, memberkeys.MembersFile))
 	if err != nil || !slices.Equal(keys.IDs(), []uint64{1, 2, 3}) {
 		t.Fatalf("members: %v, %v; want 1, 2, 3", keys.IDs(), err)
+	}
+	if keys.Cluster() != "prod" || keys.Algorithm() != protocol.Paxos {
+		t.Errorf("members.keys states cluster %q, algorithm %q; want prod, paxos", keys.Cluster(), keys.Algorithm())
 	}
 	for _, id := range keys.IDs() {
 		if _, err := protocol.ReadSeedFile(filepath.Join(dir, memberkeys.SeedFile(id))); err != nil {
@@ -32,7 +35,7 @@ func TestGenerate(t *testing.T) {
 	}
 	before, _ := os.ReadFile(filepath.Join(dir, memberkeys.MembersFile))
 	stderr.Reset()
-	if code := run([]string{"-out", dir, "-peers", "4"}, &stderr); code != 1 || !strings.Contains(stderr.String(), "never overwritten") {
+	if code := run([]string{"-out", dir, "-cluster", "prod", "-algorithm", "paxos", "-peers", "4"}, &stderr); code != 1 || !strings.Contains(stderr.String(), "never overwritten") {
 		t.Errorf("second run: exit %d, %q; want 1 and a refusal", code, stderr.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, memberkeys.SeedFile(4))); err == nil {
@@ -44,12 +47,17 @@ func TestGenerate(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
+	ok := []string{"-cluster", "prod", "-algorithm", "bully"}
 	for _, args := range [][]string{
-		{"-peers", "1,2"},
-		{"-out", t.TempDir()},
-		{"-out", t.TempDir(), "-peers", "1,x"},
-		{"-out", t.TempDir(), "-peers", "1,1"},
-		{"-out", t.TempDir(), "-peers", "0"},
+		append([]string{"-peers", "1,2"}, ok...),
+		append([]string{"-out", t.TempDir()}, ok...),
+		append([]string{"-out", t.TempDir(), "-peers", "1,x"}, ok...),
+		append([]string{"-out", t.TempDir(), "-peers", "1,1"}, ok...),
+		append([]string{"-out", t.TempDir(), "-peers", "0"}, ok...),
+		{"-out", t.TempDir(), "-peers", "1,2", "-algorithm", "bully"},
+		{"-out", t.TempDir(), "-peers", "1,2", "-cluster", "a.b", "-algorithm", "bully"},
+		{"-out", t.TempDir(), "-peers", "1,2", "-cluster", "prod"},
+		{"-out", t.TempDir(), "-peers", "1,2", "-cluster", "prod", "-algorithm", "raft"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(args, &stderr); code != 2 || stderr.Len() == 0 {

@@ -1,13 +1,17 @@
 // Command natsconf makes the member keys of clusters where they are missing and
 // renders the NATS accounts configuration that lists them as users
-// (natsconf.Render): for each -cluster name=ID,ID,…, the directory
-// <dir>/<name> holds node-<id>.seed (ELECTION_KEY_FILE) and members.keys
-// (ELECTION_KEYS_FILE), made as the keys command makes them; keys already
-// there (from an earlier run or from the keys command) are kept and used,
-// and must be those of the members named. The configuration goes to
+// (natsconf.Render): for each -cluster name:algorithm=ID,ID,…, the
+// directory <dir>/<name> holds node-<id>.seed (ELECTION_KEY_FILE) and
+// members.keys (ELECTION_KEYS_FILE), made as the keys command makes them,
+// stating the cluster's name and algorithm; keys already there (from an
+// earlier run or from the keys command) are kept and used, and must be
+// those of the members named; a members file that states neither gets the
+// statements (memberkeys.Ensure), one that states another cluster or
+// algorithm is an error. ":algorithm" may be left out when the name is
+// an algorithm's, as in Compose's clusters. The configuration goes to
 // <dir>/accounts.conf, where Compose mounts it over the image's copy.
 //
-//	go run ./cmd/natsconf -dir .keys -cluster bully=1,2,3,4,5 -cluster ring=1,2,3,4,5
+//	go run ./cmd/natsconf -dir .keys -cluster bully=1,2,3,4,5 -cluster prod:paxos=1,2,3
 package main
 
 import (
@@ -23,17 +27,34 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-type clusters map[string][]uint64
+// cluster is what a -cluster flag gives: the algorithm and the members.
+type cluster struct {
+	algorithm protocol.Algorithm
+	ids       []uint64
+}
 
-func (c clusters) String() string { return fmt.Sprint(map[string][]uint64(c)) }
+type clusters map[string]cluster
+
+func (c clusters) String() string { return fmt.Sprint(map[string]cluster(c)) }
 
 func (c clusters) Set(v string) error {
-	name, list, ok := strings.Cut(v, "=")
+	spec, list, ok := strings.Cut(v, "=")
 	if !ok {
-		return errors.New("want name=ID,ID,…")
+		return errors.New("want name:algorithm=ID,ID,…")
 	}
+	name, alg, stated := strings.Cut(spec, ":")
 	if err := protocol.ValidateCluster(name); err != nil {
 		return err
+	}
+	algorithm := protocol.Algorithm(alg)
+	if !stated {
+		algorithm = protocol.Algorithm(name)
+	}
+	if !algorithm.Known() {
+		if !stated {
+			return fmt.Errorf("cluster %s: name its algorithm, %s:<algorithm>=…, one of %v", name, name, protocol.Algorithms)
+		}
+		return fmt.Errorf("cluster %s: algorithm %q is not one of %v", name, alg, protocol.Algorithms)
 	}
 	if _, dup := c[name]; dup {
 		return fmt.Errorf("cluster %s given twice", name)
@@ -42,7 +63,7 @@ func (c clusters) Set(v string) error {
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", name, err)
 	}
-	c[name] = ids
+	c[name] = cluster{algorithm: algorithm, ids: ids}
 	return nil
 }
 
@@ -60,7 +81,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("natsconf", flag.ContinueOnError)
 	dir := fs.String("dir", ".keys", "directory of the keys (one subdirectory per cluster) and of accounts.conf")
 	cs := clusters{}
-	fs.Var(cs, "cluster", "a cluster and its member IDs, name=ID,ID,… (repeat for each cluster)")
+	fs.Var(cs, "cluster", "a cluster, its algorithm and its member IDs, name:algorithm=ID,ID,… (name=ID,… when the name is an algorithm's; repeat for each cluster)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,9 +92,9 @@ func run(args []string) error {
 		return errors.New("no -cluster given")
 	}
 	members := map[string]*protocol.MemberKeys{}
-	for name, ids := range cs {
+	for name, c := range cs {
 		d := filepath.Join(*dir, name)
-		keys, made, err := memberkeys.Ensure(d, ids)
+		keys, made, err := memberkeys.Ensure(d, name, c.algorithm, c.ids)
 		if err != nil {
 			return fmt.Errorf("cluster %s: %w", name, err)
 		}

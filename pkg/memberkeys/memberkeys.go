@@ -2,7 +2,10 @@
 // in a directory: node-<id>.seed, each member's user seed (its
 // ELECTION_KEY_FILE), and members.keys, the public key of every member
 // (every node's ELECTION_KEYS_FILE, in the format protocol.ParseMemberKeys
-// reads). The keys command, the NATS configuration generator and the
+// reads), which states the cluster's name and algorithm ("#: cluster",
+// "#: algorithm", protocol.StatementPrefix) so that whoever reads
+// announcements with it knows the cluster from the file, not from a
+// message. The keys command, the NATS configuration generator and the
 // local cluster all make their keys here; a deployment of its own can too.
 //
 // Every file is written atomically and synced (WriteFile), so that a crash
@@ -37,12 +40,28 @@ const header = "# <member ID> <public key>: ELECTION_KEYS_FILE of every node of 
 // is already there.
 var ErrExists = errors.New("memberkeys: keys are never overwritten")
 
+// statementsOf returns the statement lines of cluster and algorithm, both
+// required.
+func statementsOf(cluster string, algorithm protocol.Algorithm) (string, error) {
+	if err := protocol.ValidateCluster(cluster); err != nil {
+		return "", fmt.Errorf("memberkeys: %w", err)
+	}
+	if !algorithm.Known() {
+		return "", fmt.Errorf("memberkeys: algorithm %q is not one of %v", algorithm, protocol.Algorithms)
+	}
+	return fmt.Sprintf("%s cluster %s\n%s algorithm %s\n", protocol.StatementPrefix, cluster, protocol.StatementPrefix, algorithm), nil
+}
+
 // Generate makes a user key for each of ids (positive, distinct, in the
 // order the members file lists them) in dir, created with mode 0700 if
 // missing: node-<id>.seed (mode 0600) for each, then members.keys (mode
-// 0644), each written atomically and synced. It writes nothing if any of
-// these files exists.
-func Generate(dir string, ids []uint64) (*protocol.MemberKeys, error) {
+// 0644), which states cluster and algorithm, each written atomically and
+// synced. It writes nothing if any of these files exists.
+func Generate(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (*protocol.MemberKeys, error) {
+	statements, err := statementsOf(cluster, algorithm)
+	if err != nil {
+		return nil, err
+	}
 	if len(ids) == 0 || len(ids) > protocol.MaxMemberKeys {
 		return nil, fmt.Errorf("memberkeys: %d members; want 1 to %d", len(ids), protocol.MaxMemberKeys)
 	}
@@ -69,6 +88,7 @@ func Generate(dir string, ids []uint64) (*protocol.MemberKeys, error) {
 	}
 	var members strings.Builder
 	members.WriteString(header)
+	members.WriteString(statements)
 	for _, id := range ids {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
@@ -111,22 +131,69 @@ func Read(dir string) (*protocol.MemberKeys, error) {
 	return protocol.ReadMemberKeysFile(filepath.Join(dir, MembersFile))
 }
 
-// Ensure returns the keys of the members ids in dir: those of the
-// members.keys already there, which must list exactly ids, or, if there is
-// none, new ones (Generate; made is then true).
-func Ensure(dir string, ids []uint64) (keys *protocol.MemberKeys, made bool, err error) {
+// Ensure returns the keys of the members ids of cluster, which runs
+// algorithm, in dir: those of the members.keys already there, which must
+// list exactly ids, or, if there is none, new ones (Generate; made is then
+// true). A members file already there that states another cluster or
+// algorithm is an error; one that states neither or only one (written
+// before files stated them) gets the statements it lacks, in a new file
+// that replaces it atomically, with its mode.
+func Ensure(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (keys *protocol.MemberKeys, made bool, err error) {
+	if _, err := statementsOf(cluster, algorithm); err != nil {
+		return nil, false, err
+	}
 	keys, err = Read(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		keys, err = Generate(dir, ids)
+		keys, err = Generate(dir, cluster, algorithm, ids)
 		return keys, err == nil, err
 	case err != nil:
 		return nil, false, err
 	}
+	path := filepath.Join(dir, MembersFile)
 	if err := keys.Check(ids, nil); err != nil {
-		return nil, false, fmt.Errorf("%w (in %s; remove it to make new keys)", err, filepath.Join(dir, MembersFile))
+		return nil, false, fmt.Errorf("%w (in %s; remove it to make new keys)", err, path)
 	}
-	return keys, false, nil
+	stated, err := keys.State(cluster, algorithm)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w (in %s)", err, path)
+	}
+	if keys.Cluster() == "" || keys.Algorithm() == "" {
+		if err := addStatements(path, keys, cluster, algorithm); err != nil {
+			return nil, false, err
+		}
+	}
+	return stated, false, nil
+}
+
+// addStatements adds to the members file at path, whose keys are keys,
+// the statements of cluster and algorithm it lacks, before its first line.
+func addStatements(path string, keys *protocol.MemberKeys, cluster string, algorithm protocol.Algorithm) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("memberkeys: %w", err)
+	}
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("memberkeys: %w", err)
+	}
+	var lines strings.Builder
+	if keys.Cluster() == "" {
+		fmt.Fprintf(&lines, "%s cluster %s\n", protocol.StatementPrefix, cluster)
+	}
+	if keys.Algorithm() == "" {
+		fmt.Fprintf(&lines, "%s algorithm %s\n", protocol.StatementPrefix, algorithm)
+	}
+	data := append([]byte(lines.String()), old...)
+	// What is written must read back as the same keys, stating both.
+	check, err := protocol.ParseMemberKeys(strings.NewReader(string(data)))
+	if err != nil || check.Cluster() != cluster || check.Algorithm() != algorithm || !slices.Equal(check.IDs(), keys.IDs()) {
+		return fmt.Errorf("memberkeys: %s: cannot add the statements of cluster %s, algorithm %s: %v", path, cluster, algorithm, err)
+	}
+	if err := atomicfile.Write(path, data, fi.Mode().Perm()); err != nil {
+		return fmt.Errorf("memberkeys: %w", err)
+	}
+	return nil
 }
 
 // ParseIDs reads a comma-separated list of member IDs, such as 1,2,3:

@@ -10,11 +10,14 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// MakeMemberKeys makes a key for each of ids in dir (memberkeys.Generate:
-// node-<id>.seed and members.keys), or reads the keys already there, which
-// must be those of ids (memberkeys.Ensure).
-func MakeMemberKeys(dir string, ids []uint64) (*protocol.MemberKeys, error) {
-	keys, _, err := memberkeys.Ensure(dir, ids)
+// MakeMemberKeys makes a key for each of ids of cluster, which runs
+// algorithm, in dir (memberkeys.Generate: node-<id>.seed and members.keys,
+// which states the cluster and algorithm), or reads the keys already
+// there, which must be those of ids and may not state another cluster or
+// algorithm (memberkeys.Ensure, which adds the statements an older file
+// lacks).
+func MakeMemberKeys(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (*protocol.MemberKeys, error) {
+	keys, _, err := memberkeys.Ensure(dir, cluster, algorithm, ids)
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
 	}
@@ -45,9 +48,10 @@ func KnowsMemberKeys(path string) (bool, error) {
 
 // ObserverKeys writes in dir, for each cluster of keyDirs, the file
 // <cluster>.keys with the members' public keys that MakeMemberKeys left in
-// keyDirs[cluster]: the observer's OBSERVER_KEYS_DIR, with which it
-// records only what members signed (and byzantine leaders only with their
-// certificates).
+// keyDirs[cluster], with their statements of the cluster and algorithm:
+// the observer's OBSERVER_KEYS_DIR, with which it records only what
+// members signed, of the cluster's algorithm (and byzantine leaders only
+// with their certificates).
 func ObserverKeys(dir string, keyDirs map[string]string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("localcluster: %w", err)

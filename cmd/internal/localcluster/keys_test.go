@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 func TestKnowsMemberKeys(t *testing.T) {
@@ -27,11 +29,11 @@ func TestKnowsMemberKeys(t *testing.T) {
 // names its own seed.
 func TestMakeMemberKeys(t *testing.T) {
 	dir := t.TempDir()
-	first, err := MakeMemberKeys(dir, []uint64{1, 2, 3})
+	first, err := MakeMemberKeys(dir, "bully", protocol.Bully, []uint64{1, 2, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := MakeMemberKeys(dir, []uint64{1, 2, 3})
+	again, err := MakeMemberKeys(dir, "bully", protocol.Bully, []uint64{1, 2, 3})
 	if err != nil || !slices.Equal(first.IDs(), again.IDs()) {
 		t.Fatalf("second MakeMemberKeys: %v, %v; want the keys of the first", again, err)
 	}
@@ -41,7 +43,13 @@ func TestMakeMemberKeys(t *testing.T) {
 			t.Errorf("member %d: %s, then %s; want the same key", id, a, b)
 		}
 	}
-	if _, err := MakeMemberKeys(dir, []uint64{1, 2}); err == nil {
+	if first.Cluster() != "bully" || first.Algorithm() != protocol.Bully || again.Cluster() != "bully" || again.Algorithm() != protocol.Bully {
+		t.Errorf("keys state cluster %q, algorithm %q, then %q, %q; want bully, bully", first.Cluster(), first.Algorithm(), again.Cluster(), again.Algorithm())
+	}
+	if _, err := MakeMemberKeys(dir, "bully", protocol.Paxos, []uint64{1, 2, 3}); err == nil {
+		t.Error("MakeMemberKeys for another algorithm than the keys': no error")
+	}
+	if _, err := MakeMemberKeys(dir, "bully", protocol.Bully, []uint64{1, 2}); err == nil {
 		t.Error("MakeMemberKeys for other members than the keys': no error")
 	}
 	env := MemberEnv(dir, 2)

@@ -1,13 +1,16 @@
 package leader_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -129,4 +132,66 @@ func ExampleFence() {
 	// <nil>
 	// <nil>
 	// leader: stale term: 9 is older than 13
+}
+
+// A byzantine cluster's resource admits a write only from the certified
+// leader: the writer, member 4, proves each write with its seed; the
+// resource checks the certificate, then member 4's signature of the
+// write, with the cluster's members file.
+func ExampleFence_AdmitCertified() {
+	signers := map[uint64]*protocol.Signer{}
+	public := map[uint64]string{}
+	for id := uint64(1); id <= 4; id++ {
+		kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, bytes.Repeat([]byte{byte(id)}, 32))
+		if err != nil {
+			panic(err)
+		}
+		if signers[id], err = protocol.NewSigner(id, kp); err != nil {
+			panic(err)
+		}
+		public[id] = signers[id].PublicKey()
+	}
+	keys, err := protocol.NewMemberKeys(public) // the resource's members file
+	if err != nil {
+		panic(err)
+	}
+	// Members 1, 2 and 3 voted for member 4 in term 7: its announcement
+	// carries their certificate.
+	var votes []certify.SignedStatement
+	for _, id := range []uint64{1, 2, 3} {
+		v, err := certify.Sign(signers[id].Certify(), certify.Vote("byzantine", id, 7, 4))
+		if err != nil {
+			panic(err)
+		}
+		votes = append(votes, v)
+	}
+	cert, err := certify.NewCertificate(votes)
+	if err != nil {
+		panic(err)
+	}
+	a := protocol.Announcement{Cluster: "byzantine", Leader: 4, Term: 7, Algorithm: protocol.Byzantine, Certificate: &cert}
+
+	// The writer's side: the leader signs the write it sends.
+	body := []byte(`{"key":"k","value":"v"}`)
+	proof, err := leader.ProveWrite(signers[4], a, body)
+	if err != nil {
+		panic(err)
+	}
+
+	// The resource's side.
+	fence := leader.NewCertifiedFence("byzantine", keys)
+	fmt.Println(fence.AdmitCertified(proof, body))
+	// Member 3 holds the same (public) certificate, but signs with its
+	// own key: refused.
+	sig, err := certify.SignWrite(signers[3].Certify(), certify.WriteOf("byzantine", 7, 3, body))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(fence.AdmitCertified(leader.WriteProof{Certificate: &cert, Signature: sig}, body) != nil)
+	// The leader's proof does not admit another write.
+	fmt.Println(fence.AdmitCertified(proof, []byte(`{"key":"k","value":"w"}`)) != nil)
+	// Output:
+	// <nil>
+	// true
+	// true
 }

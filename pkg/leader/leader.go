@@ -33,19 +33,34 @@
 // application needs no seed: public keys only verify. Without WithKeys,
 // anybody who can publish on the leader subject can name a leader.
 //
+// # The cluster's algorithm
+//
+// How an announcement is checked depends on the cluster's algorithm, and
+// the reader knows it from its own configuration, never from the
+// announcement: from the members file's statement ("#: algorithm",
+// protocol.MemberKeys.Algorithm), or WithAlgorithm for a file that
+// states none. An announcement of another algorithm is dropped
+// (protocol.ErrAlgorithm). With WithKeys and no known algorithm, Current,
+// Watch and LastAnnounced refuse to start (ErrNoAlgorithm), and so they do
+// for a members file that states another cluster, or a WithAlgorithm that
+// contradicts it.
+//
 // # Byzantine clusters
 //
 // A leader of the byzantine algorithm holds its term only with a
 // certificate, the votes of a quorum of the members, and its
-// announcements carry it. With WithKeys, such an announcement, from any
-// of the three paths, counts only if its certificate holds under the
-// members' keys (protocol.VerifyAnnouncement); a missing, short, forged
-// or other term's certificate is dropped like a bad signature. Without
-// keys nothing can tell a certificate from a forgery, so a byzantine
+// announcements carry it. With WithKeys, every announcement of a
+// byzantine cluster, from any of the three paths and whatever algorithm
+// it names, counts only if its certificate holds under the members' keys
+// (protocol.VerifyAnnouncementOf); a missing, short, forged or other
+// term's certificate is dropped like a bad signature. Without keys
+// nothing can tell a certificate from a forgery, so a byzantine
 // announcement is never believed: Current returns an error wrapping
 // ErrNeedKeys instead of the leader, and Watch yields that error and
 // ends. Follow a byzantine cluster with WithKeys, and fence its writes
-// with NewCertifiedFence, which admits a term only with its certificate.
+// with NewCertifiedFence, which admits a write only with its term's
+// certificate and the certified leader's signature of it (ProveWrite,
+// AdmitCertified).
 //
 // # Orders
 //

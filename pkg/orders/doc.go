@@ -105,14 +105,14 @@
 // Decisions are published once, at most-once over core NATS: a consumer
 // that is disconnected when an order is decided does not see it.
 //
-// Without Config.StateFile a Service keeps nothing across restarts: a
-// member whose service restarts forgets which orders it took part in,
-// and opens again an order whose leader's message reaches it again (a
-// liar's replay). Relaying along its own paths a second time, it may
-// then sign another value than before (what a liar tells it now), which
-// is evidence against it; and a leader restarted within its term numbers
-// its orders from 1 again, which the members take for replays. With
-// StateFile the member keeps the greatest order it took part in, written
-// before any message of that order leaves, and takes part in none up to
-// it after a restart.
+// A Service keeps, in Config.StateFile, the greatest order it took part
+// in, written before any message of that order leaves, and takes part in
+// none up to it after a restart. Without it (Config.Ephemeral, which only
+// tests may use) a member whose service restarts forgets which orders it
+// took part in, and opens again an order whose leader's message reaches
+// it again (a liar's replay). Relaying along its own paths a second time,
+// it may then sign another value than before (what a liar tells it now),
+// which is evidence against it; and a leader restarted within its term
+// numbers its orders from 1 again, which the members take for replays.
+// So New refuses a Config with neither.
 package orders

@@ -94,13 +94,19 @@ type Config struct {
 	// ignored); if nil, leader.Watch on the service's connection with
 	// leader.WithKeys(Keys). Run ends with the error it yields.
 	Leaders func(ctx context.Context) iter.Seq2[protocol.Announcement, error]
-	// StateFile, if set, is the file where the member keeps the greatest
-	// order it took part in (issued, or opened as a lieutenant): written,
+	// StateFile is the file where the member keeps the greatest order it
+	// took part in (issued, or opened as a lieutenant): written,
 	// atomically and durably, before any message of that order leaves,
 	// and read when Run starts, so that after a restart the member takes
 	// part in no order up to it again (see the package doc). One
-	// member's service alone may use it. Empty: nothing is kept.
+	// member's service alone may use it; put it beside the node's data
+	// (ELECTION_DATA). Required unless Ephemeral.
 	StateFile string
+	// Ephemeral, for tests only, runs without StateFile: the member keeps
+	// nothing across restarts, so that a liar can replay an order to it
+	// after one and have it sign two relays along one path (evidence
+	// against an honest member). New refuses it together with StateFile.
+	Ephemeral bool
 }
 
 // Stats counts what a Service did.
@@ -194,6 +200,12 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	n := cfg.Keys.Len()
 	if n < generals.MinMembers || n > generals.MaxMembers {
 		return nil, fmt.Errorf("%w: %d members, want %d to %d", ErrConfig, n, generals.MinMembers, generals.MaxMembers)
+	}
+	switch {
+	case cfg.StateFile == "" && !cfg.Ephemeral:
+		return nil, fmt.Errorf("%w: StateFile is required: a member that keeps nothing across restarts can be made to relay twice along its paths in one order, which is evidence against it (Ephemeral opts out, for tests only)", ErrConfig)
+	case cfg.StateFile != "" && cfg.Ephemeral:
+		return nil, fmt.Errorf("%w: StateFile %q and Ephemeral: choose one", ErrConfig, cfg.StateFile)
 	}
 	if cfg.Round < 0 {
 		return nil, fmt.Errorf("%w: Round %v", ErrConfig, cfg.Round)

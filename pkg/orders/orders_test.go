@@ -199,6 +199,7 @@ func (w *world) start(members ...uint64) {
 	for _, id := range members {
 		s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), orders.Config{
 			Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock,
+			Ephemeral: true,
 		})
 		if err != nil {
 			w.t.Fatal(err)
@@ -624,7 +625,7 @@ func TestIssueBounds(t *testing.T) {
 	w := newWorld(t)
 	w.start(1, 2, 3)
 	s, err := orders.New(batontest.Connect(t, w.url), orders.Config{
-		Cluster: cluster, Signer: w.signers[4], Keys: w.keys, Round: round, MaxOrders: 2, Clock: w.clock,
+		Cluster: cluster, Signer: w.signers[4], Keys: w.keys, Round: round, MaxOrders: 2, Clock: w.clock, Ephemeral: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -661,15 +662,19 @@ func TestNewChecksConfig(t *testing.T) {
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
 	_, three := batontest.MemberKeys(t, 1, 2, 3)
 	nc := batontest.Connect(t, batontest.StartNATS(t))
-	good := orders.Config{Cluster: cluster, Signer: signers[1], Keys: keys}
+	good := orders.Config{Cluster: cluster, Signer: signers[1], Keys: keys, StateFile: filepath.Join(t.TempDir(), "orders.json")}
 	cases := map[string]func(*orders.Config){
-		"cluster":      func(c *orders.Config) { c.Cluster = "a.b" },
-		"no signer":    func(c *orders.Config) { c.Signer = nil },
-		"stranger":     func(c *orders.Config) { c.Signer = batontest.NewSigner(t, 1) },
-		"three":        func(c *orders.Config) { c.Keys = three },
-		"round":        func(c *orders.Config) { c.Round = -time.Second },
-		"max orders":   func(c *orders.Config) { c.MaxOrders = orders.MaxMaxOrders + 1 },
-		"default size": func(c *orders.Config) { c.Default = string(make([]byte, protocol.MaxOrderValue+1)) },
+		// A member that keeps nothing can be made to contradict itself
+		// after a restart: the state is kept unless a test opts out.
+		"no state file": func(c *orders.Config) { c.StateFile = "" },
+		"both":          func(c *orders.Config) { c.Ephemeral = true },
+		"cluster":       func(c *orders.Config) { c.Cluster = "a.b" },
+		"no signer":     func(c *orders.Config) { c.Signer = nil },
+		"stranger":      func(c *orders.Config) { c.Signer = batontest.NewSigner(t, 1) },
+		"three":         func(c *orders.Config) { c.Keys = three },
+		"round":         func(c *orders.Config) { c.Round = -time.Second },
+		"max orders":    func(c *orders.Config) { c.MaxOrders = orders.MaxMaxOrders + 1 },
+		"default size":  func(c *orders.Config) { c.Default = string(make([]byte, protocol.MaxOrderValue+1)) },
 	}
 	for name, change := range cases {
 		cfg := good
@@ -680,6 +685,11 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := orders.New(nc, good); err != nil {
 		t.Errorf("New(%+v): %v", good, err)
+	}
+	ephemeral := good
+	ephemeral.StateFile, ephemeral.Ephemeral = "", true
+	if _, err := orders.New(nc, ephemeral); err != nil {
+		t.Errorf("New(%+v): %v", ephemeral, err)
 	}
 }
 

@@ -58,14 +58,18 @@ type Order = agreement.Order
 // Clock gives the time and the timers of the round deadlines.
 type Clock interface {
 	Now() time.Time
-	// After returns a channel that receives once d has passed.
-	After(d time.Duration) <-chan time.Time
+	// Until returns a channel that receives once the clock reads at or
+	// later (at once if it does already). A deadline is a time, not a
+	// duration from a reading of the clock: however late the service
+	// sets its timer, the deadline stays where it was.
+	Until(at time.Time) <-chan time.Time
 }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Until(at time.Time) <-chan time.Time { return time.After(time.Until(at)) }
 
 // Config configures one member's Service.
 type Config struct {
@@ -420,7 +424,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		_ = s.apply(m) // logged; nothing left for an Issue's
 		if next, ok := m.Next(); ok && !next.Equal(wakeAt) {
-			wake, wakeAt = s.cfg.Clock.After(next.Sub(s.cfg.Clock.Now())), next
+			wake, wakeAt = s.cfg.Clock.Until(next), next
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,15 +55,15 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) Until(at time.Time) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan time.Time, 1)
-	if d <= 0 {
+	if !at.After(c.now) {
 		ch <- c.now
 		return ch
 	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	c.waiters = append(c.waiters, fakeWaiter{at: at, ch: ch})
 	return ch
 }
 
@@ -196,11 +197,20 @@ func (w *world) answerQueries(leaderID, term uint64, c *certify.Certificate) {
 // and waits until they have subscribed.
 func (w *world) start(members ...uint64) {
 	w.t.Helper()
+	w.startWith(func(uint64, *orders.Config) {}, members...)
+}
+
+// startWith is start, with each member's configuration changed by
+// configure.
+func (w *world) startWith(configure func(id uint64, c *orders.Config), members ...uint64) {
+	w.t.Helper()
 	for _, id := range members {
-		s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), orders.Config{
+		cfg := orders.Config{
 			Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock,
 			Ephemeral: true,
-		})
+		}
+		configure(id, &cfg)
+		s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), cfg)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -1039,5 +1049,51 @@ func TestStateFileCorrupt(t *testing.T) {
 	}
 	if err := s.Run(w.ctx); !errors.Is(err, orders.ErrStorage) {
 		t.Errorf("Run with a state file of term 7 without a seq: %v; want ErrStorage", err)
+	}
+}
+
+// jumpyClock is the world's clock for one member, whose time moves on
+// by a round, once armed, while that member sets its next deadline: as
+// when the test's Advance, or a pause of the process, falls between the
+// member's reading of the time and its timer.
+type jumpyClock struct {
+	*fakeClock
+	armed atomic.Bool
+}
+
+func (c *jumpyClock) Until(at time.Time) <-chan time.Time {
+	if c.armed.CompareAndSwap(true, false) {
+		c.Advance(round)
+	}
+	return c.fakeClock.Until(at)
+}
+
+// A round's deadline holds however late the member sets its timer: a
+// member whose time moved past the deadline while it set the timer ends
+// the round at once. (A relative timer ended it a round late: under
+// load, a member then missed a round and its relays of the defaults
+// never left within the test's wait.)
+func TestRoundDeadlineSurvivesAJump(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	jumpy := &jumpyClock{fakeClock: w.clock}
+	w.startWith(func(id uint64, c *orders.Config) {
+		if id == 1 {
+			c.Clock = jumpy
+		}
+	}, 1, 2, 4) // 3 says nothing
+	w.issue(4, "attack")
+	batontest.CheckFor(t, wait, func() error {
+		if got := w.services[1].Stats().Received; got != 2 {
+			return fmt.Errorf("member 1 received %d messages; want [4] and [4 2]", got)
+		}
+		return nil
+	})
+	jumpy.armed.Store(true)
+	// Round 1 ends; while member 1 sets the deadline of round 2, the time
+	// passes it.
+	w.clock.Advance(round)
+	if v := w.expectDecisions(decided, 1, 1)[1]; v != "attack" {
+		t.Errorf("member 1 decided %q; want %q", v, "attack")
 	}
 }

@@ -508,7 +508,8 @@ func (s *Service) apply(m *agreement.Machine) error {
 		s.publish(protocol.OrderSubject(s.cfg.Cluster), data)
 	}
 	for _, o := range rd.Decisions {
-		data, err := protocol.EncodeDecision(protocol.Decision{Cluster: o.Cluster, Term: o.Term, Seq: o.Seq, Value: o.Value, Member: s.selfID})
+		data, err := protocol.EncodeDecision(protocol.Decision{Cluster: o.Cluster, Term: o.Term, Seq: o.Seq, Value: o.Value, Member: s.selfID,
+			At: protocol.Timestamp{Time: time.Now()}}) // the readers' clocks, not the rounds' (Config.Clock)
 		if err != nil {
 			s.log.Error("encode decision", "error", err)
 			continue

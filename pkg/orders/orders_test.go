@@ -457,7 +457,7 @@ func TestTraitorLieutenant(t *testing.T) {
 	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil,
 		relay{1, []uint64{4, 3}, "attack"}))
 	w.publish(w.signers[3], protocol.DecidedSubject(cluster),
-		protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: 3})
+		protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: 3, At: protocol.Timestamp{Time: time.Now()}})
 	w.issue(4, "attack")
 	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
 		if v != "attack" {
@@ -573,7 +573,7 @@ func TestForgedMessagesDropped(t *testing.T) {
 	w.publish(w.signers[2], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "retreat"}))
 	for _, id := range []uint64{1, 2} {
 		w.publish(batontest.NewSigner(t, id), protocol.DecidedSubject(cluster),
-			protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: id})
+			protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: id, At: protocol.Timestamp{Time: time.Now()}})
 	}
 	batontest.CheckFor(t, wait, func() error {
 		if s := w.services[1].Stats(); s.Rejected != 3 || s.Opened != 0 {

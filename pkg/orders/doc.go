@@ -86,7 +86,9 @@
 // greater than the greatest it opened, so a replayed order is not run
 // again (the leader publishes its orders in order, on one connection,
 // and NATS keeps a publisher's order). At most Config.MaxOrders orders
-// are under way on a member; a leader refuses to issue more (ErrBusy)
+// of the newest certified term are under way on a member, and as many of
+// older terms (a superseded leader cannot take the current leader's
+// slots); a leader refuses to issue more (ErrBusy)
 // within the time the members need to decide them. Messages of an order
 // a member has not opened yet (a relay that overtook the leader's
 // message) wait in a bounded buffer until it opens or their rounds would

@@ -82,7 +82,8 @@ type Config struct {
 	Keys *protocol.MemberKeys
 	// Round is the duration of a round; DefaultRound if zero.
 	Round time.Duration
-	// MaxOrders bounds the orders under way, 1 to MaxMaxOrders;
+	// MaxOrders bounds the orders under way of the newest certified
+	// term, and those of older terms, 1 to MaxMaxOrders each;
 	// DefaultMaxOrders if zero.
 	MaxOrders int
 	// Default is the value decided when no value has a majority, and the

@@ -360,6 +360,16 @@ func (m *Machine) certify(c certify.Certificate) error {
 	return nil
 }
 
+// newestCertified is the newest term whose certificate the machine
+// checked (Lead, or a leader's message); 0 if none.
+func (m *Machine) newestCertified() uint64 {
+	var newest uint64
+	for t := range m.certified {
+		newest = max(newest, t)
+	}
+	return newest
+}
+
 // Issue issues value as the next order of this member's term, if the
 // newest certificate (Lead) names this member as leader (ErrNotLeader
 // otherwise) and fewer than MaxOrders of its orders were issued within
@@ -420,13 +430,14 @@ func (m *Machine) raise(id ID) {
 }
 
 // follow adds o to the orders followed, which it comes after. Past
-// 2·MaxOrders, the oldest decided one is forgotten (the undecided ones
-// are at most MaxOrders).
+// 3·MaxOrders, the oldest decided one is forgotten (the undecided ones
+// are at most 2·MaxOrders: MaxOrders of the newest certified term,
+// MaxOrders of older ones).
 func (m *Machine) follow(o *order) {
 	o.relays = make(map[string]*seenRelay, m.paths)
 	m.orders[o.id] = o
 	m.seq = append(m.seq, o)
-	if len(m.seq) <= 2*m.cfg.MaxOrders {
+	if len(m.seq) <= 3*m.cfg.MaxOrders {
 		return
 	}
 	for i, old := range m.seq {
@@ -497,9 +508,14 @@ func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 		m.reject(id, om.From, nil, err)
 		return
 	}
+	// The orders of the newest certified term have MaxOrders slots, and
+	// those of older terms (leaders superseded, maybe without knowing it)
+	// MaxOrders others: a superseded leader cannot hold the current
+	// leader's.
+	current := m.newestCertified()
 	undecided := 0
 	for _, o := range m.seq {
-		if !o.decided {
+		if !o.decided && (o.id.Term >= current) == (id.Term >= current) {
 			undecided++
 		}
 	}

@@ -152,7 +152,13 @@ type lie struct {
 
 func (h *harness) message(from, seq uint64, cert *certify.Certificate, lies ...lie) protocol.OrderMessage {
 	h.t.Helper()
-	om := protocol.OrderMessage{Cluster: cluster, Term: term, Seq: seq, From: from, Certificate: cert}
+	return h.messageIn(term, from, seq, cert, lies...)
+}
+
+// messageIn is message, for an order of term t.
+func (h *harness) messageIn(t, from, seq uint64, cert *certify.Certificate, lies ...lie) protocol.OrderMessage {
+	h.t.Helper()
+	om := protocol.OrderMessage{Cluster: cluster, Term: t, Seq: seq, From: from, Certificate: cert}
 	for _, l := range lies {
 		vi := slices.Index(om.Values, l.value)
 		if vi < 0 {
@@ -167,7 +173,7 @@ func (h *harness) message(from, seq uint64, cert *certify.Certificate, lies ...l
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		s, err := certify.Sign(cs, certify.Relay(cluster, term, seq, l.path, []byte(l.value)))
+		s, err := certify.Sign(cs, certify.Relay(cluster, t, seq, l.path, []byte(l.value)))
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -453,5 +459,54 @@ func TestForgedContradictionsCheckedBounded(t *testing.T) {
 	h.deliver()
 	if s := h.machines[1].Stats(); s.Rejected != 8 || s.Evidence != 0 {
 		t.Errorf("member 1: %+v; want 8 forged relays checked and rejected, no evidence", s)
+	}
+}
+
+// certificate returns the certificate of leader in t, with the votes of
+// voters.
+func (h *harness) certificate(t, leader uint64, voters ...uint64) certify.Certificate {
+	h.t.Helper()
+	var votes []certify.SignedStatement
+	for _, id := range voters {
+		votes = append(votes, h.sign(id, certify.Vote(cluster, id, t, leader)))
+	}
+	c, err := certify.NewCertificate(votes)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// A leader superseded by a newer certified one (member 3, certified in
+// term 5 before member 4 in term 7) may still issue in its own term, but
+// its orders cannot take the current leader's slots: with MaxOrders
+// orders of term 5 under way, the first order of term 7 still opens.
+func TestSupersededLeaderCannotHoldTheSlots(t *testing.T) {
+	h := newHarness(t, agreement.ID{}, 1)
+	old := h.certificate(5, 3, 1, 2, 4)
+	for seq := uint64(1); seq <= 4; seq++ { // MaxOrders, none ever decided
+		h.inject(h.messageIn(5, 3, seq, &old, lie{to: 1, path: []uint64{3}, value: fmt.Sprint("stall ", seq)}))
+	}
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 4 {
+		t.Fatalf("member 1: %+v; want the 4 orders of term 5 opened", s)
+	}
+	h.inject(h.message(4, 1, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 5 || s.Dropped != 0 {
+		t.Errorf("member 1: %+v; want the current leader's order opened, nothing dropped", s)
+	}
+	// The current leader's next orders open up to MaxOrders of its own.
+	for seq := uint64(2); seq <= 4; seq++ {
+		h.inject(h.message(4, seq, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	}
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 8 || s.Dropped != 0 {
+		t.Errorf("member 1: %+v; want 4 orders of each term under way", s)
+	}
+	h.inject(h.message(4, 5, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 8 || s.Dropped != 1 {
+		t.Errorf("member 1: %+v; want a fifth order of term 7 refused (MaxOrders)", s)
 	}
 }

@@ -245,6 +245,17 @@ type order struct {
 	// members are not checked any more (a liar cannot make this member
 	// spend without bound on its bad signatures).
 	forged [generals.MaxMembers]int
+	// taken is, per path, the digest of the relay to this member that
+	// went to the generals machine, its signature checked: a copy is
+	// skipped, another value is an equivocation (the whole message is
+	// signed by its sender) checked only as evidence. At most one per
+	// path of the order.
+	taken map[string][certify.DigestSize]byte
+	// untrusted marks, by index, the members that sent this member a
+	// relay whose signature failed (an honest member never does; the
+	// whole message was signed by it): none of their relays in this
+	// order is checked any more.
+	untrusted [generals.MaxMembers]bool
 }
 
 // seenRelay is a relay seen along a path; verified tells whether its
@@ -435,6 +446,7 @@ func (m *Machine) raise(id ID) {
 // MaxOrders of older ones).
 func (m *Machine) follow(o *order) {
 	o.relays = make(map[string]*seenRelay, m.paths)
+	o.taken = make(map[string][certify.DigestSize]byte)
 	m.orders[o.id] = o
 	m.seq = append(m.seq, o)
 	if len(m.seq) <= 3*m.cfg.MaxOrders {
@@ -618,7 +630,19 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 				Term: o.id.Term, Order: o.id.Seq, Path: r.Path, Digest: *digests[r.Value]},
 			Signature: om.Signatures[r.Signature],
 		}
-		deliver := r.To == self && o.mc != nil && !o.decided
+		// A relay to this member goes to the generals machine once per
+		// path, its signature checked, unless its sender sent one whose
+		// signature failed. A copy of the relay taken is skipped; a
+		// second value along the path (the generals machine keeps the
+		// first) is an equivocation if signed, checked as evidence is,
+		// boundedly.
+		toSelf := r.To == self && o.mc != nil && !o.decided && !o.untrusted[from]
+		taken, isTaken := o.taken[string(key)]
+		if toSelf && isTaken && taken == relay.Statement.Digest {
+			continue
+		}
+		equivocation := toSelf && isTaken
+		deliver := toSelf && !isTaken
 		seen := o.relays[string(key)]
 		switch {
 		case !deliver:
@@ -632,16 +656,25 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 				i = len(checks) - 1
 			}
 			if !checks[i].ok {
-				m.reject(o.id, om.From, r.Path, errors.New("the relay's signature is not its sender's"))
+				m.reject(o.id, om.From, r.Path, errors.New("the relay's signature is not its sender's; its relays in this order are no longer taken"))
+				o.untrusted[from] = true
 				continue
 			}
+		}
+		if deliver {
+			o.taken[string(key)] = relay.Statement.Digest
 		}
 		switch {
 		case seen == nil:
 			o.relays[string(key)] = &seenRelay{signed: relay, verified: deliver}
 		case seen.signed.Statement.Digest != relay.Statement.Digest:
+			signed := o.convicted[from] // proven a liar: not checked again
 			if !o.convicted[from] && (deliver || o.forged[from] < maxForged) {
-				m.contradiction(o, from, seen, relay, deliver)
+				signed = m.contradiction(o, from, seen, relay, deliver)
+			}
+			if equivocation && signed {
+				m.stats.Equivocations++
+				m.event(Event{Kind: Equivocation, Order: o.id, Member: om.From, Path: r.Path})
 			}
 		case deliver && !seen.verified:
 			// The same relay, its signature checked this time.
@@ -694,29 +727,31 @@ func (m *Machine) checkPath(o *order, r protocol.OrderRelay, buf []int) ([]int, 
 // contradiction handles a relay, second, of o along the path of seen with
 // another value, by the member of index liar: if both are signed by it,
 // that is evidence. A stored relay whose signature fails is replaced by
-// second, if second's holds.
-func (m *Machine) contradiction(o *order, liar int, seen *seenRelay, second certify.SignedStatement, verified bool) {
+// second, if second's holds. It reports whether second's signature
+// holds.
+func (m *Machine) contradiction(o *order, liar int, seen *seenRelay, second certify.SignedStatement, verified bool) bool {
 	if !verified && second.Verify(m.cfg.Keys) != nil {
 		o.forged[liar]++
 		m.reject(o.id, second.Statement.Member, second.Statement.Path, errors.New("the relay's signature is not its sender's"))
-		return
+		return false
 	}
 	if !seen.verified {
 		if seen.signed.Verify(m.cfg.Keys) != nil {
 			o.forged[liar]++
 			*seen = seenRelay{signed: second, verified: true}
-			return
+			return true
 		}
 		seen.verified = true
 	}
 	e := certify.Evidence{First: seen.signed, Second: second}
 	if !certify.Contradicts(e.First.Statement, e.Second.Statement) {
-		return // the statements checked above are of one member, order and path
+		return true // the statements checked above are of one member, order and path
 	}
 	o.convicted[liar] = true
 	m.stats.Evidence++
 	m.rd.Evidence = append(m.rd.Evidence, e)
 	m.event(Event{Kind: Convicted, Order: o.id, Member: second.Statement.Member, Path: slices.Clone(second.Statement.Path)})
+	return true
 }
 
 // Tick ends the rounds whose deadlines have passed at now, forgets the

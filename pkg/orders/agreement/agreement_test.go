@@ -510,3 +510,63 @@ func TestSupersededLeaderCannotHoldTheSlots(t *testing.T) {
 		t.Errorf("member 1: %+v; want a fifth order of term 7 refused (MaxOrders)", s)
 	}
 }
+
+// countingKeys counts the signature checks.
+type countingKeys struct {
+	certify.Members
+	checks int
+}
+
+func (k *countingKeys) Verify(member uint64, data, sig []byte) error {
+	k.checks++
+	return k.Members.Verify(member, data, sig)
+}
+
+// A liar's flood costs a bounded number of signature checks per order,
+// whatever it sends: relays to this member with bad signatures, with
+// fresh values along its path each signed, or for others, sent again and
+// again. (Each relay to this member was checked before, 32 a message,
+// again on every copy.)
+func TestSignatureChecksBoundedPerOrder(t *testing.T) {
+	h := newHarness(t, agreement.ID{})
+	keys := &countingKeys{Members: h.keys.Members()}
+	m, err := agreement.New(agreement.Config{Cluster: cluster, Signer: h.signers[1].Certify(), Members: h.keys.IDs(),
+		Keys: keys, Round: round, MaxOrders: 4, Default: "retreat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Receive(t0, h.message(4, 1, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	opened := keys.checks // 2's relay [4 2] never comes: the order stays undecided
+	stranger := batontest.NewSigner(t, 3)
+	var floods []protocol.OrderMessage
+	for _, flood := range []struct {
+		to uint64
+		by *protocol.Signer
+	}{{1, nil}, {2, nil}, {1, stranger}, {2, stranger}} {
+		var lies []lie
+		for i := range protocol.MaxOrderRelays {
+			lies = append(lies, lie{to: flood.to, path: []uint64{4, 3}, value: fmt.Sprintf("lie %d to %d", i, flood.to), by: flood.by})
+		}
+		floods = append(floods, h.message(3, 1, nil, lies...))
+	}
+	var bytes int
+	for range 25 {
+		for _, om := range floods {
+			data, err := protocol.EncodeOrderMessage(om)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bytes += len(data)
+			m.Receive(t0, om)
+		}
+	}
+	checks := keys.checks - opened
+	t.Logf("flood of %d messages, %d KB: %d relay signature checks, %.3f per KB (the opening took %d)",
+		25*len(floods), bytes/1024, checks, float64(checks)*1024/float64(bytes), opened)
+	if checks > 12 {
+		t.Errorf("%d relay signature checks for a flood of %d KB; want at most 12 (one per path of the liar's, one failure, the evidence, the bounded forgeries)", checks, bytes/1024)
+	}
+	if s := m.Stats(); s.Evidence != 1 {
+		t.Errorf("Stats.Evidence = %d; want the liar's contradiction found once", s.Evidence)
+	}
+}

@@ -70,7 +70,13 @@
 // order's leader, at most f+1 long, the recipient outside it) before
 // use. The machine follows at most 3·MaxOrders orders, each until its
 // last round ends, keeps at most one relay per path of each, at most 8
-// certified leaders, at most 64 early messages. It checks a signature
-// once per message and relay, and at most 8 failing ones per member and
-// order among the relays addressed to others.
+// certified leaders, at most 64 early messages. The signatures it checks
+// are bounded per order and sender, whatever the sender floods it with:
+// a relay to this member is taken once per path, its signature checked
+// then (a copy is skipped; another value along the path is checked only
+// as evidence); after one relay to this member whose signature fails
+// (an honest member never sends one) none of the sender's relays is
+// taken in that order; at most 8 failing signatures per member and
+// order are checked as evidence, and none once the member is convicted
+// in the order.
 package agreement

@@ -44,7 +44,11 @@
 // must end at (A2 of package generals): a member can lie about what
 // reached it but not speak for another. Messages with a bad or missing
 // signature, of another cluster, or malformed are dropped and counted
-// (Stats.Rejected).
+// (Stats.Rejected). The messages wait for the service's goroutine in a
+// bounded inbox of which each member may fill 1/N: a message past its
+// sender's share is dropped (Stats.Dropped) before its signature is
+// checked, so that a member flooding the others costs them little and
+// drops only its own messages.
 //
 // Each relay is also a signed statement of its sender,
 // certify.Relay(cluster, term, seq, path, value): one signature covers

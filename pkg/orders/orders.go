@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +32,15 @@ const (
 )
 
 // inboxSize and inboxBytes bound the messages waiting for the owner
-// goroutine, in number and in bytes; a message that finds no room is
-// dropped and counted. OM(f) among 12 members sends thousands of
-// messages an order, which arrive in bursts.
+// goroutine, in number and in bytes, and each sender may fill only its
+// share, 1/N of each: a message that finds no room is dropped and
+// counted, so that a member that floods the others drops only its own
+// messages. OM(f) among 12 members sends thousands of messages an
+// order, which arrive in bursts; a share holds an honest member's
+// messages of several orders.
 const (
-	inboxSize  = 4096
-	inboxBytes = 16 << 20
+	inboxSize  = 8192
+	inboxBytes = 32 << 20
 )
 
 // Errors.
@@ -138,7 +143,8 @@ type Stats struct {
 	// agreement refuses.
 	Rejected uint64
 	// Dropped counts the messages dropped for want of room: a full
-	// inbox, MaxOrders under way, a full buffer of early messages.
+	// inbox or the sender's share of it (1/N), MaxOrders under way, a full
+	// buffer of early messages.
 	Dropped uint64
 	// Stale counts the messages of orders already decided or refused.
 	Stale uint64
@@ -158,8 +164,12 @@ type Service struct {
 	mcfg   agreement.Config
 	rounds int
 
-	inbox   chan inbound
-	queued  atomic.Int64 // bytes in inbox
+	inbox  chan inbound
+	queued atomic.Int64 // bytes in inbox
+	// shares are the messages and bytes in inbox of each member, by
+	// index in members (sorted IDs).
+	members []uint64
+	shares  []share
 	issues  chan issueRequest
 	started atomic.Bool
 	ready   chan struct{}
@@ -171,10 +181,17 @@ type Service struct {
 	machine           agreement.Stats
 }
 
-// inbound is a checked message on its way to the owner, with its size.
+// inbound is a checked message on its way to the owner, with its size
+// and its sender's index.
 type inbound struct {
-	om   protocol.OrderMessage
-	size int64
+	om     protocol.OrderMessage
+	size   int64
+	sender int
+}
+
+// share is what one sender has in the inbox.
+type share struct {
+	messages, bytes atomic.Int64
 }
 
 type issueRequest struct {
@@ -242,16 +259,18 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
-		nc:     nc,
-		cfg:    cfg,
-		log:    log.With("member", cfg.Signer.ID(), "cluster", cfg.Cluster),
-		selfID: cfg.Signer.ID(),
-		mcfg:   mcfg,
-		rounds: generals.Faults(n) + 1,
-		inbox:  make(chan inbound, inboxSize),
-		issues: make(chan issueRequest),
-		ready:  make(chan struct{}),
-		done:   make(chan struct{}),
+		nc:      nc,
+		cfg:     cfg,
+		log:     log.With("member", cfg.Signer.ID(), "cluster", cfg.Cluster),
+		selfID:  cfg.Signer.ID(),
+		mcfg:    mcfg,
+		rounds:  generals.Faults(n) + 1,
+		inbox:   make(chan inbound, inboxSize),
+		members: mcfg.Members,
+		shares:  make([]share, n),
+		issues:  make(chan issueRequest),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 	}, nil
 }
 
@@ -406,6 +425,8 @@ func (s *Service) Run(ctx context.Context) error {
 			s.lead(m, a)
 		case in := <-s.inbox:
 			s.queued.Add(-in.size)
+			s.shares[in.sender].messages.Add(-1)
+			s.shares[in.sender].bytes.Add(-in.size)
 			m.Receive(s.cfg.Clock.Now(), in.om)
 		case req := <-s.issues:
 			if req.lead != nil {
@@ -437,13 +458,30 @@ func (s *Service) onMessage(m *nats.Msg) {
 		s.reject("oversized order message", fmt.Errorf("%d bytes", len(m.Data)))
 		return
 	}
+	// The sender the message claims, whose share must have room before
+	// its signature is checked: a member's flood past its share costs
+	// no signature check. (A forger naming another member cannot fill
+	// that member's share: only messages whose signature holds count.)
+	claimed, err := strconv.ParseUint(m.Header.Get(protocol.SignerHeader), 10, 64)
+	idx, member := slices.BinarySearch(s.members, claimed)
+	if err != nil || !member {
+		s.reject("order message", fmt.Errorf("signer %.20q is not a member", m.Header.Get(protocol.SignerHeader)))
+		return
+	}
+	if claimed == s.selfID {
+		return // our own, echoed
+	}
+	size := int64(len(m.Data))
+	sh := &s.shares[idx]
+	n := int64(len(s.members))
+	if sh.messages.Load() >= inboxSize/n || sh.bytes.Load()+size > inboxBytes/n {
+		s.drop(claimed, "its share of the inbox is full")
+		return
+	}
 	signer, err := s.cfg.Keys.Verify(m.Subject, m.Data, m.Header)
 	if err != nil {
 		s.reject("order message", err)
 		return
-	}
-	if signer == s.selfID {
-		return // our own, echoed
 	}
 	om, err := protocol.DecodeOrderMessage(m.Data)
 	if err == nil {
@@ -456,17 +494,29 @@ func (s *Service) onMessage(m *nats.Msg) {
 		s.reject("order message", err)
 		return
 	}
-	size := int64(len(m.Data))
+	// Only this callback adds to a share, so the room seen above is
+	// still there.
+	sh.messages.Add(1)
+	sh.bytes.Add(size)
 	if s.queued.Add(size) <= inboxBytes {
 		select {
-		case s.inbox <- inbound{om, size}:
+		case s.inbox <- inbound{om: om, size: size, sender: idx}:
 			return
 		default:
 		}
 	}
 	s.queued.Add(-size)
-	s.dropped.Add(1)
-	s.log.Warn("order message dropped: inbox full", "from", om.From, "term", om.Term, "seq", om.Seq)
+	sh.messages.Add(-1)
+	sh.bytes.Add(-size)
+	s.drop(om.From, "inbox full")
+}
+
+// drop counts a message dropped for want of room, and logs the first
+// drop and every 1024th: a flood is not logged message by message.
+func (s *Service) drop(from uint64, why string) {
+	if s.dropped.Add(1)%1024 == 1 {
+		s.log.Warn("order messages dropped", "from", from, "why", why, "dropped", s.dropped.Load())
+	}
 }
 
 func (s *Service) reject(what string, err error) {

@@ -1097,3 +1097,70 @@ func TestRoundDeadlineSurvivesAJump(t *testing.T) {
 		t.Errorf("member 1 decided %q; want %q", v, "attack")
 	}
 }
+
+// gatedClock is the world's clock, whose Now blocks while the gate is
+// shut: the member's owner goroutine then takes no message from its
+// inbox, as on a busy host.
+type gatedClock struct {
+	*fakeClock
+	shut    atomic.Bool
+	release chan struct{}
+}
+
+func (c *gatedClock) Now() time.Time {
+	if c.shut.Load() {
+		<-c.release
+	}
+	return c.fakeClock.Now()
+}
+
+// A member that floods a member's service fills only its own share of
+// the inbox: the leader's message, which arrives after the flood while
+// the member is busy, is still taken.
+func TestFloodFillsOnlyTheSendersShare(t *testing.T) {
+	w := newWorld(t)
+	gated := &gatedClock{fakeClock: w.clock, release: make(chan struct{})}
+	w.startWith(func(id uint64, c *orders.Config) { c.Clock = gated }, 1)
+	gated.shut.Store(true)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			gated.shut.Store(false)
+			close(gated.release)
+		}
+	}
+	defer release()
+	// Member 3's flood: messages of an order not opened, more than the
+	// whole inbox holds.
+	flood := relays(3, 99, nil, relay{1, []uint64{4, 3}, "stall"})
+	data, err := protocol.EncodeOrderMessage(signRelays(t, w.signers[3], flood))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := protocol.OrderSubject(cluster)
+	const sent = 4200 // more than the inbox holds; the share is less
+	for range sent {
+		if err := w.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: w.signers[3].Header(subject, data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The flood beyond member 3's share is dropped as it arrives.
+	batontest.CheckFor(t, wait, func() error {
+		if got := w.services[1].Stats().Dropped; got < 100 {
+			return fmt.Errorf("member 1 dropped %d messages; want at least 100 of the flood", got)
+		}
+		return nil
+	})
+	w.publish(w.signers[4], subject, relays(4, 1, w.cert, relay{1, []uint64{4}, "attack"}, relay{2, []uint64{4}, "attack"}, relay{3, []uint64{4}, "attack"}))
+	release()
+	batontest.CheckFor(t, wait, func() error {
+		if s := w.services[1].Stats(); s.Opened != 1 {
+			return fmt.Errorf("member 1: %+v; want the leader's order opened", s)
+		}
+		return nil
+	})
+}

@@ -220,6 +220,11 @@ type Machine struct {
 	seq       []*order            // the same, in increasing ID
 	pending   []pendingMessage
 	issued    []time.Time // when this member's orders under way were issued
+	// refused is, by index, the greatest term of a certificate of its
+	// own that the member sent and that did not hold (an honest member
+	// never sends one): its certificates of terms up to it, unless
+	// certified already, are refused unchecked.
+	refused [generals.MaxMembers]uint64
 
 	rd    Ready
 	stats Stats
@@ -575,7 +580,15 @@ func (m *Machine) checkCommander(om protocol.OrderMessage) error {
 	if c.Leader != om.From || c.Term != om.Term {
 		return fmt.Errorf("member %d sent, in term %d, the certificate of leader %d in term %d", om.From, om.Term, c.Leader, c.Term)
 	}
-	return m.certify(*c)
+	from, _ := m.indexOf(om.From)
+	if leader, ok := m.certified[c.Term]; !(ok && leader == c.Leader) && c.Term <= m.refused[from] {
+		return fmt.Errorf("member %d sent a certificate of its own of term %d, and one of term %d that did not hold: not checked again", om.From, c.Term, m.refused[from])
+	}
+	if err := m.certify(*c); err != nil {
+		m.refused[from] = max(m.refused[from], c.Term)
+		return err
+	}
+	return nil
 }
 
 // hold keeps a message of an order not opened yet.

@@ -570,3 +570,38 @@ func TestSignatureChecksBoundedPerOrder(t *testing.T) {
 		t.Errorf("Stats.Evidence = %d; want the liar's contradiction found once", s.Evidence)
 	}
 }
+
+// A certificate that did not hold is remembered: a member that sends
+// messages of its own with a forged certificate of a term has it checked
+// once, not once a message.
+func TestForgedCertificateCheckedOnce(t *testing.T) {
+	h := newHarness(t, agreement.ID{})
+	keys := &countingKeys{Members: h.keys.Members()}
+	m, err := agreement.New(agreement.Config{Cluster: cluster, Signer: h.signers[1].Certify(), Members: h.keys.IDs(),
+		Keys: keys, Round: round, MaxOrders: 4, Default: "retreat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Member 3 claims term 9 with votes signed by keys not the voters'.
+	var votes []certify.SignedStatement
+	for _, id := range []uint64{1, 2, 3} {
+		s, err := certify.Sign(batontest.NewSigner(t, id).Certify(), certify.Vote(cluster, id, 9, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		votes = append(votes, s)
+	}
+	forged, err := certify.NewCertificate(votes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range uint64(50) {
+		m.Receive(t0, h.messageIn(9, 3, seq+1, &forged, lie{to: 1, path: []uint64{3}, value: "stall"}))
+	}
+	if s := m.Stats(); s.Opened != 0 || s.Rejected != 50 {
+		t.Errorf("member 1: %+v; want the 50 messages rejected", s)
+	}
+	if keys.checks > 1 {
+		t.Errorf("%d signature checks for 50 messages with one forged certificate; want 1", keys.checks)
+	}
+}

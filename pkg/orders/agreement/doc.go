@@ -78,5 +78,7 @@
 // (an honest member never sends one) none of the sender's relays is
 // taken in that order; at most 8 failing signatures per member and
 // order are checked as evidence, and none once the member is convicted
-// in the order.
+// in the order. A member whose message carried a certificate of its own
+// that did not hold has none of its certificates of terms up to that one
+// checked again (unless certified already).
 package agreement

@@ -70,7 +70,11 @@
 // Two votes of one member in one term for different leaders prove that
 // it lied (certify.Contradicts). A member that sees them (votes are
 // broadcast) broadcasts the evidence, reports election.MemberLied, and
-// ignores the liar from then on.
+// ignores the liar from then on. Only vote evidence convicts: evidence
+// about orders (two relays, package orders) is for the observer, and
+// the machine neither acts on it nor passes it on, so that a liar cannot
+// shut out of the election an honest member whose orders service was
+// made to contradict itself.
 //
 // # What is assumed
 //
@@ -998,8 +1002,10 @@ func (m *Machine) onResign(msg protocol.Message) {
 	}
 }
 
+// onEvidence convicts on another member's evidence: vote evidence only
+// (see the package doc), checked against the keys.
 func (m *Machine) onEvidence(e certify.Evidence) {
-	if m.liars[e.Member()] || e.Member() == m.id || certify.VerifyEvidence(m.cfg.Keys, e) != nil {
+	if e.Kind() != certify.KindVote || m.liars[e.Member()] || e.Member() == m.id || certify.VerifyEvidence(m.cfg.Keys, e) != nil {
 		return
 	}
 	if e.First.Statement.Cluster != m.cfg.Cluster {

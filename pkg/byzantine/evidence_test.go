@@ -71,3 +71,41 @@ func TestEquivocationConvicts(t *testing.T) {
 		t.Errorf("after evidence: Liars() = %v, want [3]", got)
 	}
 }
+
+// Order evidence (two signed relays of one member along one path with
+// different values) proves a lie about an order, not about the election:
+// an honest member whose orders service restarted without its state can
+// be made to sign such a pair, and a liar could then have it ignored by
+// every member and the quorums made to need the liar. The machine
+// convicts on vote evidence only.
+func TestRelayEvidenceConvictsNobody(t *testing.T) {
+	k := keysFor(t, 4)
+	relay := func(value string) certify.SignedStatement {
+		ss, err := certify.Sign(k.signers[3], certify.Relay(testCluster, 1, 1, []uint64{4, 3}, []byte(value)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss
+	}
+	ev := certify.Evidence{First: relay("attack"), Second: relay("retreat")}
+	if err := certify.VerifyEvidence(k.keys, ev); err != nil {
+		t.Fatalf("the relays are no evidence: %v", err)
+	}
+	m := newTestMachine(t, 4, 2)
+	// The liar, member 1, wraps the evidence in a message of its own.
+	m.Step(protocol.Message{Type: protocol.TypeBzEvidence, From: 1, Evidence: &ev})
+	r := m.Ready()
+	for _, e := range r.Events {
+		if e.Kind == election.MemberLied {
+			t.Errorf("relay evidence: event %v; want no conviction", e)
+		}
+	}
+	for _, msg := range r.Messages {
+		if msg.Type == protocol.TypeBzEvidence {
+			t.Errorf("relay evidence passed on: %+v", msg)
+		}
+	}
+	if got := m.Liars(); len(got) != 0 {
+		t.Errorf("Liars() = %v; want none", got)
+	}
+}

@@ -16,6 +16,14 @@ type Evidence struct {
 // Member is the ID of the member the evidence convicts.
 func (e Evidence) Member() uint64 { return e.First.Statement.Member }
 
+// Kind is the kind of the two statements: KindVote for a lie in the
+// election, KindRelay for a lie about an order. Only vote evidence
+// excludes a member from the election (package byzantine): a member whose
+// orders service lost its state may sign two relays of one order along
+// one path without lying on purpose, so relay evidence is recorded (the
+// observer) but shrinks no quorum.
+func (e Evidence) Kind() Kind { return e.First.Statement.Kind }
+
 // Contradicts reports whether no honest member states both a and b: both
 // are valid statements of one member in one cluster, and either both are
 // votes in one term for different leaders, or both are relays of one

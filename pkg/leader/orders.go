@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -41,6 +42,14 @@ const (
 	maxYielded = 1024
 )
 
+// MaxDecisionAge bounds how far a decision's date (protocol.Decision.At)
+// may be from the reader's clock, either way, for Orders to count it: the
+// members publish a decision as they make it, so an older one is a
+// replay (a new reader would otherwise take a replayed set of f+1 old
+// decisions for an order just decided), and the bound leaves room for
+// the clocks of the members and the reader to disagree.
+const MaxDecisionAge = 5 * time.Second
+
 type decisionKey struct{ term, seq uint64 }
 
 func (a decisionKey) less(b decisionKey) bool {
@@ -62,6 +71,9 @@ func (a decisionKey) less(b decisionKey) bool {
 //
 // Decisions travel over core NATS: an order decided while the
 // subscriber is disconnected, or before Orders subscribed, is not seen.
+// Each decision is dated by its member and counts only within
+// MaxDecisionAge of the reader's clock, so that a replay of old
+// decisions is not yielded as an order just decided.
 func Orders(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) iter.Seq2[DecidedOrder, error] {
 	o := newOptions(opts)
 	return func(yield func(DecidedOrder, error) bool) {
@@ -82,7 +94,7 @@ func Orders(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) 
 		inbox := make(chan protocol.Decision, ordersInbox)
 		subject := protocol.DecidedSubject(cluster)
 		sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
-			d, err := readDecision(o.keys, cluster, m)
+			d, err := readDecision(o.keys, cluster, m, time.Now())
 			if err == nil {
 				select {
 				case inbox <- d:
@@ -118,9 +130,10 @@ func Orders(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) 
 	}
 }
 
-// readDecision decodes and checks a decision received for cluster: the
-// signature of a member of keys, who must be the decision's Member.
-func readDecision(keys *protocol.MemberKeys, cluster string, m *nats.Msg) (protocol.Decision, error) {
+// readDecision decodes and checks a decision received for cluster at
+// now: the signature of a member of keys, who must be the decision's
+// Member, and a date within MaxDecisionAge of now.
+func readDecision(keys *protocol.MemberKeys, cluster string, m *nats.Msg, now time.Time) (protocol.Decision, error) {
 	if len(m.Data) > protocol.MaxDecision {
 		return protocol.Decision{}, fmt.Errorf("leader: decision of %d bytes exceeds %d", len(m.Data), protocol.MaxDecision)
 	}
@@ -137,6 +150,13 @@ func readDecision(keys *protocol.MemberKeys, cluster string, m *nats.Msg) (proto
 	}
 	if d.Cluster != cluster {
 		return protocol.Decision{}, fmt.Errorf("leader: decision of cluster %q on the subject of %q", d.Cluster, cluster)
+	}
+	if d.At.IsZero() {
+		return protocol.Decision{}, fmt.Errorf("leader: decision of member %d on order %d/%d is not dated", d.Member, d.Term, d.Seq)
+	}
+	if age := now.Sub(d.At.Time); age > MaxDecisionAge || age < -MaxDecisionAge {
+		return protocol.Decision{}, fmt.Errorf("leader: decision of member %d on order %d/%d is dated %v from now, beyond %v: a replay, or clocks that disagree",
+			d.Member, d.Term, d.Seq, age.Round(time.Millisecond), MaxDecisionAge)
 	}
 	return d, nil
 }

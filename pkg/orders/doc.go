@@ -44,7 +44,11 @@
 // must end at (A2 of package generals): a member can lie about what
 // reached it but not speak for another. Messages with a bad or missing
 // signature, of another cluster, or malformed are dropped and counted
-// (Stats.Rejected).
+// (Stats.Rejected). The messages wait for the service's goroutine in a
+// bounded inbox of which each member may fill 1/N: a message past its
+// sender's share is dropped (Stats.Dropped) before its signature is
+// checked, so that a member flooding the others costs them little and
+// drops only its own messages.
 //
 // Each relay is also a signed statement of its sender,
 // certify.Relay(cluster, term, seq, path, value): one signature covers
@@ -86,7 +90,9 @@
 // greater than the greatest it opened, so a replayed order is not run
 // again (the leader publishes its orders in order, on one connection,
 // and NATS keeps a publisher's order). At most Config.MaxOrders orders
-// are under way on a member; a leader refuses to issue more (ErrBusy)
+// of the newest certified term are under way on a member, and as many of
+// older terms (a superseded leader cannot take the current leader's
+// slots); a leader refuses to issue more (ErrBusy)
 // within the time the members need to decide them. Messages of an order
 // a member has not opened yet (a relay that overtook the leader's
 // message) wait in a bounded buffer until it opens or their rounds would
@@ -105,14 +111,14 @@
 // Decisions are published once, at most-once over core NATS: a consumer
 // that is disconnected when an order is decided does not see it.
 //
-// Without Config.StateFile a Service keeps nothing across restarts: a
-// member whose service restarts forgets which orders it took part in,
-// and opens again an order whose leader's message reaches it again (a
-// liar's replay). Relaying along its own paths a second time, it may
-// then sign another value than before (what a liar tells it now), which
-// is evidence against it; and a leader restarted within its term numbers
-// its orders from 1 again, which the members take for replays. With
-// StateFile the member keeps the greatest order it took part in, written
-// before any message of that order leaves, and takes part in none up to
-// it after a restart.
+// A Service keeps, in Config.StateFile, the greatest order it took part
+// in, written before any message of that order leaves, and takes part in
+// none up to it after a restart. Without it (Config.Ephemeral, which only
+// tests may use) a member whose service restarts forgets which orders it
+// took part in, and opens again an order whose leader's message reaches
+// it again (a liar's replay). Relaying along its own paths a second time,
+// it may then sign another value than before (what a liar tells it now),
+// which is evidence against it; and a leader restarted within its term
+// numbers its orders from 1 again, which the members take for replays.
+// So New refuses a Config with neither.
 package orders

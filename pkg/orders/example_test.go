@@ -3,6 +3,8 @@ package orders_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -60,6 +62,13 @@ func Example() {
 		cancel()
 		wg.Wait()
 	}()
+	// Each member keeps its part in the orders beside its node's data
+	// (ELECTION_DATA), so that a restart cannot make it relay twice.
+	data, err := os.MkdirTemp("", "orders")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(data)
 	services := map[uint64]*orders.Service{}
 	for id := uint64(1); id <= 4; id++ {
 		nc, err := nats.Connect(srv.ClientURL()) // or the node's connection
@@ -67,7 +76,8 @@ func Example() {
 			panic(err)
 		}
 		conns = append(conns, nc)
-		s, err := orders.New(nc, orders.Config{Cluster: "default", Signer: signers[id], Keys: keys})
+		s, err := orders.New(nc, orders.Config{Cluster: "default", Signer: signers[id], Keys: keys,
+			StateFile: filepath.Join(data, fmt.Sprintf("orders-%d.json", id))})
 		if err != nil {
 			panic(err)
 		}

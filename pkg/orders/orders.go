@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +32,15 @@ const (
 )
 
 // inboxSize and inboxBytes bound the messages waiting for the owner
-// goroutine, in number and in bytes; a message that finds no room is
-// dropped and counted. OM(f) among 12 members sends thousands of
-// messages an order, which arrive in bursts.
+// goroutine, in number and in bytes, and each sender may fill only its
+// share, 1/N of each: a message that finds no room is dropped and
+// counted, so that a member that floods the others drops only its own
+// messages. OM(f) among 12 members sends thousands of messages an
+// order, which arrive in bursts; a share holds an honest member's
+// messages of several orders.
 const (
-	inboxSize  = 4096
-	inboxBytes = 16 << 20
+	inboxSize  = 8192
+	inboxBytes = 32 << 20
 )
 
 // Errors.
@@ -58,14 +63,18 @@ type Order = agreement.Order
 // Clock gives the time and the timers of the round deadlines.
 type Clock interface {
 	Now() time.Time
-	// After returns a channel that receives once d has passed.
-	After(d time.Duration) <-chan time.Time
+	// Until returns a channel that receives once the clock reads at or
+	// later (at once if it does already). A deadline is a time, not a
+	// duration from a reading of the clock: however late the service
+	// sets its timer, the deadline stays where it was.
+	Until(at time.Time) <-chan time.Time
 }
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Until(at time.Time) <-chan time.Time { return time.After(time.Until(at)) }
 
 // Config configures one member's Service.
 type Config struct {
@@ -78,7 +87,8 @@ type Config struct {
 	Keys *protocol.MemberKeys
 	// Round is the duration of a round; DefaultRound if zero.
 	Round time.Duration
-	// MaxOrders bounds the orders under way, 1 to MaxMaxOrders;
+	// MaxOrders bounds the orders under way of the newest certified
+	// term, and those of older terms, 1 to MaxMaxOrders each;
 	// DefaultMaxOrders if zero.
 	MaxOrders int
 	// Default is the value decided when no value has a majority, and the
@@ -96,13 +106,19 @@ type Config struct {
 	// (Keys that state another algorithm or cluster are then an error).
 	// Run ends with the error it yields.
 	Leaders func(ctx context.Context) iter.Seq2[protocol.Announcement, error]
-	// StateFile, if set, is the file where the member keeps the greatest
-	// order it took part in (issued, or opened as a lieutenant): written,
+	// StateFile is the file where the member keeps the greatest order it
+	// took part in (issued, or opened as a lieutenant): written,
 	// atomically and durably, before any message of that order leaves,
 	// and read when Run starts, so that after a restart the member takes
 	// part in no order up to it again (see the package doc). One
-	// member's service alone may use it. Empty: nothing is kept.
+	// member's service alone may use it; put it beside the node's data
+	// (ELECTION_DATA). Required unless Ephemeral.
 	StateFile string
+	// Ephemeral, for tests only, runs without StateFile: the member keeps
+	// nothing across restarts, so that a liar can replay an order to it
+	// after one and have it sign two relays along one path (evidence
+	// against an honest member). New refuses it together with StateFile.
+	Ephemeral bool
 }
 
 // Stats counts what a Service did.
@@ -129,7 +145,8 @@ type Stats struct {
 	// agreement refuses.
 	Rejected uint64
 	// Dropped counts the messages dropped for want of room: a full
-	// inbox, MaxOrders under way, a full buffer of early messages.
+	// inbox or the sender's share of it (1/N), MaxOrders under way, a full
+	// buffer of early messages.
 	Dropped uint64
 	// Stale counts the messages of orders already decided or refused.
 	Stale uint64
@@ -149,8 +166,12 @@ type Service struct {
 	mcfg   agreement.Config
 	rounds int
 
-	inbox   chan inbound
-	queued  atomic.Int64 // bytes in inbox
+	inbox  chan inbound
+	queued atomic.Int64 // bytes in inbox
+	// shares are the messages and bytes in inbox of each member, by
+	// index in members (sorted IDs).
+	members []uint64
+	shares  []share
 	issues  chan issueRequest
 	started atomic.Bool
 	ready   chan struct{}
@@ -162,10 +183,17 @@ type Service struct {
 	machine           agreement.Stats
 }
 
-// inbound is a checked message on its way to the owner, with its size.
+// inbound is a checked message on its way to the owner, with its size
+// and its sender's index.
 type inbound struct {
-	om   protocol.OrderMessage
-	size int64
+	om     protocol.OrderMessage
+	size   int64
+	sender int
+}
+
+// share is what one sender has in the inbox.
+type share struct {
+	messages, bytes atomic.Int64
 }
 
 type issueRequest struct {
@@ -197,6 +225,12 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 	if n < generals.MinMembers || n > generals.MaxMembers {
 		return nil, fmt.Errorf("%w: %d members, want %d to %d", ErrConfig, n, generals.MinMembers, generals.MaxMembers)
 	}
+	switch {
+	case cfg.StateFile == "" && !cfg.Ephemeral:
+		return nil, fmt.Errorf("%w: StateFile is required: a member that keeps nothing across restarts can be made to relay twice along its paths in one order, which is evidence against it (Ephemeral opts out, for tests only)", ErrConfig)
+	case cfg.StateFile != "" && cfg.Ephemeral:
+		return nil, fmt.Errorf("%w: StateFile %q and Ephemeral: choose one", ErrConfig, cfg.StateFile)
+	}
 	if cfg.Round < 0 {
 		return nil, fmt.Errorf("%w: Round %v", ErrConfig, cfg.Round)
 	}
@@ -227,16 +261,18 @@ func New(nc *nats.Conn, cfg Config) (*Service, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{
-		nc:     nc,
-		cfg:    cfg,
-		log:    log.With("member", cfg.Signer.ID(), "cluster", cfg.Cluster),
-		selfID: cfg.Signer.ID(),
-		mcfg:   mcfg,
-		rounds: generals.Faults(n) + 1,
-		inbox:  make(chan inbound, inboxSize),
-		issues: make(chan issueRequest),
-		ready:  make(chan struct{}),
-		done:   make(chan struct{}),
+		nc:      nc,
+		cfg:     cfg,
+		log:     log.With("member", cfg.Signer.ID(), "cluster", cfg.Cluster),
+		selfID:  cfg.Signer.ID(),
+		mcfg:    mcfg,
+		rounds:  generals.Faults(n) + 1,
+		inbox:   make(chan inbound, inboxSize),
+		members: mcfg.Members,
+		shares:  make([]share, n),
+		issues:  make(chan issueRequest),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 	}, nil
 }
 
@@ -393,6 +429,8 @@ func (s *Service) Run(ctx context.Context) error {
 			s.lead(m, a)
 		case in := <-s.inbox:
 			s.queued.Add(-in.size)
+			s.shares[in.sender].messages.Add(-1)
+			s.shares[in.sender].bytes.Add(-in.size)
 			m.Receive(s.cfg.Clock.Now(), in.om)
 		case req := <-s.issues:
 			if req.lead != nil {
@@ -412,7 +450,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		_ = s.apply(m) // logged; nothing left for an Issue's
 		if next, ok := m.Next(); ok && !next.Equal(wakeAt) {
-			wake, wakeAt = s.cfg.Clock.After(next.Sub(s.cfg.Clock.Now())), next
+			wake, wakeAt = s.cfg.Clock.Until(next), next
 		}
 	}
 }
@@ -424,13 +462,30 @@ func (s *Service) onMessage(m *nats.Msg) {
 		s.reject("oversized order message", fmt.Errorf("%d bytes", len(m.Data)))
 		return
 	}
+	// The sender the message claims, whose share must have room before
+	// its signature is checked: a member's flood past its share costs
+	// no signature check. (A forger naming another member cannot fill
+	// that member's share: only messages whose signature holds count.)
+	claimed, err := strconv.ParseUint(m.Header.Get(protocol.SignerHeader), 10, 64)
+	idx, member := slices.BinarySearch(s.members, claimed)
+	if err != nil || !member {
+		s.reject("order message", fmt.Errorf("signer %.20q is not a member", m.Header.Get(protocol.SignerHeader)))
+		return
+	}
+	if claimed == s.selfID {
+		return // our own, echoed
+	}
+	size := int64(len(m.Data))
+	sh := &s.shares[idx]
+	n := int64(len(s.members))
+	if sh.messages.Load() >= inboxSize/n || sh.bytes.Load()+size > inboxBytes/n {
+		s.drop(claimed, "its share of the inbox is full")
+		return
+	}
 	signer, err := s.cfg.Keys.Verify(m.Subject, m.Data, m.Header)
 	if err != nil {
 		s.reject("order message", err)
 		return
-	}
-	if signer == s.selfID {
-		return // our own, echoed
 	}
 	om, err := protocol.DecodeOrderMessage(m.Data)
 	if err == nil {
@@ -443,17 +498,29 @@ func (s *Service) onMessage(m *nats.Msg) {
 		s.reject("order message", err)
 		return
 	}
-	size := int64(len(m.Data))
+	// Only this callback adds to a share, so the room seen above is
+	// still there.
+	sh.messages.Add(1)
+	sh.bytes.Add(size)
 	if s.queued.Add(size) <= inboxBytes {
 		select {
-		case s.inbox <- inbound{om, size}:
+		case s.inbox <- inbound{om: om, size: size, sender: idx}:
 			return
 		default:
 		}
 	}
 	s.queued.Add(-size)
-	s.dropped.Add(1)
-	s.log.Warn("order message dropped: inbox full", "from", om.From, "term", om.Term, "seq", om.Seq)
+	sh.messages.Add(-1)
+	sh.bytes.Add(-size)
+	s.drop(om.From, "inbox full")
+}
+
+// drop counts a message dropped for want of room, and logs the first
+// drop and every 1024th: a flood is not logged message by message.
+func (s *Service) drop(from uint64, why string) {
+	if s.dropped.Add(1)%1024 == 1 {
+		s.log.Warn("order messages dropped", "from", from, "why", why, "dropped", s.dropped.Load())
+	}
 }
 
 func (s *Service) reject(what string, err error) {
@@ -496,7 +563,8 @@ func (s *Service) apply(m *agreement.Machine) error {
 		s.publish(protocol.OrderSubject(s.cfg.Cluster), data)
 	}
 	for _, o := range rd.Decisions {
-		data, err := protocol.EncodeDecision(protocol.Decision{Cluster: o.Cluster, Term: o.Term, Seq: o.Seq, Value: o.Value, Member: s.selfID})
+		data, err := protocol.EncodeDecision(protocol.Decision{Cluster: o.Cluster, Term: o.Term, Seq: o.Seq, Value: o.Value, Member: s.selfID,
+			At: protocol.Timestamp{Time: time.Now()}}) // the readers' clocks, not the rounds' (Config.Clock)
 		if err != nil {
 			s.log.Error("encode decision", "error", err)
 			continue

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,15 +55,15 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) Until(at time.Time) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan time.Time, 1)
-	if d <= 0 {
+	if !at.After(c.now) {
 		ch <- c.now
 		return ch
 	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	c.waiters = append(c.waiters, fakeWaiter{at: at, ch: ch})
 	return ch
 }
 
@@ -196,10 +197,20 @@ func (w *world) answerQueries(leaderID, term uint64, c *certify.Certificate) {
 // and waits until they have subscribed.
 func (w *world) start(members ...uint64) {
 	w.t.Helper()
+	w.startWith(func(uint64, *orders.Config) {}, members...)
+}
+
+// startWith is start, with each member's configuration changed by
+// configure.
+func (w *world) startWith(configure func(id uint64, c *orders.Config), members ...uint64) {
+	w.t.Helper()
 	for _, id := range members {
-		s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), orders.Config{
+		cfg := orders.Config{
 			Cluster: cluster, Signer: w.signers[id], Keys: w.keys, Round: round, Default: "retreat", Clock: w.clock,
-		})
+			Ephemeral: true,
+		}
+		configure(id, &cfg)
+		s, err := orders.New(batontest.Connect(w.t, w.url, w.opts(id)...), cfg)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -446,7 +457,7 @@ func TestTraitorLieutenant(t *testing.T) {
 	w.publish(w.signers[3], protocol.OrderSubject(cluster), relays(3, 1, nil,
 		relay{1, []uint64{4, 3}, "attack"}))
 	w.publish(w.signers[3], protocol.DecidedSubject(cluster),
-		protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: 3})
+		protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: 3, At: protocol.Timestamp{Time: time.Now()}})
 	w.issue(4, "attack")
 	for id, v := range w.expectDecisions(decided, 1, 1, 2, 4) {
 		if v != "attack" {
@@ -562,7 +573,7 @@ func TestForgedMessagesDropped(t *testing.T) {
 	w.publish(w.signers[2], protocol.OrderSubject(cluster), relays(3, 1, nil, relay{1, []uint64{4, 3}, "retreat"}))
 	for _, id := range []uint64{1, 2} {
 		w.publish(batontest.NewSigner(t, id), protocol.DecidedSubject(cluster),
-			protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: id})
+			protocol.Decision{Cluster: cluster, Term: term, Seq: 1, Value: "retreat", Member: id, At: protocol.Timestamp{Time: time.Now()}})
 	}
 	batontest.CheckFor(t, wait, func() error {
 		if s := w.services[1].Stats(); s.Rejected != 3 || s.Opened != 0 {
@@ -624,7 +635,7 @@ func TestIssueBounds(t *testing.T) {
 	w := newWorld(t)
 	w.start(1, 2, 3)
 	s, err := orders.New(batontest.Connect(t, w.url), orders.Config{
-		Cluster: cluster, Signer: w.signers[4], Keys: w.keys, Round: round, MaxOrders: 2, Clock: w.clock,
+		Cluster: cluster, Signer: w.signers[4], Keys: w.keys, Round: round, MaxOrders: 2, Clock: w.clock, Ephemeral: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -661,15 +672,19 @@ func TestNewChecksConfig(t *testing.T) {
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
 	_, three := batontest.MemberKeys(t, 1, 2, 3)
 	nc := batontest.Connect(t, batontest.StartNATS(t))
-	good := orders.Config{Cluster: cluster, Signer: signers[1], Keys: keys}
+	good := orders.Config{Cluster: cluster, Signer: signers[1], Keys: keys, StateFile: filepath.Join(t.TempDir(), "orders.json")}
 	cases := map[string]func(*orders.Config){
-		"cluster":      func(c *orders.Config) { c.Cluster = "a.b" },
-		"no signer":    func(c *orders.Config) { c.Signer = nil },
-		"stranger":     func(c *orders.Config) { c.Signer = batontest.NewSigner(t, 1) },
-		"three":        func(c *orders.Config) { c.Keys = three },
-		"round":        func(c *orders.Config) { c.Round = -time.Second },
-		"max orders":   func(c *orders.Config) { c.MaxOrders = orders.MaxMaxOrders + 1 },
-		"default size": func(c *orders.Config) { c.Default = string(make([]byte, protocol.MaxOrderValue+1)) },
+		// A member that keeps nothing can be made to contradict itself
+		// after a restart: the state is kept unless a test opts out.
+		"no state file": func(c *orders.Config) { c.StateFile = "" },
+		"both":          func(c *orders.Config) { c.Ephemeral = true },
+		"cluster":       func(c *orders.Config) { c.Cluster = "a.b" },
+		"no signer":     func(c *orders.Config) { c.Signer = nil },
+		"stranger":      func(c *orders.Config) { c.Signer = batontest.NewSigner(t, 1) },
+		"three":         func(c *orders.Config) { c.Keys = three },
+		"round":         func(c *orders.Config) { c.Round = -time.Second },
+		"max orders":    func(c *orders.Config) { c.MaxOrders = orders.MaxMaxOrders + 1 },
+		"default size":  func(c *orders.Config) { c.Default = string(make([]byte, protocol.MaxOrderValue+1)) },
 	}
 	for name, change := range cases {
 		cfg := good
@@ -680,6 +695,11 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := orders.New(nc, good); err != nil {
 		t.Errorf("New(%+v): %v", good, err)
+	}
+	ephemeral := good
+	ephemeral.StateFile, ephemeral.Ephemeral = "", true
+	if _, err := orders.New(nc, ephemeral); err != nil {
+		t.Errorf("New(%+v): %v", ephemeral, err)
 	}
 }
 
@@ -1030,4 +1050,117 @@ func TestStateFileCorrupt(t *testing.T) {
 	if err := s.Run(w.ctx); !errors.Is(err, orders.ErrStorage) {
 		t.Errorf("Run with a state file of term 7 without a seq: %v; want ErrStorage", err)
 	}
+}
+
+// jumpyClock is the world's clock for one member, whose time moves on
+// by a round, once armed, while that member sets its next deadline: as
+// when the test's Advance, or a pause of the process, falls between the
+// member's reading of the time and its timer.
+type jumpyClock struct {
+	*fakeClock
+	armed atomic.Bool
+}
+
+func (c *jumpyClock) Until(at time.Time) <-chan time.Time {
+	if c.armed.CompareAndSwap(true, false) {
+		c.Advance(round)
+	}
+	return c.fakeClock.Until(at)
+}
+
+// A round's deadline holds however late the member sets its timer: a
+// member whose time moved past the deadline while it set the timer ends
+// the round at once. (A relative timer ended it a round late: under
+// load, a member then missed a round and its relays of the defaults
+// never left within the test's wait.)
+func TestRoundDeadlineSurvivesAJump(t *testing.T) {
+	w := newWorld(t)
+	decided := w.decisions()
+	jumpy := &jumpyClock{fakeClock: w.clock}
+	w.startWith(func(id uint64, c *orders.Config) {
+		if id == 1 {
+			c.Clock = jumpy
+		}
+	}, 1, 2, 4) // 3 says nothing
+	w.issue(4, "attack")
+	batontest.CheckFor(t, wait, func() error {
+		if got := w.services[1].Stats().Received; got != 2 {
+			return fmt.Errorf("member 1 received %d messages; want [4] and [4 2]", got)
+		}
+		return nil
+	})
+	jumpy.armed.Store(true)
+	// Round 1 ends; while member 1 sets the deadline of round 2, the time
+	// passes it.
+	w.clock.Advance(round)
+	if v := w.expectDecisions(decided, 1, 1)[1]; v != "attack" {
+		t.Errorf("member 1 decided %q; want %q", v, "attack")
+	}
+}
+
+// gatedClock is the world's clock, whose Now blocks while the gate is
+// shut: the member's owner goroutine then takes no message from its
+// inbox, as on a busy host.
+type gatedClock struct {
+	*fakeClock
+	shut    atomic.Bool
+	release chan struct{}
+}
+
+func (c *gatedClock) Now() time.Time {
+	if c.shut.Load() {
+		<-c.release
+	}
+	return c.fakeClock.Now()
+}
+
+// A member that floods a member's service fills only its own share of
+// the inbox: the leader's message, which arrives after the flood while
+// the member is busy, is still taken.
+func TestFloodFillsOnlyTheSendersShare(t *testing.T) {
+	w := newWorld(t)
+	gated := &gatedClock{fakeClock: w.clock, release: make(chan struct{})}
+	w.startWith(func(id uint64, c *orders.Config) { c.Clock = gated }, 1)
+	gated.shut.Store(true)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			gated.shut.Store(false)
+			close(gated.release)
+		}
+	}
+	defer release()
+	// Member 3's flood: messages of an order not opened, more than the
+	// whole inbox holds.
+	flood := relays(3, 99, nil, relay{1, []uint64{4, 3}, "stall"})
+	data, err := protocol.EncodeOrderMessage(signRelays(t, w.signers[3], flood))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := protocol.OrderSubject(cluster)
+	const sent = 4200 // more than the inbox holds; the share is less
+	for range sent {
+		if err := w.nc.PublishMsg(&nats.Msg{Subject: subject, Data: data, Header: w.signers[3].Header(subject, data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The flood beyond member 3's share is dropped as it arrives.
+	batontest.CheckFor(t, wait, func() error {
+		if got := w.services[1].Stats().Dropped; got < 100 {
+			return fmt.Errorf("member 1 dropped %d messages; want at least 100 of the flood", got)
+		}
+		return nil
+	})
+	w.publish(w.signers[4], subject, relays(4, 1, w.cert, relay{1, []uint64{4}, "attack"}, relay{2, []uint64{4}, "attack"}, relay{3, []uint64{4}, "attack"}))
+	release()
+	batontest.CheckFor(t, wait, func() error {
+		if s := w.services[1].Stats(); s.Opened != 1 {
+			return fmt.Errorf("member 1: %+v; want the leader's order opened", s)
+		}
+		return nil
+	})
 }

@@ -120,6 +120,10 @@ type Decision struct {
 	Value string `json:"value"`
 	// Member is the member that decided, and signed.
 	Member uint64 `json:"member"`
+	// At is when Member decided, by its clock: readers (leader.Orders)
+	// count only decisions dated within a bound of their own clock, so
+	// that a replay of old decisions is not taken for a new one.
+	At Timestamp `json:"at,omitzero"`
 }
 
 // EncodeOrderMessage returns the wire form of m, without HTML escaping.

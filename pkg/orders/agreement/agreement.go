@@ -220,6 +220,11 @@ type Machine struct {
 	seq       []*order            // the same, in increasing ID
 	pending   []pendingMessage
 	issued    []time.Time // when this member's orders under way were issued
+	// refused is, by index, the greatest term of a certificate of its
+	// own that the member sent and that did not hold (an honest member
+	// never sends one): its certificates of terms up to it, unless
+	// certified already, are refused unchecked.
+	refused [generals.MaxMembers]uint64
 
 	rd    Ready
 	stats Stats
@@ -245,6 +250,17 @@ type order struct {
 	// members are not checked any more (a liar cannot make this member
 	// spend without bound on its bad signatures).
 	forged [generals.MaxMembers]int
+	// taken is, per path, the digest of the relay to this member that
+	// went to the generals machine, its signature checked: a copy is
+	// skipped, another value is an equivocation (the whole message is
+	// signed by its sender) checked only as evidence. At most one per
+	// path of the order.
+	taken map[string][certify.DigestSize]byte
+	// untrusted marks, by index, the members that sent this member a
+	// relay whose signature failed (an honest member never does; the
+	// whole message was signed by it): none of their relays in this
+	// order is checked any more.
+	untrusted [generals.MaxMembers]bool
 }
 
 // seenRelay is a relay seen along a path; verified tells whether its
@@ -360,6 +376,16 @@ func (m *Machine) certify(c certify.Certificate) error {
 	return nil
 }
 
+// newestCertified is the newest term whose certificate the machine
+// checked (Lead, or a leader's message); 0 if none.
+func (m *Machine) newestCertified() uint64 {
+	var newest uint64
+	for t := range m.certified {
+		newest = max(newest, t)
+	}
+	return newest
+}
+
 // Issue issues value as the next order of this member's term, if the
 // newest certificate (Lead) names this member as leader (ErrNotLeader
 // otherwise) and fewer than MaxOrders of its orders were issued within
@@ -420,13 +446,15 @@ func (m *Machine) raise(id ID) {
 }
 
 // follow adds o to the orders followed, which it comes after. Past
-// 2·MaxOrders, the oldest decided one is forgotten (the undecided ones
-// are at most MaxOrders).
+// 3·MaxOrders, the oldest decided one is forgotten (the undecided ones
+// are at most 2·MaxOrders: MaxOrders of the newest certified term,
+// MaxOrders of older ones).
 func (m *Machine) follow(o *order) {
 	o.relays = make(map[string]*seenRelay, m.paths)
+	o.taken = make(map[string][certify.DigestSize]byte)
 	m.orders[o.id] = o
 	m.seq = append(m.seq, o)
-	if len(m.seq) <= 2*m.cfg.MaxOrders {
+	if len(m.seq) <= 3*m.cfg.MaxOrders {
 		return
 	}
 	for i, old := range m.seq {
@@ -497,9 +525,14 @@ func (m *Machine) Receive(now time.Time, om protocol.OrderMessage) {
 		m.reject(id, om.From, nil, err)
 		return
 	}
+	// The orders of the newest certified term have MaxOrders slots, and
+	// those of older terms (leaders superseded, maybe without knowing it)
+	// MaxOrders others: a superseded leader cannot hold the current
+	// leader's.
+	current := m.newestCertified()
 	undecided := 0
 	for _, o := range m.seq {
-		if !o.decided {
+		if !o.decided && (o.id.Term >= current) == (id.Term >= current) {
 			undecided++
 		}
 	}
@@ -547,7 +580,15 @@ func (m *Machine) checkCommander(om protocol.OrderMessage) error {
 	if c.Leader != om.From || c.Term != om.Term {
 		return fmt.Errorf("member %d sent, in term %d, the certificate of leader %d in term %d", om.From, om.Term, c.Leader, c.Term)
 	}
-	return m.certify(*c)
+	from, _ := m.indexOf(om.From)
+	if leader, ok := m.certified[c.Term]; !(ok && leader == c.Leader) && c.Term <= m.refused[from] {
+		return fmt.Errorf("member %d sent a certificate of its own of term %d, and one of term %d that did not hold: not checked again", om.From, c.Term, m.refused[from])
+	}
+	if err := m.certify(*c); err != nil {
+		m.refused[from] = max(m.refused[from], c.Term)
+		return err
+	}
+	return nil
 }
 
 // hold keeps a message of an order not opened yet.
@@ -602,7 +643,19 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 				Term: o.id.Term, Order: o.id.Seq, Path: r.Path, Digest: *digests[r.Value]},
 			Signature: om.Signatures[r.Signature],
 		}
-		deliver := r.To == self && o.mc != nil && !o.decided
+		// A relay to this member goes to the generals machine once per
+		// path, its signature checked, unless its sender sent one whose
+		// signature failed. A copy of the relay taken is skipped; a
+		// second value along the path (the generals machine keeps the
+		// first) is an equivocation if signed, checked as evidence is,
+		// boundedly.
+		toSelf := r.To == self && o.mc != nil && !o.decided && !o.untrusted[from]
+		taken, isTaken := o.taken[string(key)]
+		if toSelf && isTaken && taken == relay.Statement.Digest {
+			continue
+		}
+		equivocation := toSelf && isTaken
+		deliver := toSelf && !isTaken
 		seen := o.relays[string(key)]
 		switch {
 		case !deliver:
@@ -616,16 +669,25 @@ func (m *Machine) take(o *order, om protocol.OrderMessage) {
 				i = len(checks) - 1
 			}
 			if !checks[i].ok {
-				m.reject(o.id, om.From, r.Path, errors.New("the relay's signature is not its sender's"))
+				m.reject(o.id, om.From, r.Path, errors.New("the relay's signature is not its sender's; its relays in this order are no longer taken"))
+				o.untrusted[from] = true
 				continue
 			}
+		}
+		if deliver {
+			o.taken[string(key)] = relay.Statement.Digest
 		}
 		switch {
 		case seen == nil:
 			o.relays[string(key)] = &seenRelay{signed: relay, verified: deliver}
 		case seen.signed.Statement.Digest != relay.Statement.Digest:
+			signed := o.convicted[from] // proven a liar: not checked again
 			if !o.convicted[from] && (deliver || o.forged[from] < maxForged) {
-				m.contradiction(o, from, seen, relay, deliver)
+				signed = m.contradiction(o, from, seen, relay, deliver)
+			}
+			if equivocation && signed {
+				m.stats.Equivocations++
+				m.event(Event{Kind: Equivocation, Order: o.id, Member: om.From, Path: r.Path})
 			}
 		case deliver && !seen.verified:
 			// The same relay, its signature checked this time.
@@ -678,29 +740,31 @@ func (m *Machine) checkPath(o *order, r protocol.OrderRelay, buf []int) ([]int, 
 // contradiction handles a relay, second, of o along the path of seen with
 // another value, by the member of index liar: if both are signed by it,
 // that is evidence. A stored relay whose signature fails is replaced by
-// second, if second's holds.
-func (m *Machine) contradiction(o *order, liar int, seen *seenRelay, second certify.SignedStatement, verified bool) {
+// second, if second's holds. It reports whether second's signature
+// holds.
+func (m *Machine) contradiction(o *order, liar int, seen *seenRelay, second certify.SignedStatement, verified bool) bool {
 	if !verified && second.Verify(m.cfg.Keys) != nil {
 		o.forged[liar]++
 		m.reject(o.id, second.Statement.Member, second.Statement.Path, errors.New("the relay's signature is not its sender's"))
-		return
+		return false
 	}
 	if !seen.verified {
 		if seen.signed.Verify(m.cfg.Keys) != nil {
 			o.forged[liar]++
 			*seen = seenRelay{signed: second, verified: true}
-			return
+			return true
 		}
 		seen.verified = true
 	}
 	e := certify.Evidence{First: seen.signed, Second: second}
 	if !certify.Contradicts(e.First.Statement, e.Second.Statement) {
-		return // the statements checked above are of one member, order and path
+		return true // the statements checked above are of one member, order and path
 	}
 	o.convicted[liar] = true
 	m.stats.Evidence++
 	m.rd.Evidence = append(m.rd.Evidence, e)
 	m.event(Event{Kind: Convicted, Order: o.id, Member: second.Statement.Member, Path: slices.Clone(second.Statement.Path)})
+	return true
 }
 
 // Tick ends the rounds whose deadlines have passed at now, forgets the

@@ -152,7 +152,13 @@ type lie struct {
 
 func (h *harness) message(from, seq uint64, cert *certify.Certificate, lies ...lie) protocol.OrderMessage {
 	h.t.Helper()
-	om := protocol.OrderMessage{Cluster: cluster, Term: term, Seq: seq, From: from, Certificate: cert}
+	return h.messageIn(term, from, seq, cert, lies...)
+}
+
+// messageIn is message, for an order of term t.
+func (h *harness) messageIn(t, from, seq uint64, cert *certify.Certificate, lies ...lie) protocol.OrderMessage {
+	h.t.Helper()
+	om := protocol.OrderMessage{Cluster: cluster, Term: t, Seq: seq, From: from, Certificate: cert}
 	for _, l := range lies {
 		vi := slices.Index(om.Values, l.value)
 		if vi < 0 {
@@ -167,7 +173,7 @@ func (h *harness) message(from, seq uint64, cert *certify.Certificate, lies ...l
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		s, err := certify.Sign(cs, certify.Relay(cluster, term, seq, l.path, []byte(l.value)))
+		s, err := certify.Sign(cs, certify.Relay(cluster, t, seq, l.path, []byte(l.value)))
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -453,5 +459,149 @@ func TestForgedContradictionsCheckedBounded(t *testing.T) {
 	h.deliver()
 	if s := h.machines[1].Stats(); s.Rejected != 8 || s.Evidence != 0 {
 		t.Errorf("member 1: %+v; want 8 forged relays checked and rejected, no evidence", s)
+	}
+}
+
+// certificate returns the certificate of leader in t, with the votes of
+// voters.
+func (h *harness) certificate(t, leader uint64, voters ...uint64) certify.Certificate {
+	h.t.Helper()
+	var votes []certify.SignedStatement
+	for _, id := range voters {
+		votes = append(votes, h.sign(id, certify.Vote(cluster, id, t, leader)))
+	}
+	c, err := certify.NewCertificate(votes)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// A leader superseded by a newer certified one (member 3, certified in
+// term 5 before member 4 in term 7) may still issue in its own term, but
+// its orders cannot take the current leader's slots: with MaxOrders
+// orders of term 5 under way, the first order of term 7 still opens.
+func TestSupersededLeaderCannotHoldTheSlots(t *testing.T) {
+	h := newHarness(t, agreement.ID{}, 1)
+	old := h.certificate(5, 3, 1, 2, 4)
+	for seq := uint64(1); seq <= 4; seq++ { // MaxOrders, none ever decided
+		h.inject(h.messageIn(5, 3, seq, &old, lie{to: 1, path: []uint64{3}, value: fmt.Sprint("stall ", seq)}))
+	}
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 4 {
+		t.Fatalf("member 1: %+v; want the 4 orders of term 5 opened", s)
+	}
+	h.inject(h.message(4, 1, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 5 || s.Dropped != 0 {
+		t.Errorf("member 1: %+v; want the current leader's order opened, nothing dropped", s)
+	}
+	// The current leader's next orders open up to MaxOrders of its own.
+	for seq := uint64(2); seq <= 4; seq++ {
+		h.inject(h.message(4, seq, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	}
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 8 || s.Dropped != 0 {
+		t.Errorf("member 1: %+v; want 4 orders of each term under way", s)
+	}
+	h.inject(h.message(4, 5, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	h.deliver()
+	if s := h.machines[1].Stats(); s.Opened != 8 || s.Dropped != 1 {
+		t.Errorf("member 1: %+v; want a fifth order of term 7 refused (MaxOrders)", s)
+	}
+}
+
+// countingKeys counts the signature checks.
+type countingKeys struct {
+	certify.Members
+	checks int
+}
+
+func (k *countingKeys) Verify(member uint64, data, sig []byte) error {
+	k.checks++
+	return k.Members.Verify(member, data, sig)
+}
+
+// A liar's flood costs a bounded number of signature checks per order,
+// whatever it sends: relays to this member with bad signatures, with
+// fresh values along its path each signed, or for others, sent again and
+// again. (Each relay to this member was checked before, 32 a message,
+// again on every copy.)
+func TestSignatureChecksBoundedPerOrder(t *testing.T) {
+	h := newHarness(t, agreement.ID{})
+	keys := &countingKeys{Members: h.keys.Members()}
+	m, err := agreement.New(agreement.Config{Cluster: cluster, Signer: h.signers[1].Certify(), Members: h.keys.IDs(),
+		Keys: keys, Round: round, MaxOrders: 4, Default: "retreat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Receive(t0, h.message(4, 1, &h.cert, lie{to: 1, path: []uint64{4}, value: "attack"}))
+	opened := keys.checks // 2's relay [4 2] never comes: the order stays undecided
+	stranger := batontest.NewSigner(t, 3)
+	var floods []protocol.OrderMessage
+	for _, flood := range []struct {
+		to uint64
+		by *protocol.Signer
+	}{{1, nil}, {2, nil}, {1, stranger}, {2, stranger}} {
+		var lies []lie
+		for i := range protocol.MaxOrderRelays {
+			lies = append(lies, lie{to: flood.to, path: []uint64{4, 3}, value: fmt.Sprintf("lie %d to %d", i, flood.to), by: flood.by})
+		}
+		floods = append(floods, h.message(3, 1, nil, lies...))
+	}
+	var bytes int
+	for range 25 {
+		for _, om := range floods {
+			data, err := protocol.EncodeOrderMessage(om)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bytes += len(data)
+			m.Receive(t0, om)
+		}
+	}
+	checks := keys.checks - opened
+	t.Logf("flood of %d messages, %d KB: %d relay signature checks, %.3f per KB (the opening took %d)",
+		25*len(floods), bytes/1024, checks, float64(checks)*1024/float64(bytes), opened)
+	if checks > 12 {
+		t.Errorf("%d relay signature checks for a flood of %d KB; want at most 12 (one per path of the liar's, one failure, the evidence, the bounded forgeries)", checks, bytes/1024)
+	}
+	if s := m.Stats(); s.Evidence != 1 {
+		t.Errorf("Stats.Evidence = %d; want the liar's contradiction found once", s.Evidence)
+	}
+}
+
+// A certificate that did not hold is remembered: a member that sends
+// messages of its own with a forged certificate of a term has it checked
+// once, not once a message.
+func TestForgedCertificateCheckedOnce(t *testing.T) {
+	h := newHarness(t, agreement.ID{})
+	keys := &countingKeys{Members: h.keys.Members()}
+	m, err := agreement.New(agreement.Config{Cluster: cluster, Signer: h.signers[1].Certify(), Members: h.keys.IDs(),
+		Keys: keys, Round: round, MaxOrders: 4, Default: "retreat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Member 3 claims term 9 with votes signed by keys not the voters'.
+	var votes []certify.SignedStatement
+	for _, id := range []uint64{1, 2, 3} {
+		s, err := certify.Sign(batontest.NewSigner(t, id).Certify(), certify.Vote(cluster, id, 9, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		votes = append(votes, s)
+	}
+	forged, err := certify.NewCertificate(votes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range uint64(50) {
+		m.Receive(t0, h.messageIn(9, 3, seq+1, &forged, lie{to: 1, path: []uint64{3}, value: "stall"}))
+	}
+	if s := m.Stats(); s.Opened != 0 || s.Rejected != 50 {
+		t.Errorf("member 1: %+v; want the 50 messages rejected", s)
+	}
+	if keys.checks > 1 {
+		t.Errorf("%d signature checks for 50 messages with one forged certificate; want 1", keys.checks)
 	}
 }

@@ -32,9 +32,12 @@
 // open in increasing (term, seq), and one no greater than the greatest
 // opened or issued, Config.Floor included, is stale. Round L of an order
 // ends Config.Round × L after it opened; a path that has not arrived by
-// then counts as the default. At most Config.MaxOrders orders are under
-// way (undecided); a leader issues at most that many within the rounds
-// of an order (ErrBusy). Messages of an order not opened yet wait, at
+// then counts as the default. At most Config.MaxOrders orders of the
+// newest certified term are under way (undecided), and at most as many
+// of older terms: a leader superseded by a newer certified one (it may
+// not know yet, and still issues) cannot take the current leader's
+// slots. A leader issues at most MaxOrders orders within the rounds of
+// an order (ErrBusy). Messages of an order not opened yet wait, at
 // most 64 and a share of them per sender, until it opens or their rounds
 // would have ended.
 //
@@ -65,9 +68,17 @@
 // checked (protocol.ValidateOrderMessage, its cluster, its sender a
 // member) and every path (members of the cluster, starting at the
 // order's leader, at most f+1 long, the recipient outside it) before
-// use. The machine follows at most 2·MaxOrders orders, each until its
+// use. The machine follows at most 3·MaxOrders orders, each until its
 // last round ends, keeps at most one relay per path of each, at most 8
-// certified leaders, at most 64 early messages. It checks a signature
-// once per message and relay, and at most 8 failing ones per member and
-// order among the relays addressed to others.
+// certified leaders, at most 64 early messages. The signatures it checks
+// are bounded per order and sender, whatever the sender floods it with:
+// a relay to this member is taken once per path, its signature checked
+// then (a copy is skipped; another value along the path is checked only
+// as evidence); after one relay to this member whose signature fails
+// (an honest member never sends one) none of the sender's relays is
+// taken in that order; at most 8 failing signatures per member and
+// order are checked as evidence, and none once the member is convicted
+// in the order. A member whose message carried a certificate of its own
+// that did not hold has none of its certificates of terms up to that one
+// checked again (unless certified already).
 package agreement

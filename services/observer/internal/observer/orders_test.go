@@ -73,7 +73,7 @@ func TestOrdersRelayEvidenceRecorded(t *testing.T) {
 	services := map[uint64]*orders.Service{}
 	for _, id := range []uint64{1, 2, 4} {
 		s, err := orders.New(batontest.Connect(t, url), orders.Config{Cluster: "default", Signer: b.signers[id], Keys: b.keys,
-			Round: time.Minute, Leaders: follow})
+			Round: time.Minute, Leaders: follow, Ephemeral: true})
 		if err != nil {
 			t.Fatal(err)
 		}

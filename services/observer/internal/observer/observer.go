@@ -547,12 +547,18 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 	case protocol.KindLeader:
 		var a protocol.Announcement
 		a, err = o.readAnnouncement(cluster, m.data, m.header)
+		if err == nil {
+			err = o.checkLiveAnnouncement(cluster, a)
+		}
 		node, term = a.Leader, a.Term
 	case protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose:
 		var msg protocol.Message
 		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
 		if err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
+		}
+		if err == nil {
+			err = o.checkLive(cluster, kind, msg)
 		}
 		node, term = msg.From, msg.Term
 		if err == nil && kind == protocol.KindHeartbeat && term == 0 {
@@ -570,6 +576,9 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
 		if err == nil && (msg.Type != protocol.TypeBzPropose || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
+		}
+		if err == nil {
+			err = o.checkMessage(cluster, msg)
 		}
 		if err == nil && msg.Cert == nil {
 			return // a round before the certificate: no leader yet
@@ -632,7 +641,7 @@ func (o *Observer) evidence(cluster string, m liveMsg) {
 	}
 	o.metrics.live.WithLabelValues(protocol.KindEvidence, "ok").Inc()
 	rec := history.Record{Kind: history.KindFaulty, Member: e.Member(), At: protocol.Timestamp{Time: m.at}, Evidence: &e}
-	kept, err := o.store.Apply(cluster, rec)
+	kept, err := o.apply(cluster, rec)
 	if err != nil {
 		o.log.Error("cannot record evidence", "cluster", cluster, "member", e.Member(), "err", err)
 		return
@@ -688,7 +697,7 @@ func (o *Observer) write(cluster string, recs []history.Record) {
 	if len(recs) == 0 {
 		return
 	}
-	kept, err := o.store.Apply(cluster, recs...)
+	kept, err := o.apply(cluster, recs...)
 	if err != nil {
 		o.log.Error("cannot record", "cluster", cluster, "err", err)
 		return

@@ -60,13 +60,23 @@
 // renewals and resignations are signed by the member they name, and drops
 // what fails; without them, anyone who can publish on
 // the election subjects can fake liveness or split brain in the
-// observer's view (never in the nodes').
+// observer's view (never in the nodes'). Whoever sends, what the
+// observer keeps is bounded: terms outside the protocol's bounds are
+// dropped, the recorder follows a bounded number of nodes, and the
+// history caps split brains and faulty members per cluster, the oldest
+// dropped first and counted (observer_history_records_dropped_total).
 //
 // # Byzantine clusters
 //
 // A byzantine leader is recorded only if its announcement carries a
 // certificate that holds under the cluster's keys
-// (protocol.ReadAnnouncement); without keys for the cluster, none is. The
+// (protocol.ReadAnnouncement); without keys for the cluster, none is.
+// A cluster whose keys file states "#: algorithm byzantine" is byzantine
+// for the live messages too (Observer.byzantine: the observer's own
+// configuration, never a message): a leader acts only through rounds or
+// announcements that carry its certificate, and heartbeats and Paxos
+// proposals, signed by their sender alone, are refused, so that a liar
+// with its own key makes no split brain and no record. The
 // observer also listens to the evidence the members broadcast
 // (election.<cluster>.bz_evidence): a message sent and signed by a member
 // whose two statements contradict each other and are both signed with

@@ -46,6 +46,19 @@
 // grants nothing to a term below its vote, so L1's lease ended first:
 // no two honest nodes report leader at once, whatever the f liars do.
 //
+// # The leader a member names
+//
+// A member names its term's certified leader (Status().Leader) only
+// while it can hold that leader certified and alive: while it leads
+// itself, while a round of the leader arrived within the leader
+// time-out, or while the lease this member granted it may hold. Once
+// both have run out with no newer certified leader, it names none (0,
+// `leader: null` on the node's /status), as package paxos does: with
+// more than f members down, the others cannot certify a successor, and
+// they say so rather than name a dead leader for good. A leader that
+// resigned its term, or was proven to lie, is named no longer either.
+// The term stays: terms never go back.
+//
 // # Time-outs
 //
 // A member that hears no renewal of its term's leader for the leader
@@ -107,6 +120,9 @@ const PenaltyFactor = 8
 // maxVotesKept bounds the votes kept per member for evidence.
 const maxVotesKept = 8
 
+// noTick is a tick long before any: a certified leader never heard from.
+const noTick = -1 << 30
+
 // Config configures one member's machine.
 type Config struct {
 	election.Config
@@ -140,6 +156,7 @@ type Machine struct {
 	cert          *certify.Certificate        // of the current term
 	tc            *certify.TimeoutCertificate // of the term before
 	heard         int                         // last sign of the term's leader
+	leaderSeen    int                         // last tick the certified leader of the term was known alive (noTick: not since the certificate)
 	grant         grant
 	seq           uint64
 	sentAt        map[uint64]int
@@ -198,7 +215,7 @@ func New(cfg Config) (*Machine, error) {
 	n := len(members)
 	return &Machine{
 		cfg: cfg, id: cfg.ID, desc: desc, n: n, f: certify.F(n), quorum: certify.Quorum(n),
-		timing: t, hard: cfg.State,
+		timing: t, hard: cfg.State, leaderSeen: noTick,
 		sentAt: map[uint64]int{}, votes: map[uint64]certify.SignedStatement{}, acked: map[uint64]uint64{},
 		timeouts: map[uint64]map[uint64][]byte{}, seenVotes: map[uint64][]certify.SignedStatement{},
 		liars: map[uint64]bool{}, far: map[uint64]farTimeout{}, sentTimeout: map[uint64]int{}, penalty: map[uint64]int{}, lastFrom: map[uint64]int{}, lastStatusTo: map[uint64]int{},
@@ -271,7 +288,7 @@ func (m *Machine) Tick() {
 	t := m.term()
 	if m.designated(t) == m.id && m.quit != t {
 		if m.leading {
-			m.heard = m.now
+			m.heard, m.leaderSeen = m.now, m.now
 		}
 		if m.now-m.lastPropose() >= m.timing.HeartbeatTicks {
 			m.propose()
@@ -308,8 +325,9 @@ func (m *Machine) lastPropose() int {
 // for a member above its term's leader, when it may time out for itself
 // again (its last time-out of that term a leader time-out old, or a
 // higher member it defers to no longer heard from, or out of its
-// penalty). Between two of these a tick changes only the clock, so a
-// node need not wake for it.
+// penalty), and, for a member that names a certified leader it does not
+// hear from, when it stops naming it. Between two of these a tick
+// changes only the clock, so a node need not wake for it.
 func (m *Machine) Due() int {
 	if !m.started {
 		return 1
@@ -325,6 +343,11 @@ func (m *Machine) Due() int {
 	}
 	if m.leading {
 		due = min(due, m.leaseUntil-m.now)
+	}
+	if m.cert != nil && !m.leading {
+		if end := m.leaderUntil() - m.now; end > 0 {
+			due = min(due, end) // it names the leader no more then
+		}
 	}
 	if m.id > lead {
 		x := m.nextTermOf(m.id, t) - 1
@@ -431,10 +454,7 @@ func (m *Machine) Ready() election.Ready {
 
 // Status returns the member's view.
 func (m *Machine) Status() election.SoftState {
-	st := election.SoftState{ID: m.id, Term: m.term()}
-	if m.cert != nil {
-		st.Leader = m.cert.Leader
-	}
+	st := election.SoftState{ID: m.id, Term: m.term(), Leader: m.leader()}
 	switch {
 	case m.leading && m.now < m.leaseUntil:
 		st.Role, st.LeaseUntil = election.Leader, m.leaseUntil
@@ -442,6 +462,40 @@ func (m *Machine) Status() election.SoftState {
 		st.Role = election.Candidate
 	}
 	return st
+}
+
+// leader is the member's view of who leads: the certified leader of its
+// term while it may still be alive, 0 (undefined) otherwise. The leader
+// is alive while it leads here, while a round of it arrived within the
+// leader time-out, or while the lease this member granted it may hold.
+// After both have run out without a newer certified leader (the leader
+// died, and too few members are left to certify another), the member
+// names no leader rather than the dead one; nor does it name one that
+// resigned its term or was proven to lie.
+func (m *Machine) leader() uint64 {
+	if m.cert == nil {
+		return 0
+	}
+	l := m.cert.Leader
+	if m.liars[l] {
+		return 0
+	}
+	if m.leading || m.now < m.leaderUntil() {
+		return l
+	}
+	return 0
+}
+
+// leaderUntil is the tick at which the member stops naming its term's
+// certified leader, unless it hears from it again: the leader time-out
+// after its last round, or the end of the lease granted to it, whichever
+// is later.
+func (m *Machine) leaderUntil() int {
+	until := m.leaderSeen + m.timing.LeaderTimeoutTicks
+	if m.cert != nil && m.grant.term == m.term() && m.grant.leader == m.cert.Leader {
+		until = max(until, m.grant.until)
+	}
+	return until
 }
 
 // Liars returns the members proven to have lied, in ascending order.
@@ -499,6 +553,7 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 	m.hard.MaxTerm = max(m.hard.MaxTerm, t)
 	m.stateDirty = true
 	m.cert, m.tc = nil, tc
+	m.leaderSeen = noTick
 	m.hard.Proof = encodeProof(nil, tc)
 	m.seq = 0
 	clear(m.sentAt)
@@ -564,7 +619,7 @@ func (m *Machine) setCert(c *certify.Certificate) {
 	m.cert = c
 	m.hard.Proof = encodeProof(c, nil)
 	m.stateDirty = true
-	m.heard = m.now
+	m.heard, m.leaderSeen = m.now, m.now
 	m.event(election.Event{Kind: election.LeaderChanged, Leader: c.Leader, Term: c.Term})
 	m.updateLease()
 }
@@ -672,6 +727,9 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 	}
 	if m.cert == nil && len(m.votes) > 0 {
 		m.lastVote = m.now // its voters grant the lease again in answer to this round
+	}
+	if m.cert != nil {
+		m.leaderSeen = m.now // its certified leader is alive
 	}
 	if m.quit == t && msg.Cert == nil {
 		return // a candidacy it gave up on: no more grants to it
@@ -792,7 +850,7 @@ func (m *Machine) updateLease() {
 		}
 	}
 	if lease > m.now {
-		m.leaseUntil = lease
+		m.leaseUntil, m.leaderSeen = lease, m.now
 		if !m.leading {
 			m.leading = true
 			if !m.claimed {
@@ -998,6 +1056,7 @@ func (m *Machine) onResign(msg protocol.Message) {
 		m.resigned = max(m.resigned, msg.Term)
 	}
 	if msg.Term == m.term() && msg.From == m.designated(m.term()) {
+		m.leaderSeen = noTick // it leads no more: named no longer once its grant ends
 		m.timeoutOnce(m.term())
 	}
 }

@@ -29,8 +29,15 @@
 // A cluster also keeps its faulty members: a member of a byzantine
 // cluster whose lie was proven (two contradicting statements signed with
 // its key, certify.Evidence) is recorded once, with the first proof seen,
-// and stays recorded; at most MaxFaulty per cluster. The caller checks the
-// proof's signatures before it records it.
+// and stays recorded. The caller checks the proof's signatures before it
+// records it.
+//
+// Split brains and faulty members are bounded per cluster, whatever the
+// network sends: at most MaxSplitBrains and MaxFaulty. One more drops the
+// oldest of its kind, in memory at once and, once the file holds as many
+// such dropped lines as MaxSplitBrains, on disk too: the store rewrites
+// the file as a compaction does (Store.Apply). The caller counts what
+// was dropped.
 //
 // Times come from two clocks: a leadership starts at the `at` of its
 // announcement (the new leader's clock); ends that the observer detects
@@ -48,8 +55,14 @@ import (
 )
 
 // MaxFaulty bounds the faulty members recorded per cluster: a cluster
-// that can prove lies has at most certify.MaxMembers members.
+// that can prove lies has at most certify.MaxMembers members. One more
+// drops the oldest.
 const MaxFaulty = certify.MaxMembers
+
+// MaxSplitBrains bounds the split brains recorded per cluster. One more
+// drops the oldest: a liar or a forger that makes them by the thousand
+// cannot grow the history.
+const MaxSplitBrains = 1000
 
 // Kind names what a Record says.
 type Kind string
@@ -178,6 +191,9 @@ type Cluster struct {
 	// Faulty are the members proven to have lied, in the order recorded,
 	// one entry per member, at most MaxFaulty; compaction keeps them.
 	Faulty []Faulty
+	// stale counts the lines of the cluster's file that the state no
+	// longer holds: split brains and faulty members dropped for the caps.
+	stale int
 }
 
 // FaultyMember returns the record of member id if it was proven faulty.
@@ -241,7 +257,7 @@ func (c *Cluster) accepts(r Record) bool {
 	case KindFloor:
 		return r.Term > c.Floor
 	case KindFaulty:
-		if r.Member == 0 || r.Evidence == nil || r.Evidence.Member() != r.Member || len(c.Faulty) >= MaxFaulty {
+		if r.Member == 0 || r.Evidence == nil || r.Evidence.Member() != r.Member {
 			return false
 		}
 		_, known := c.FaultyMember(r.Member)
@@ -286,8 +302,16 @@ func (c *Cluster) apply(r Record) {
 		c.Leaderships[i].EndedAt, c.Leaderships[i].EndReason = time.Time{}, ""
 	case KindSplit:
 		c.SplitBrains = append(c.SplitBrains, SplitBrain{At: r.At.Time, Reason: r.Reason, Leaders: [2]Acting(r.Leaders)})
+		if over := len(c.SplitBrains) - MaxSplitBrains; over > 0 {
+			c.SplitBrains = slices.Delete(c.SplitBrains, 0, over)
+			c.stale += over
+		}
 	case KindFaulty:
 		c.Faulty = append(c.Faulty, Faulty{Member: r.Member, At: r.At.Time, Evidence: *r.Evidence})
+		if over := len(c.Faulty) - MaxFaulty; over > 0 {
+			c.Faulty = slices.Delete(c.Faulty, 0, over)
+			c.stale += over
+		}
 	case KindFloor:
 		c.Floor = r.Term
 		i, _ := c.find(r.Term)
@@ -299,18 +323,29 @@ func (c *Cluster) apply(r Record) {
 }
 
 // compacted returns the cluster with only its last keep leaderships (and
-// the split brains that involve them), and the records that rebuild it,
-// starting with the Floor record. It returns nil if there are no more than
-// keep.
+// the split brains that involve them; keep 0 keeps every leadership), and
+// the records that rebuild it, starting with the Floor record if any. It
+// returns nil if there are no more than keep and the file holds no stale
+// lines (split brains or faulty members dropped for the caps).
 func (c *Cluster) compacted(keep int) (*Cluster, []Record) {
-	if keep <= 0 || len(c.Leaderships) <= keep {
+	drop := keep > 0 && len(c.Leaderships) > keep
+	if !drop && c.stale == 0 {
 		return nil, nil
 	}
-	first := c.Leaderships[len(c.Leaderships)-keep]
-	floor := Record{Kind: KindFloor, Term: first.Term, At: protocol.Timestamp{Time: first.StartedAt}}
 	kept := c.clone()
-	kept.apply(floor)
-	recs := []Record{floor}
+	kept.stale = 0
+	if drop {
+		first := c.Leaderships[len(c.Leaderships)-keep]
+		kept.apply(Record{Kind: KindFloor, Term: first.Term, At: protocol.Timestamp{Time: first.StartedAt}})
+	}
+	var recs []Record
+	if kept.Floor > 0 {
+		floor := Record{Kind: KindFloor, Term: kept.Floor}
+		if len(kept.Leaderships) > 0 {
+			floor.At = protocol.Timestamp{Time: kept.Leaderships[0].StartedAt}
+		}
+		recs = append(recs, floor)
+	}
 	for _, l := range kept.Leaderships {
 		recs = append(recs, Record{Kind: KindLeader, Term: l.Term, Leader: l.Leader, Algorithm: l.Algorithm, At: protocol.Timestamp{Time: l.StartedAt}})
 		if l.Ended() {
@@ -335,7 +370,7 @@ func faultyRecord(f Faulty) Record {
 // clone returns a copy, for readers outside the store's lock. The
 // evidence is shared: it is never changed once recorded.
 func (c *Cluster) clone() *Cluster {
-	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty)}
+	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty), stale: c.stale}
 }
 
 // SplitBrainOf reports whether l took part in a split-brain event.

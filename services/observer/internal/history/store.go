@@ -54,6 +54,9 @@ type Store struct {
 	// open opens a cluster's file for appending.
 	open func(path string) (appendFile, error)
 
+	// log gets a warning when a rewrite for the caps fails.
+	log *slog.Logger
+
 	mu       sync.RWMutex
 	clusters map[string]*Cluster
 	files    map[string]*clusterFile
@@ -73,7 +76,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{dir: dir, open: openAppend, clusters: map[string]*Cluster{}, files: map[string]*clusterFile{}}
+	s := &Store{dir: dir, open: openAppend, log: log, clusters: map[string]*Cluster{}, files: map[string]*clusterFile{}}
 	paths, err := filepath.Glob(filepath.Join(dir, "*"+fileSuffix))
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
@@ -142,6 +145,12 @@ func load(path string, log *slog.Logger) (*Cluster, error) {
 // are dropped. The rest are written and synced to disk before the history
 // in memory changes. It returns the records it kept. On error nothing
 // changed, in memory or on disk: a partial write is cut back off the file.
+//
+// A split brain or faulty member beyond its cap (MaxSplitBrains,
+// MaxFaulty) is kept and drops the oldest of its kind. Once the file
+// holds MaxSplitBrains lines so dropped, Apply rewrites it without them,
+// as Compact does; a rewrite that fails is logged and tried again at the
+// next Apply (the records were written all the same).
 func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	if err := protocol.ValidateCluster(cluster); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
@@ -176,8 +185,18 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 		return nil, fmt.Errorf("history: append to %s: %w", cluster, err)
 	}
 	s.clusters[cluster] = scratch
+	if scratch.stale >= maxStale {
+		if _, err := s.compact(cluster, 0); err != nil {
+			s.log.Warn("cannot rewrite the history without the records dropped for the caps; it is tried again at the next write", "cluster", cluster, "err", err)
+		}
+	}
 	return kept, nil
 }
+
+// maxStale is how many lines dropped for the caps a cluster's file may
+// hold before Apply rewrites it: the file then holds at most about twice
+// the capped records, besides its leaderships.
+const maxStale = MaxSplitBrains
 
 // append writes b, whole lines, at the end of the file and syncs it. If
 // either fails, it cuts the file back to its whole lines, so that a full
@@ -268,12 +287,18 @@ func (s *Store) Len(cluster string) int {
 }
 
 // Compact rewrites cluster's file with only its last keep leaderships, if
-// it has more, and returns how many leaderships it dropped. The new file is
-// written and synced beside the old one, then renamed over it, so a crash
-// leaves one or the other whole; on error the history is unchanged.
+// it has more (or if it holds records dropped for the caps), and returns
+// how many leaderships it dropped. The new file is written and synced
+// beside the old one, then renamed over it, so a crash leaves one or the
+// other whole; on error the history is unchanged.
 func (s *Store) Compact(cluster string, keep int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.compact(cluster, keep)
+}
+
+// compact is Compact, with the lock held; keep 0 keeps every leadership.
+func (s *Store) compact(cluster string, keep int) (int, error) {
 	c := s.clusters[cluster]
 	if c == nil {
 		return 0, nil

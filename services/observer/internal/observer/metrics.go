@@ -33,7 +33,10 @@ type metrics struct {
 	announcements *prometheus.CounterVec
 	live          *prometheus.CounterVec
 	compacted     *prometheus.CounterVec
-	streams       prometheus.Gauge
+	// dropped counts the split brains and faulty members dropped for
+	// the caps of the history (history.MaxSplitBrains, MaxFaulty).
+	dropped *prometheus.CounterVec
+	streams prometheus.Gauge
 	// streamsRefused counts event streams refused for the limit.
 	streamsRefused prometheus.Counter
 	events         *prometheus.CounterVec
@@ -86,6 +89,10 @@ func newMetrics() *metrics {
 			Name: "observer_history_compacted_total",
 			Help: "Leaderships dropped from the history by compaction (OBSERVER_KEEP), per cluster.",
 		}, []string{"cluster"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_history_records_dropped_total",
+			Help: "Records dropped from the history to keep it within its caps, the oldest first, per cluster and kind: split (over 1000 split brains), faulty (over 128 faulty members).",
+		}, []string{"cluster", "kind"}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "observer_event_streams",
 			Help: "Clients connected to the event stream GET /api/events.",
@@ -107,7 +114,7 @@ func newMetrics() *metrics {
 			Help: "Members of byzantine clusters recorded as faulty by this process, each with the evidence of its lie (two contradicting statements signed with its key), per cluster.",
 		}, []string{"cluster"}),
 	}
-	m.reg.MustRegister(m.changes, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted,
+	m.reg.MustRegister(m.changes, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted, m.dropped,
 		m.streams, m.streamsRefused, m.events, m.resyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
@@ -142,6 +149,9 @@ func (m *metrics) known(cluster string) {
 	m.term.WithLabelValues(cluster)
 	m.leader.WithLabelValues(cluster)
 	m.compacted.WithLabelValues(cluster)
+	for _, kind := range []history.Kind{history.KindSplit, history.KindFaulty} {
+		m.dropped.WithLabelValues(cluster, string(kind))
+	}
 	m.evidence.WithLabelValues(cluster)
 	for _, r := range []string{history.SplitSameTerm, history.SplitStaleLeader} {
 		m.splits.WithLabelValues(cluster, r)

@@ -60,7 +60,11 @@
 // renewals and resignations are signed by the member they name, and drops
 // what fails; without them, anyone who can publish on
 // the election subjects can fake liveness or split brain in the
-// observer's view (never in the nodes').
+// observer's view (never in the nodes'). Whoever sends, what the
+// observer keeps is bounded: terms outside the protocol's bounds are
+// dropped, the recorder follows a bounded number of nodes, and the
+// history caps split brains and faulty members per cluster, the oldest
+// dropped first and counted (observer_history_records_dropped_total).
 //
 // # Byzantine clusters
 //
@@ -71,7 +75,12 @@
 // the cluster's keys, whatever algorithm it names
 // (protocol.ReadAnnouncement). Of a keys file that states no algorithm,
 // only certified announcements are recorded. Without keys for the
-// cluster, no byzantine leader is. The
+// cluster, no byzantine leader is. A cluster whose keys file states
+// "#: algorithm byzantine" is byzantine for the live messages too
+// (Observer.byzantine): a leader acts only through rounds or
+// announcements that carry its certificate, and heartbeats and Paxos
+// proposals, signed by their sender alone, are refused, so that a liar
+// with its own key makes no split brain and no record. The
 // observer also listens to the evidence the members broadcast
 // (election.<cluster>.bz_evidence): a message sent and signed by a member
 // whose two statements contradict each other and are both signed with
@@ -560,12 +569,18 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 	case protocol.KindLeader:
 		var a protocol.Announcement
 		a, err = o.readAnnouncement(cluster, m.data, m.header)
+		if err == nil {
+			err = o.checkLiveAnnouncement(cluster, a)
+		}
 		node, term = a.Leader, a.Term
 	case protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose:
 		var msg protocol.Message
 		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
 		if err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
+		}
+		if err == nil {
+			err = o.checkLive(cluster, kind, msg)
 		}
 		node, term = msg.From, msg.Term
 		if err == nil && kind == protocol.KindHeartbeat && term == 0 {
@@ -583,6 +598,9 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
 		if err == nil && (msg.Type != protocol.TypeBzPropose || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
+		}
+		if err == nil {
+			err = o.checkMessage(cluster, msg)
 		}
 		if err == nil && msg.Cert == nil {
 			return // a round before the certificate: no leader yet
@@ -645,7 +663,7 @@ func (o *Observer) evidence(cluster string, m liveMsg) {
 	}
 	o.metrics.live.WithLabelValues(protocol.KindEvidence, "ok").Inc()
 	rec := history.Record{Kind: history.KindFaulty, Member: e.Member(), At: protocol.Timestamp{Time: m.at}, Evidence: &e}
-	kept, err := o.store.Apply(cluster, rec)
+	kept, err := o.apply(cluster, rec)
 	if err != nil {
 		o.log.Error("cannot record evidence", "cluster", cluster, "member", e.Member(), "err", err)
 		return
@@ -701,7 +719,7 @@ func (o *Observer) write(cluster string, recs []history.Record) {
 	if len(recs) == 0 {
 		return
 	}
-	kept, err := o.store.Apply(cluster, recs...)
+	kept, err := o.apply(cluster, recs...)
 	if err != nil {
 		o.log.Error("cannot record", "cluster", cluster, "err", err)
 		return

@@ -40,7 +40,10 @@
 // times from the caller's, so a resign may be stamped before the start it
 // ends; the history clamps the gaps that follow at zero. The Recorder
 // trusts its inputs: they are the caller's checked messages, stamped by
-// the caller with their arrival time.
+// the caller with their arrival time. It ignores all the same a term
+// heard live outside the protocol's bounds (0, above protocol.MaxTerm),
+// and what it keeps of the nodes heard live is bounded per cluster,
+// whoever sends (see tracker).
 package recorder
 
 import (
@@ -166,6 +169,9 @@ func (r *Recorder) HeardAnnouncement(cluster string, node, term uint64, at time.
 // HeardAnnouncement. A term the history does not hold yet becomes
 // missing.
 func (r *Recorder) HeardHeartbeat(cluster string, node, term uint64, at time.Time) []history.Record {
+	if !validTerm(term) {
+		return nil
+	}
 	recs := r.acted(cluster, node, term, at)
 	if l, ok := r.history.Latest(cluster); (!ok || l.Term < term) && r.missing[cluster].term < term {
 		r.missing[cluster] = missingTerm{term: term, since: at}
@@ -176,6 +182,9 @@ func (r *Recorder) HeardHeartbeat(cluster string, node, term uint64, at time.Tim
 // acted feeds the tracker and returns the split brains and the
 // resumption it reveals.
 func (r *Recorder) acted(cluster string, node, term uint64, at time.Time) []history.Record {
+	if !validTerm(term) {
+		return nil
+	}
 	var recs []history.Record
 	for _, s := range r.live.act(cluster, node, term, at) {
 		recs = append(recs, history.Record{Kind: history.KindSplit, At: protocol.Timestamp{Time: s.At}, Reason: s.Reason, Leaders: s.Leaders[:]})
@@ -185,6 +194,10 @@ func (r *Recorder) acted(cluster string, node, term uint64, at time.Time) []hist
 	}
 	return recs
 }
+
+// validTerm reports whether term is within the protocol's bounds: a
+// term outside them is no sign of a leader.
+func validTerm(term uint64) bool { return term != 0 && term <= protocol.MaxTerm }
 
 // Resigned returns the records of node's resign from cluster, heard at
 // at: the end of its leadership if it is the current one.

@@ -4,8 +4,20 @@ import (
 	"slices"
 	"time"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
+
+// maxActors bounds the nodes followed per cluster: a cluster has at most
+// certify.MaxMembers members, and without member keys anyone may send
+// heartbeats in any node's name. One more forgets the node heard from
+// least recently.
+const maxActors = certify.MaxMembers
+
+// maxReported bounds the pairs remembered as reported per cluster: past
+// it, only the pairs of nodes still followed, with the terms they act
+// with now, are kept (at most maxActors·(maxActors−1)/2).
+const maxReported = maxActors * maxActors / 2
 
 // tracker follows, per cluster, which nodes act as leader right now, from
 // what they publish live: announcements and heartbeats count as acting,
@@ -19,6 +31,9 @@ import (
 // heartbeat it had in flight when the new leader was announced). Split
 // brain is two acting nodes with the same term, or a superseded node that
 // still acts after grace.
+//
+// What it holds per cluster is bounded (maxActors, maxReported), whoever
+// sends; the callers check terms against the protocol's bounds first.
 type tracker struct {
 	window, grace time.Duration
 	clusters      map[string]*liveCluster
@@ -65,6 +80,12 @@ func (t *tracker) act(cluster string, node, term uint64, now time.Time) []histor
 		c.actors[node] = me
 	}
 	me.last, me.resigned = now, false
+	if len(c.actors) > maxActors {
+		c.forgetOldest(node)
+	}
+	if len(c.reported) > maxReported {
+		c.pruneReported()
+	}
 
 	var events []history.SplitBrain
 	others := make([]uint64, 0, len(c.actors))
@@ -109,6 +130,37 @@ func (t *tracker) act(cluster string, node, term uint64, now time.Time) []histor
 		events = append(events, history.SplitBrain{At: now, Reason: reason, Leaders: pair})
 	}
 	return events
+}
+
+// forgetOldest forgets the node heard from least recently, other than
+// keep (the lowest ID of those heard at that time, so that it is
+// deterministic).
+func (c *liveCluster) forgetOldest(keep uint64) {
+	var oldest uint64
+	for id, a := range c.actors {
+		if id == keep {
+			continue
+		}
+		if o := c.actors[oldest]; oldest == 0 || a.last.Before(o.last) || a.last.Equal(o.last) && id < oldest {
+			oldest = id
+		}
+	}
+	delete(c.actors, oldest)
+}
+
+// pruneReported keeps only the reported pairs of nodes still followed
+// with the terms they act with now: a pair forgotten is reported again
+// if it ever recurs.
+func (c *liveCluster) pruneReported() {
+	current := func(a history.Acting) bool {
+		o := c.actors[a.Leader]
+		return o != nil && o.term == a.Term
+	}
+	for pair := range c.reported {
+		if !current(pair[0]) || !current(pair[1]) {
+			delete(c.reported, pair)
+		}
+	}
 }
 
 // resign records that node left cleanly.

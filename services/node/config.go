@@ -103,6 +103,11 @@ type Config struct {
 	// "<ID> <public key U…>" per member of NODE_PEERS. Required with
 	// KeyFile.
 	KeysFile string `env:"ELECTION_KEYS_FILE"`
+	// ByzantineSmall allows byzantine with fewer than 4 members. Such a
+	// cluster tolerates no liar (f = ⌊(n−1)/3⌋ = 0), so the node refuses
+	// it unless this is true: for trying the algorithm out, not for
+	// members that may lie.
+	ByzantineSmall bool `env:"ELECTION_BYZANTINE_SMALL" envDefault:"false"`
 	// Secret is read only to refuse it: the shared secret was replaced
 	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
@@ -170,6 +175,8 @@ func explain(err error, environ map[string]string) error {
 			return invalid(name, "%q is not a duration such as 10ms or 1.5s", value)
 		case reflect.TypeFor[float64]():
 			return invalid(name, "%q is not a number such as 0.05", value)
+		case reflect.TypeFor[bool]():
+			return invalid(name, "%q is not true or false", value)
 		}
 		return invalid(name, "%q is not a positive integer", value)
 	}
@@ -197,6 +204,10 @@ func (c *Config) validate() error {
 	}
 	if protocol.Algorithm(c.Algorithm).NeedsKeys() && c.signer == nil {
 		return invalid("ELECTION_ALGORITHM", "%s needs member keys: set ELECTION_KEY_FILE and ELECTION_KEYS_FILE (%s)", c.Algorithm, keysDoc)
+	}
+	if protocol.Algorithm(c.Algorithm) == protocol.Byzantine && len(c.members) < MinByzantineMembers && !c.ByzantineSmall {
+		return invalid("ELECTION_ALGORITHM", "a byzantine cluster of %d members tolerates no liar (f = ⌊(n−1)/3⌋ = 0): list at least %d in NODE_PEERS, or set ELECTION_BYZANTINE_SMALL=true to run it anyway",
+			len(c.members), MinByzantineMembers)
 	}
 	if protocol.ValidateCluster(c.Cluster) != nil {
 		return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
@@ -241,6 +252,27 @@ func (c *Config) validate() error {
 // moving from the shared secret.
 const keysDoc = "docs/configuration.md#member-keys"
 
+// MinByzantineMembers is the smallest byzantine cluster that tolerates a
+// liar (f = 1); smaller ones need ELECTION_BYZANTINE_SMALL.
+const MinByzantineMembers = 4
+
+// checkSeedMode refuses a seed file that the group or others may read or
+// write: the seed is the member's identity.
+func checkSeedMode(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return invalid("ELECTION_KEY_FILE", "%v", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		what := "readable"
+		if mode&0o044 == 0 {
+			what = "writable"
+		}
+		return invalid("ELECTION_KEY_FILE", "%s is %s by group or others (mode %04o), and the seed is this member's identity: chmod 600 %s", path, what, mode, path)
+	}
+	return nil
+}
+
 // loadKeys reads ELECTION_KEY_FILE and ELECTION_KEYS_FILE and checks them
 // against NODE_ID and NODE_PEERS.
 func (c *Config) loadKeys() error {
@@ -254,6 +286,9 @@ func (c *Config) loadKeys() error {
 		return invalid("ELECTION_KEY_FILE", "required with ELECTION_KEYS_FILE: a node signs what it publishes with its own key")
 	case c.KeysFile == "":
 		return invalid("ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE")
+	}
+	if err := checkSeedMode(c.KeyFile); err != nil {
+		return err
 	}
 	kp, err := protocol.ReadSeedFile(c.KeyFile)
 	if err != nil {

@@ -209,6 +209,7 @@ func writeKeys(t *testing.T, members ...uint64) keyFiles {
 func TestKeyConfiguration(t *testing.T) {
 	t.Chdir(t.TempDir())
 	k := writeKeys(t, 1, 2, 3, 4, 5)
+	small := writeKeys(t, 1, 2, 3)
 	dir := t.TempDir()
 	file := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -241,6 +242,13 @@ func TestKeyConfiguration(t *testing.T) {
 		{withKeys("ELECTION_KEYS_FILE", file("bad", strings.Replace(string(members), "2 U", "2 X", 1))), "ELECTION_KEYS_FILE", "line 2: member 2"},
 		{withKeys("NODE_PEERS", "1,2,3,4"), "ELECTION_KEYS_FILE", "line 5: member 5 is not one of the peers"},
 		{withKeys("NODE_PEERS", "1,2,3,4,5,6"), "ELECTION_KEYS_FILE", "no key for member 6"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("open.seed", mustRead(t, k.seeds[3])), 0o644)), "ELECTION_KEY_FILE", "chmod 600"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("shared.seed", mustRead(t, k.seeds[3])), 0o640)), "ELECTION_KEY_FILE", "readable by group or others"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("world.seed", mustRead(t, k.seeds[3])), 0o604)), "ELECTION_KEY_FILE", "chmod 600"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("changeable.seed", mustRead(t, k.seeds[3])), 0o620)), "ELECTION_KEY_FILE", "writable by group or others"},
+		{with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine"), "ELECTION_ALGORITHM", "ELECTION_BYZANTINE_SMALL=true"},
+		{with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine"), "ELECTION_ALGORITHM", "of 3 members tolerates no liar"},
+		{with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine", "ELECTION_BYZANTINE_SMALL", "maybe"), "ELECTION_BYZANTINE_SMALL", `"maybe" is not true or false`},
 	} {
 		t.Run(tc.name+"/"+tc.says, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -264,4 +272,39 @@ func TestKeyConfiguration(t *testing.T) {
 	if err != nil || cfg.signer == nil || cfg.asNkeyUser() {
 		t.Fatalf("loadConfig(keys and NATS_USER) = %v; signer %v, nkey user %v", err, cfg.signer, cfg.asNkeyUser())
 	}
+	// Byzantine with four members tolerates one liar; with three, only
+	// when asked for explicitly.
+	if _, err := loadConfig(withKeys("NODE_PEERS", "1,2,3,4,5", "ELECTION_ALGORITHM", "byzantine")); err != nil {
+		t.Errorf("byzantine with 5 members: %v", err)
+	}
+	smallEnv := with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine")
+	for _, opt := range []string{"true", "1"} {
+		smallEnv["ELECTION_BYZANTINE_SMALL"] = opt
+		if _, err := loadConfig(smallEnv); err != nil {
+			t.Errorf("byzantine with 3 members and ELECTION_BYZANTINE_SMALL=%s: %v", opt, err)
+		}
+	}
+	// A seed file the owner alone may read (and write) is used.
+	if _, err := loadConfig(withKeys("ELECTION_KEY_FILE", chmod(t, file("owner.seed", mustRead(t, k.seeds[3])), 0o400))); err != nil {
+		t.Errorf("seed file of mode 0400: %v", err)
+	}
+}
+
+// mustRead returns the contents of path.
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// chmod sets path's mode and returns path.
+func chmod(t *testing.T, path string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

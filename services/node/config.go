@@ -125,6 +125,10 @@ type Config struct {
 	urls    []string
 	timing  election.Timing
 	level   slog.Level
+	// nkeyRefused is set once the NATS server refused the member key
+	// ("nkeys not supported by the server"): the node then connects, and
+	// probes, with its other credentials or none.
+	nkeyRefused bool
 }
 
 // configError is a problem with one variable.
@@ -307,22 +311,28 @@ func (c *Config) loadKeys() error {
 }
 
 // asNkeyUser reports whether the node connects to NATS as the nkey user
-// of its member key: it has one, and no other NATS credentials are set.
+// of its member key: it has one, no other NATS credentials are set, and
+// the server did not refuse nkeys (nkeyRefused).
 func (c *Config) asNkeyUser() bool {
-	return c.signer != nil && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == ""
+	return c.signer != nil && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == "" && !c.nkeyRefused
+}
+
+// keyOptions authenticate to NATS as the nkey user of the member key, if
+// the node connects so (asNkeyUser); nil otherwise.
+func (c *Config) keyOptions() []nats.Option {
+	if !c.asNkeyUser() {
+		return nil
+	}
+	// The member user may subscribe only under its own inbox prefix
+	// (internal/natsconf): replies come there.
+	return []nats.Option{nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(c.Cluster, c.ID))}
 }
 
 // authOptions authenticate to NATS: as the nkey user of the member key
 // (asNkeyUser), else with the NATS_* credentials; TLS either way.
 func (c *Config) authOptions() []nats.Option {
-	opts := c.NATS.AuthOptions()
-	if c.asNkeyUser() {
-		// The member user may subscribe only under its own inbox prefix
-		// (internal/natsconf): replies come there.
-		opts = append(opts, nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign),
-			nats.CustomInboxPrefix(protocol.InboxPrefix(c.Cluster, c.ID)))
-	}
-	return opts
+	return append(c.NATS.AuthOptions(), c.keyOptions()...)
 }
 
 func parsePeers(s string, id uint64) ([]uint64, error) {
@@ -446,14 +456,17 @@ func (c *Config) ticks() (election.Timing, error) {
 	return t, nil
 }
 
-// natsOptions are the connection options: never give up on the server,
-// notice a dead connection within seconds, drain quickly on shutdown, and
-// authenticate as configured.
+// natsOptions are the connection options but the member key's
+// (keyOptions, which natsconn.Dial adds while the server takes them):
+// never give up on the server, notice a dead connection within seconds,
+// drain quickly on shutdown, log each failed reconnection with its
+// reason, and authenticate with the NATS_* credentials. natsconn.Dial
+// retries the first connection and logs its failed attempts.
 func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
+	reconnects := &natsconn.Attempts{Log: log}
 	opts := []nats.Option{
 		nats.Name(protocol.ConnectionName(c.Cluster, c.ID)),
 		nats.NoEcho(),
-		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		// A connection that died without a word (a cut network) is found
@@ -461,13 +474,14 @@ func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 		nats.PingInterval(time.Second),
 		nats.MaxPingsOutstanding(2),
 		nats.DrainTimeout(time.Second),
-		nats.ConnectHandler(func(nc *nats.Conn) { log.Info("NATS connected", "url", nc.ConnectedUrlRedacted()) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { reconnects.Failed(err) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		// The server's refusals of a reconnection (its authorization
+		// errors) come here too.
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS error", "err", err) }),
 	}
-	opts = append(opts, c.authOptions()...)
-	return opts
+	return append(opts, c.NATS.AuthOptions()...)
 }
 
 // probe opens a connection named name to the node's NATS server and closes

@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -307,4 +309,60 @@ func chmod(t *testing.T, path string, mode os.FileMode) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// syncBuffer is a log destination safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMemberKeyWithoutNkeyUsers: a node with a member key, on a NATS
+// server that lists no nkey users, connects without the key (it has no
+// other credentials) and says once why, instead of waiting for NATS for
+// ever.
+func TestMemberKeyWithoutNkeyUsers(t *testing.T) {
+	url := batontest.StartNATS(t)
+	k := writeKeys(t, 1)
+	env := map[string]string{
+		"NODE_ID": "1", "NODE_PEERS": "1", "HTTP_ADDR": "127.0.0.1:0", "NATS_URL": url,
+		"ELECTION_KEY_FILE": k.seeds[1], "ELECTION_KEYS_FILE": k.members, "ELECTION_DATA": t.TempDir(),
+		"ELECTION_CONNECTION_EVENTS": "off",
+	}
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, env, &stderr) }()
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if !strings.Contains(stderr.String(), "NATS connected") {
+			return fmt.Errorf("not connected yet; log:\n%s", stderr.String())
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("exit status: got %d, want %d", c, exitOK)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	out := stderr.String()
+	if n := strings.Count(out, "nkeys not supported by the server"); n != 1 {
+		t.Errorf("the server's reason is logged %d times, want once:\n%s", n, out)
+	}
 }

@@ -72,6 +72,11 @@ func parseSizes(spec string, algorithms []protocol.Algorithm, explicit bool) (ma
 		if len(sizes) == 0 {
 			return nil, fmt.Errorf("-sizes: no sizes for %s: give a list without an algorithm, or %s=n,n,…", alg, alg)
 		}
+		// Below 4 members byzantine tolerates no liar, and its nodes refuse
+		// to run.
+		if alg == protocol.Byzantine && sizes[0] < 4 {
+			return nil, fmt.Errorf("-sizes: byzantine at %d nodes tolerates no liar, and the nodes refuse it: give byzantine=n,n,… from 4", sizes[0])
+		}
 		plan[alg] = sizes
 	}
 	return plan, nil

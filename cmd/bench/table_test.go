@@ -126,6 +126,8 @@ func TestParseSizes(t *testing.T) {
 		{"byzantine=4;byzantine=7;5", "two lists for byzantine"},
 		{"byzantine=", `"byzantine=" names no size`},
 		{"byzantine=4", "no sizes for bully"},
+		{"3,5", "byzantine at 3 nodes tolerates no liar"},
+		{"5;byzantine=2,4", "byzantine at 2 nodes tolerates no liar"},
 	}
 	for _, e := range errs {
 		_, err := parseSizes(e.spec, all, true)

@@ -118,6 +118,11 @@ func parseFlags(args []string) (config, error) {
 	default:
 		return c, fmt.Errorf("-algorithm: %q is not one of %v or all", c.algorithm, protocol.Algorithms)
 	}
+	// A byzantine cluster below 4 members tolerates no liar, and its nodes
+	// refuse it unless they inherit the opt-in.
+	if small, _ := strconv.ParseBool(os.Getenv("ELECTION_BYZANTINE_SMALL")); slices.Contains(c.algorithms, string(protocol.Byzantine)) && c.nodes < 4 && !small {
+		return c, fmt.Errorf("-nodes %d: byzantine with fewer than 4 nodes tolerates no liar, and the nodes refuse it; use -nodes 4 or more, another -algorithm, or set ELECTION_BYZANTINE_SMALL=true to run it anyway", c.nodes)
+	}
 	if c.httpPort < 1 || c.httpPort+len(c.algorithms)*c.nodes-1 > 65535 {
 		return c, fmt.Errorf("-http-port %d leaves no room for %d nodes", c.httpPort, len(c.algorithms)*c.nodes)
 	}

@@ -1,6 +1,8 @@
 // Package natsconn is how the services connect to NATS: the NATS_*
-// environment variables they share, the checks of those variables, and the
-// connection options they imply.
+// environment variables they share, the checks of those variables, the
+// connection options they imply, and the first connection (Dial), which
+// logs why each failed attempt failed and gives up a member key that the
+// server cannot check.
 package natsconn
 
 import (

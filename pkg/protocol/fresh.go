@@ -24,8 +24,20 @@ const ReplayWindow = 256
 // numbered before it is accepted, so messages captured before this
 // receiver started cannot be replayed to it. What remains is a replay, to
 // a receiver started since, of a message it never heard, sent at most
-// MaxAge ago by a sender it has not heard from yet. Its memory is bounded
-// by the number of members. It is safe for concurrent use.
+// MaxAge ago by a sender it has not heard from yet.
+//
+// No message moves a sender's numbering for good. Where messages are not
+// signed, anybody may send one in a member's name numbered far ahead of
+// the member's own, which would then all fall behind the window. So once
+// every message accepted from a sender's incarnation is dated more than
+// MaxAge before the receiver's clock (each is expired by then, so none
+// can be accepted again), a message numbered at or behind the newest is
+// a new floor, as the first was. The real member is heard again at most
+// MaxAge after the newest date a forger gave, which is itself at most
+// MaxAge ahead. A sender whose messages are all accepted never gets
+// there: each of its later messages is numbered and dated after the
+// others. Its memory is bounded by the number of members. It is safe for
+// concurrent use.
 type ReplayGuard struct {
 	maxAge time.Duration
 
@@ -68,10 +80,11 @@ func CheckAddressee(m Message, own uint64, started time.Time) error {
 
 // window is what a ReplayGuard knows of one sender.
 type window struct {
-	inc  uint64
-	top  uint64                    // highest N accepted of inc
-	seen [ReplayWindow / 64]uint64 // bit k: top-k arrived
-	last time.Time                 // receiver's clock when a message of inc was last accepted
+	inc    uint64
+	top    uint64                    // highest N accepted of inc
+	seen   [ReplayWindow / 64]uint64 // bit k: top-k arrived
+	last   time.Time                 // receiver's clock when a message of inc was last accepted
+	newest int64                     // latest TS of a message of inc accepted, in ms
 }
 
 // NewReplayGuard returns a guard that accepts messages dated at most maxAge
@@ -111,13 +124,19 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 	// a message of an even older process was sent before that one started,
 	// and is by then older than MaxAge.
 	renewed := w != nil && m.Inc < w.inc && now.Sub(w.last) > 2*g.maxAge
+	// A message of the same incarnation at or behind the newest number,
+	// when everything accepted of it has expired: it is no copy of
+	// anything accepted (that would have expired too), so the numbers
+	// ahead of it were not the sender's own, or are out of date. Both
+	// dates are bounded above, so the difference cannot wrap.
+	overtaken := w != nil && m.Inc == w.inc && m.N <= w.top && now.UnixMilli()-w.newest > bound
 	switch {
-	case w == nil || m.Inc > w.inc || renewed:
+	case w == nil || m.Inc > w.inc || renewed || overtaken:
 		// The first message of a sender (or of its new incarnation) is the
 		// floor: every earlier number counts as received, so that messages
 		// sent before this receiver heard the sender cannot be replayed to
 		// it. Only a copy that overtook the very first is lost by this.
-		w = &window{inc: m.Inc, top: m.N, last: now}
+		w = &window{inc: m.Inc, top: m.N, last: now, newest: m.TS}
 		for i := range w.seen {
 			w.seen[i] = ^uint64(0)
 		}
@@ -129,7 +148,7 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 		w.shift(m.N - w.top)
 		w.top = m.N
 		w.seen[0] |= 1
-		w.last = now
+		w.accepted(m, now)
 		return nil
 	}
 	behind := w.top - m.N
@@ -141,8 +160,14 @@ func (g *ReplayGuard) Check(m Message, now time.Time) error {
 		return reject(ReasonReplayed, "%s from %d number %d already received", m.Type, m.From, m.N)
 	}
 	w.seen[word] |= 1 << bit
-	w.last = now
+	w.accepted(m, now)
 	return nil
+}
+
+// accepted records that m, of w's incarnation, was accepted at now.
+func (w *window) accepted(m Message, now time.Time) {
+	w.last = now
+	w.newest = max(w.newest, m.TS)
 }
 
 // shift moves the window by k numbers: bit i becomes bit i+k.

@@ -206,3 +206,91 @@ func TestReplayGuardFarFutureTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// A message numbered far ahead of its sender's own (forged, where messages
+// are not signed) mutes the sender only until everything accepted of it
+// has expired: then the sender's next message is a new floor. Copies of
+// what was accepted are refused all along.
+func TestReplayGuardNumberFarAheadExpires(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	maxAge := 2 * time.Second
+	g := NewReplayGuard(maxAge)
+	inc := uint64(start.Add(-time.Minute).UnixNano())
+	msg := func(n uint64, at time.Time) Message {
+		return Message{V: Version, Type: TypeHeartbeat, From: 1, Term: 5, Inc: inc, N: n, TS: at.UnixMilli()}
+	}
+	for n := uint64(1); n <= 3; n++ {
+		if err := g.Check(msg(n, start), start); err != nil {
+			t.Fatalf("message %d: %v", n, err)
+		}
+	}
+	forgedAt := start.Add(100 * time.Millisecond)
+	forged := msg(1<<62, forgedAt)
+	if err := g.Check(forged, forgedAt); err != nil {
+		t.Fatalf("the forgery: %v", err)
+	}
+	// While the forgery is fresh, the sender's own messages are behind.
+	soon := forgedAt.Add(maxAge)
+	if err := g.Check(msg(4, soon), soon); ReasonOf(err) != ReasonReplayed {
+		t.Errorf("own message while the forgery is fresh: got %v, want %s", err, ReasonReplayed)
+	}
+	// Once it has expired, the sender is heard again, each message once.
+	later := forgedAt.Add(maxAge + time.Millisecond)
+	if err := g.Check(msg(5, later), later); err != nil {
+		t.Fatalf("own message once the forgery expired: %v", err)
+	}
+	if err := g.Check(msg(6, later), later); err != nil {
+		t.Errorf("the next: %v", err)
+	}
+	for _, m := range []Message{msg(5, later), msg(6, later), msg(4, soon)} {
+		if err := g.Check(m, later); ReasonOf(err) != ReasonReplayed {
+			t.Errorf("copy of number %d: got %v, want %s", m.N, err, ReasonReplayed)
+		}
+	}
+	for _, m := range []Message{forged, msg(2, start)} {
+		if err := g.Check(m, later); ReasonOf(err) != ReasonExpired {
+			t.Errorf("copy of number %d: got %v, want %s", m.N, err, ReasonExpired)
+		}
+	}
+	// A forgery dated ahead by up to MaxAge mutes for twice MaxAge at most.
+	ahead := later.Add(maxAge)
+	if err := g.Check(msg(1<<62, ahead), later); err != nil {
+		t.Fatalf("a forgery dated ahead: %v", err)
+	}
+	if at := ahead.Add(maxAge); g.Check(msg(7, at), at) == nil {
+		t.Errorf("own message at %v after the forgery's date: accepted, want refused", maxAge)
+	}
+	if at := ahead.Add(maxAge + time.Millisecond); g.Check(msg(8, at), at) != nil {
+		t.Errorf("own message once the forgery dated ahead expired: refused")
+	}
+}
+
+// A sender that falls silent for longer than MaxAge and then goes on is
+// not reset: its next messages are ahead, and copies of its earlier ones
+// stay refused.
+func TestReplayGuardSilentSenderGoesOn(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	maxAge := 2 * time.Second
+	g := NewReplayGuard(maxAge)
+	inc := uint64(start.Add(-time.Minute).UnixNano())
+	msg := func(n uint64, at time.Time) Message {
+		return Message{V: Version, Type: TypeHeartbeat, From: 1, Term: 5, Inc: inc, N: n, TS: at.UnixMilli()}
+	}
+	for n := uint64(1); n <= 3; n++ {
+		if err := g.Check(msg(n, start), start); err != nil {
+			t.Fatalf("message %d: %v", n, err)
+		}
+	}
+	later := start.Add(time.Minute)
+	if err := g.Check(msg(10, later), later); err != nil {
+		t.Fatalf("after a silence: %v", err)
+	}
+	if err := g.Check(msg(8, later), later); err != nil {
+		t.Errorf("one that the 10th overtook: %v", err)
+	}
+	for _, n := range []uint64{8, 10} {
+		if err := g.Check(msg(n, later), later); ReasonOf(err) != ReasonReplayed {
+			t.Errorf("copy of number %d: got %v, want %s", n, err, ReasonReplayed)
+		}
+	}
+}

@@ -103,6 +103,11 @@ type Config struct {
 	// "<ID> <public key U…>" per member of NODE_PEERS. Required with
 	// KeyFile.
 	KeysFile string `env:"ELECTION_KEYS_FILE"`
+	// ByzantineSmall allows byzantine with fewer than 4 members. Such a
+	// cluster tolerates no liar (f = ⌊(n−1)/3⌋ = 0), so the node refuses
+	// it unless this is true: for trying the algorithm out, not for
+	// members that may lie.
+	ByzantineSmall bool `env:"ELECTION_BYZANTINE_SMALL" envDefault:"false"`
 	// Secret is read only to refuse it: the shared secret was replaced
 	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
@@ -120,6 +125,10 @@ type Config struct {
 	urls    []string
 	timing  election.Timing
 	level   slog.Level
+	// nkeyRefused is set once the NATS server refused the member key
+	// ("nkeys not supported by the server"): the node then connects, and
+	// probes, with its other credentials or none.
+	nkeyRefused bool
 }
 
 // configError is a problem with one variable.
@@ -170,6 +179,8 @@ func explain(err error, environ map[string]string) error {
 			return invalid(name, "%q is not a duration such as 10ms or 1.5s", value)
 		case reflect.TypeFor[float64]():
 			return invalid(name, "%q is not a number such as 0.05", value)
+		case reflect.TypeFor[bool]():
+			return invalid(name, "%q is not true or false", value)
 		}
 		return invalid(name, "%q is not a positive integer", value)
 	}
@@ -197,6 +208,10 @@ func (c *Config) validate() error {
 	}
 	if protocol.Algorithm(c.Algorithm).NeedsKeys() && c.signer == nil {
 		return invalid("ELECTION_ALGORITHM", "%s needs member keys: set ELECTION_KEY_FILE and ELECTION_KEYS_FILE (%s)", c.Algorithm, keysDoc)
+	}
+	if protocol.Algorithm(c.Algorithm) == protocol.Byzantine && len(c.members) < MinByzantineMembers && !c.ByzantineSmall {
+		return invalid("ELECTION_ALGORITHM", "a byzantine cluster of %d members tolerates no liar (f = ⌊(n−1)/3⌋ = 0): list at least %d in NODE_PEERS, or set ELECTION_BYZANTINE_SMALL=true to run it anyway",
+			len(c.members), MinByzantineMembers)
 	}
 	if protocol.ValidateCluster(c.Cluster) != nil {
 		return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
@@ -244,6 +259,27 @@ func (c *Config) validate() error {
 // moving from the shared secret.
 const keysDoc = "docs/configuration.md#member-keys"
 
+// MinByzantineMembers is the smallest byzantine cluster that tolerates a
+// liar (f = 1); smaller ones need ELECTION_BYZANTINE_SMALL.
+const MinByzantineMembers = 4
+
+// checkSeedMode refuses a seed file that the group or others may read or
+// write: the seed is the member's identity.
+func checkSeedMode(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return invalid("ELECTION_KEY_FILE", "%v", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		what := "readable"
+		if mode&0o044 == 0 {
+			what = "writable"
+		}
+		return invalid("ELECTION_KEY_FILE", "%s is %s by group or others (mode %04o), and the seed is this member's identity: chmod 600 %s", path, what, mode, path)
+	}
+	return nil
+}
+
 // loadKeys reads ELECTION_KEY_FILE and ELECTION_KEYS_FILE and checks them
 // against NODE_ID and NODE_PEERS.
 func (c *Config) loadKeys() error {
@@ -257,6 +293,9 @@ func (c *Config) loadKeys() error {
 		return invalid("ELECTION_KEY_FILE", "required with ELECTION_KEYS_FILE: a node signs what it publishes with its own key")
 	case c.KeysFile == "":
 		return invalid("ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE")
+	}
+	if err := checkSeedMode(c.KeyFile); err != nil {
+		return err
 	}
 	kp, err := protocol.ReadSeedFile(c.KeyFile)
 	if err != nil {
@@ -298,22 +337,28 @@ func (c *Config) stateKeys() error {
 }
 
 // asNkeyUser reports whether the node connects to NATS as the nkey user
-// of its member key: it has one, and no other NATS credentials are set.
+// of its member key: it has one, no other NATS credentials are set, and
+// the server did not refuse nkeys (nkeyRefused).
 func (c *Config) asNkeyUser() bool {
-	return c.signer != nil && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == ""
+	return c.signer != nil && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == "" && !c.nkeyRefused
+}
+
+// keyOptions authenticate to NATS as the nkey user of the member key, if
+// the node connects so (asNkeyUser); nil otherwise.
+func (c *Config) keyOptions() []nats.Option {
+	if !c.asNkeyUser() {
+		return nil
+	}
+	// The member user may subscribe only under its own inbox prefix
+	// (internal/natsconf): replies come there.
+	return []nats.Option{nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign),
+		nats.CustomInboxPrefix(protocol.InboxPrefix(c.Cluster, c.ID))}
 }
 
 // authOptions authenticate to NATS: as the nkey user of the member key
 // (asNkeyUser), else with the NATS_* credentials; TLS either way.
 func (c *Config) authOptions() []nats.Option {
-	opts := c.NATS.AuthOptions()
-	if c.asNkeyUser() {
-		// The member user may subscribe only under its own inbox prefix
-		// (internal/natsconf): replies come there.
-		opts = append(opts, nats.Nkey(c.signer.PublicKey(), c.signer.KeyPair().Sign),
-			nats.CustomInboxPrefix(protocol.InboxPrefix(c.Cluster, c.ID)))
-	}
-	return opts
+	return append(c.NATS.AuthOptions(), c.keyOptions()...)
 }
 
 func parsePeers(s string, id uint64) ([]uint64, error) {
@@ -437,14 +482,17 @@ func (c *Config) ticks() (election.Timing, error) {
 	return t, nil
 }
 
-// natsOptions are the connection options: never give up on the server,
-// notice a dead connection within seconds, drain quickly on shutdown, and
-// authenticate as configured.
+// natsOptions are the connection options but the member key's
+// (keyOptions, which natsconn.Dial adds while the server takes them):
+// never give up on the server, notice a dead connection within seconds,
+// drain quickly on shutdown, log each failed reconnection with its
+// reason, and authenticate with the NATS_* credentials. natsconn.Dial
+// retries the first connection and logs its failed attempts.
 func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
+	reconnects := &natsconn.Attempts{Log: log}
 	opts := []nats.Option{
 		nats.Name(protocol.ConnectionName(c.Cluster, c.ID)),
 		nats.NoEcho(),
-		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		// A connection that died without a word (a cut network) is found
@@ -452,13 +500,14 @@ func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 		nats.PingInterval(time.Second),
 		nats.MaxPingsOutstanding(2),
 		nats.DrainTimeout(time.Second),
-		nats.ConnectHandler(func(nc *nats.Conn) { log.Info("NATS connected", "url", nc.ConnectedUrlRedacted()) }),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { reconnects.Failed(err) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		// The server's refusals of a reconnection (its authorization
+		// errors) come here too.
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("NATS error", "err", err) }),
 	}
-	opts = append(opts, c.authOptions()...)
-	return opts
+	return append(opts, c.NATS.AuthOptions()...)
 }
 
 // probe opens a connection named name to the node's NATS server and closes

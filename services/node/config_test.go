@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -209,6 +211,7 @@ func writeKeys(t *testing.T, members ...uint64) keyFiles {
 func TestKeyConfiguration(t *testing.T) {
 	t.Chdir(t.TempDir())
 	k := writeKeys(t, 1, 2, 3, 4, 5)
+	small := writeKeys(t, 1, 2, 3)
 	dir := t.TempDir()
 	file := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -241,6 +244,13 @@ func TestKeyConfiguration(t *testing.T) {
 		{withKeys("ELECTION_KEYS_FILE", file("bad", strings.Replace(string(members), "2 U", "2 X", 1))), "ELECTION_KEYS_FILE", "line 2: member 2"},
 		{withKeys("NODE_PEERS", "1,2,3,4"), "ELECTION_KEYS_FILE", "line 5: member 5 is not one of the peers"},
 		{withKeys("NODE_PEERS", "1,2,3,4,5,6"), "ELECTION_KEYS_FILE", "no key for member 6"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("open.seed", mustRead(t, k.seeds[3])), 0o644)), "ELECTION_KEY_FILE", "chmod 600"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("shared.seed", mustRead(t, k.seeds[3])), 0o640)), "ELECTION_KEY_FILE", "readable by group or others"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("world.seed", mustRead(t, k.seeds[3])), 0o604)), "ELECTION_KEY_FILE", "chmod 600"},
+		{withKeys("ELECTION_KEY_FILE", chmod(t, file("changeable.seed", mustRead(t, k.seeds[3])), 0o620)), "ELECTION_KEY_FILE", "writable by group or others"},
+		{with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine"), "ELECTION_ALGORITHM", "ELECTION_BYZANTINE_SMALL=true"},
+		{with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine"), "ELECTION_ALGORITHM", "of 3 members tolerates no liar"},
+		{with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine", "ELECTION_BYZANTINE_SMALL", "maybe"), "ELECTION_BYZANTINE_SMALL", `"maybe" is not true or false`},
 	} {
 		t.Run(tc.name+"/"+tc.says, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -263,5 +273,96 @@ func TestKeyConfiguration(t *testing.T) {
 	cfg, err = loadConfig(withKeys("NATS_USER", "node", "NATS_PASSWORD", "pw"))
 	if err != nil || cfg.signer == nil || cfg.asNkeyUser() {
 		t.Fatalf("loadConfig(keys and NATS_USER) = %v; signer %v, nkey user %v", err, cfg.signer, cfg.asNkeyUser())
+	}
+	// Byzantine with four members tolerates one liar; with three, only
+	// when asked for explicitly.
+	if _, err := loadConfig(withKeys("NODE_PEERS", "1,2,3,4,5", "ELECTION_ALGORITHM", "byzantine")); err != nil {
+		t.Errorf("byzantine with 5 members: %v", err)
+	}
+	smallEnv := with("ELECTION_KEY_FILE", small.seeds[3], "ELECTION_KEYS_FILE", small.members, "NODE_PEERS", "1,2,3", "ELECTION_ALGORITHM", "byzantine")
+	for _, opt := range []string{"true", "1"} {
+		smallEnv["ELECTION_BYZANTINE_SMALL"] = opt
+		if _, err := loadConfig(smallEnv); err != nil {
+			t.Errorf("byzantine with 3 members and ELECTION_BYZANTINE_SMALL=%s: %v", opt, err)
+		}
+	}
+	// A seed file the owner alone may read (and write) is used.
+	if _, err := loadConfig(withKeys("ELECTION_KEY_FILE", chmod(t, file("owner.seed", mustRead(t, k.seeds[3])), 0o400))); err != nil {
+		t.Errorf("seed file of mode 0400: %v", err)
+	}
+}
+
+// mustRead returns the contents of path.
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// chmod sets path's mode and returns path.
+func chmod(t *testing.T, path string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// syncBuffer is a log destination safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMemberKeyWithoutNkeyUsers: a node with a member key, on a NATS
+// server that lists no nkey users, connects without the key (it has no
+// other credentials) and says once why, instead of waiting for NATS for
+// ever.
+func TestMemberKeyWithoutNkeyUsers(t *testing.T) {
+	url := batontest.StartNATS(t)
+	k := writeKeys(t, 1)
+	env := map[string]string{
+		"NODE_ID": "1", "NODE_PEERS": "1", "HTTP_ADDR": "127.0.0.1:0", "NATS_URL": url,
+		"ELECTION_KEY_FILE": k.seeds[1], "ELECTION_KEYS_FILE": k.members, "ELECTION_DATA": t.TempDir(),
+		"ELECTION_CONNECTION_EVENTS": "off",
+	}
+	var stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, env, &stderr) }()
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if !strings.Contains(stderr.String(), "NATS connected") {
+			return fmt.Errorf("not connected yet; log:\n%s", stderr.String())
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("exit status: got %d, want %d", c, exitOK)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	out := stderr.String()
+	if n := strings.Count(out, "nkeys not supported by the server"); n != 1 {
+		t.Errorf("the server's reason is logged %d times, want once:\n%s", n, out)
 	}
 }

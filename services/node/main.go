@@ -20,12 +20,13 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -90,12 +91,30 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		log.Error("listen", "addr", cfg.HTTPAddr, "err", err)
 		return exitFailed
 	}
-	nc, err := nats.Connect(strings.Join(cfg.urls, ","), cfg.natsOptions(log)...)
-	if err != nil {
-		ln.Close()
-		log.Error("connect to NATS", "err", err)
-		return exitFailed
+	// HTTP answers from the start: 503 while the first connection to NATS
+	// is being made, the node's endpoints after.
+	handler := &lateHandler{}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	stopHTTP := func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			srv.Close()
+		}
 	}
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "algorithm", cfg.Algorithm, "timing", fmt.Sprintf("%+v", cfg.timing))
+
+	keyOpts := cfg.keyOptions()
+	nc, withKey, err := natsconn.Dial(ctx, strings.Join(cfg.urls, ","), cfg.natsOptions(log), keyOpts, log)
+	if err != nil {
+		// Stopped by a signal before NATS answered: nothing to hand over.
+		stopHTTP()
+		log.Info("stopped before connecting to NATS", "status", exitOK)
+		return exitOK
+	}
+	cfg.nkeyRefused = keyOpts != nil && !withKey
 	n, err := node.New(nc, node.Config{
 		Cluster:          cfg.Cluster,
 		Algorithm:        protocol.Algorithm(cfg.Algorithm),
@@ -110,17 +129,13 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		Logger:           log,
 	})
 	if err != nil {
-		ln.Close()
+		stopHTTP()
 		nc.Close()
 		log.Error("node", "err", err)
 		return exitFailed
 	}
 	n.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving HTTP", "addr", ln.Addr().String(), "algorithm", cfg.Algorithm, "timing", fmt.Sprintf("%+v", cfg.timing))
+	handler.set(n.Handler())
 
 	runCtx, stopNode := context.WithCancel(ctx)
 	defer stopNode()
@@ -140,11 +155,22 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		log.Error("node stopped", "err", err)
 		code = exitFailed
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		srv.Close()
-	}
+	stopHTTP()
 	log.Info("stopped", "status", code)
 	return code
+}
+
+// lateHandler answers 503 until the node's handler is set.
+type lateHandler struct {
+	h atomic.Pointer[http.Handler]
+}
+
+func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := l.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	http.Error(w, "waiting for NATS", http.StatusServiceUnavailable)
 }

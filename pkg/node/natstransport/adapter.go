@@ -200,20 +200,34 @@ func setDefault[T comparable](v *T, def T) {
 
 // Connect waits until the connection is up, then subscribes to the
 // connection events and starts their probe beside the node (it only logs
-// and counts; Close waits for it).
+// and counts; Close waits for it). While it waits, it logs why each
+// attempt of the connection failed, as the client last saw it (the
+// server's refusal, such as "nkeys not supported by the server"): at
+// warn level each new reason, at debug level the repeats.
 func (a *Adapter) Connect(ctx context.Context, in *transport.Lanes) error {
 	a.once.Do(func() {
 		a.lanes = in
 		a.closedStat = a.nc.StatusChanged(nats.CLOSED)
 		a.wg.Go(a.watchClosed)
 	})
-	connected := a.nc.StatusChanged(nats.CONNECTED)
+	// The client turns reconnecting again after each attempt that failed.
+	connected := a.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING)
 	defer a.nc.RemoveStatusListener(connected)
+	waiting, last := false, ""
 	for !a.nc.IsConnected() {
 		if a.nc.IsClosed() {
 			return transport.ErrClosed
 		}
-		a.log.Info("waiting for NATS")
+		switch err := a.nc.LastError(); {
+		case err != nil && err.Error() != last:
+			last = err.Error()
+			a.log.Warn("waiting for NATS", "err", err)
+		case err != nil:
+			a.log.Debug("waiting for NATS", "err", err)
+		case !waiting:
+			a.log.Info("waiting for NATS")
+		}
+		waiting = true
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

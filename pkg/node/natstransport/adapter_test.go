@@ -3,7 +3,9 @@ package natstransport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,5 +287,60 @@ func TestSendPointToPoint(t *testing.T) {
 		}
 	case <-timeout:
 		t.Fatal("member 1 did not hear that 3 is unreachable")
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// While the connection is not up, Connect says why: a member key that a
+// server without nkey users refuses is named, not waited on in silence.
+func TestConnectLogsWhyItWaits(t *testing.T) {
+	url := batontest.StartNATS(t)
+	signer := batontest.NewSigner(t, 1)
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.Nkey(signer.PublicKey(), signer.KeyPair().Sign))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var logs lockedBuffer
+	a, err := New(nc, Config{Cluster: "c", ID: 1, Members: []uint64{1, 2}, Meter: newCountingMeter(),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Connect(ctx, transport.NewLanes(8, newCountingMeter())) }()
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), nats.ErrNkeysNotSupported.Error()) {
+			return fmt.Errorf("log does not name %q:\n%s", nats.ErrNkeysNotSupported, logs.String())
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Connect: got %v, want %v", err, context.Canceled)
+	}
+	if n := strings.Count(logs.String(), nats.ErrNkeysNotSupported.Error()); n != 1 {
+		t.Errorf("the reason is logged %d times at info level and above, want once:\n%s", n, logs.String())
 	}
 }

@@ -87,6 +87,8 @@ type cluster struct {
 	accounts bool
 	// events is Config.ConnectionEvents.
 	events string
+	// maxAge is Config.MaxMessageAge; zero means its default.
+	maxAge time.Duration
 }
 
 // dataDir is node id's data directory, the same for every start of it.
@@ -134,6 +136,7 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 		Logger:           testLogger().With("node", id, "cluster", c.name),
 		ConnectionEvents: c.events,
 		Probe:            probe,
+		MaxMessageAge:    c.maxAge,
 	})
 	return run(t, n, nc, err)
 }

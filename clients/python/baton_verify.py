@@ -18,7 +18,8 @@ last announcement kept by the JetStream stream that captures
 election.<cluster>.leader; watch subscribes to election.<cluster>.leader
 and checks each announcement as it arrives. Each announcement read is
 reported as one JSON line on stdout, with "verdict" "verified" or
-"refused" (and the reason); "none" when nothing answered. watch first
+"refused" (and the reason) and the SHA-256 of the payload; "none" when
+nothing answered. watch first
 prints {"event": "subscribed"} once its subscription is in place.
 
 Exit status: 0 when every announcement read was verified, 1 when one was
@@ -29,6 +30,7 @@ reached or refuses the connection.
 
 import argparse
 import base64
+import hashlib
 import json
 import os
 import re
@@ -446,12 +448,13 @@ def report(source: str, verdict: str, **fields) -> None:
 
 
 def judge(source, members, cluster, algorithm, headers, payload) -> bool:
+    digest = hashlib.sha256(payload).hexdigest()
     try:
         a = check_announcement(members, cluster, algorithm, payload, headers)
     except Refused as e:
-        report(source, "refused", reason=str(e))
+        report(source, "refused", reason=str(e), sha256=digest)
         return False
-    report(source, "verified", leader=a["leader"], term=a["term"], algorithm=a["algorithm"])
+    report(source, "verified", leader=a["leader"], term=a["term"], algorithm=a["algorithm"], sha256=digest)
     return True
 
 

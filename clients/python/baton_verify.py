@@ -20,7 +20,9 @@ and checks each announcement as it arrives. Each announcement read is
 reported as one JSON line on stdout, with "verdict" "verified" or
 "refused" (and the reason) and the SHA-256 of the payload; "none" when
 nothing answered. watch first
-prints {"event": "subscribed"} once its subscription is in place.
+prints {"event": "subscribed"} once its subscription is in place, then
+judges each announcement on its own: an application that follows the
+leader keeps the highest term it believed and ignores the others.
 
 Exit status: 0 when every announcement read was verified, 1 when one was
 refused, 3 when nothing answered (no leader, an empty stream, a time-out),
@@ -489,7 +491,10 @@ def main(argv) -> int:
     leader_subject = "election.%s.leader" % cluster
     try:
         nc = NATS(args.server, args.user, args.password, args.timeout)
-    except (OSError, ConnectionError, ConfigError, ValueError) as e:
+    except ConfigError as e:
+        print("baton_verify: %s" % e, file=sys.stderr)
+        return 2
+    except (OSError, ConnectionError, ValueError) as e:
         print("baton_verify: %s: %s" % (args.server, e), file=sys.stderr)
         return 4
     try:

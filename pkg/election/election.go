@@ -1,7 +1,10 @@
 // Package election defines what an election algorithm exposes to the code
-// that drives it (the NATS runtime in production, the simulator in tests)
-// and the state and rules that Bully and the ring share: membership, terms,
-// leader tracking, heartbeats and failure suspicion.
+// that drives it (the node runtime in production, the simulator in tests):
+// the Machine interface, the events it takes and the Ready it returns, its
+// soft and hard state, its configuration and its timing. The machines are
+// in packages of their own (bully, ring, paxos, byzantine); the rules
+// that Bully, the ring and Paxos share (terms, leader tracking, failure
+// suspicion) are in pkg/internal/core.
 //
 // Algorithms are pure state machines. They import neither NATS nor time,
 // start no goroutines and do no I/O: the driver feeds them events (Start,
@@ -10,25 +13,33 @@
 //
 // # Terms
 //
-// Every leadership has a term. Terms are partitioned among the members: the
-// member at index i of the sorted membership only ever claims terms t with
-// t mod n == (i+1) mod n, where n is the number of members. So no two
-// different nodes can ever claim the same term, whatever the network does.
-// A node claims the smallest term of its own that is larger than every term
-// it has seen, and every message carries a term, so a new leader's term is
-// larger than its predecessor's whenever the two heard of each other.
+// Every leadership has a term. Terms are partitioned among the members, so
+// that no two different nodes can ever claim the same term, whatever the
+// network does. Under Bully, the ring and Paxos, the member at index i of
+// the membership sorted in increasing order only ever claims terms t with
+// t mod n == (i+1) mod n, where n is the number of members; it claims the
+// smallest such term that is larger than every term it has seen, and every
+// message carries a term, so a new leader's term is larger than its
+// predecessor's whenever the two heard of each other. Under byzantine,
+// term t has one designated leader, index (t−1) mod n of the membership
+// sorted in decreasing order, and a member enters a term only on proof
+// (see package byzantine).
 //
 // A node accepts a leader only with a term at least as large as the one it
-// accepted before, and answers an older term with a Stale message that
-// tells the sender the newer term, so a leader that missed an election (a
-// restarted node, the far side of a healed partition) catches up at once.
+// accepted before. Under Bully and the ring it answers an older term with
+// a Stale message that tells the sender the newer term, so a leader that
+// missed an election (a restarted node, the far side of a healed
+// partition) catches up at once.
 //
 // # What is not guaranteed
 //
-// Neither algorithm uses quorums. Nodes on both sides of a network partition
-// each elect a leader; the two leaders have different terms, and the side
-// that reconnects converges on the highest live ID with a term larger than
-// both. Applications that must not act on a stale leader fence with terms.
+// Bully and the ring use no quorums. Nodes on both sides of a network
+// partition each elect a leader; the two leaders have different terms, and
+// the side that reconnects converges on the highest live ID with a term
+// larger than both. Applications that must not act on a stale leader fence
+// with terms. Paxos and byzantine elect only with a quorum (a majority of
+// promises; the signed votes of ⌈(n+f+1)/2⌉ members), so a side of a
+// partition without one elects nobody.
 package election
 
 import (

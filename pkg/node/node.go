@@ -3,9 +3,9 @@
 //
 // The package has one part per job:
 //
-//   - the loop (node.go, apply.go): one goroutine, Run's, owns the
-//     driver (pkg/driver) and through it the machine, and carries out
-//     each Ready: store, show, send, announce;
+//   - the loop (loop.go, with apply.go carrying out each Ready): one
+//     goroutine, Run's, owns the driver (pkg/driver) and through it the
+//     machine, and carries out each Ready: store, show, send, announce;
 //   - the transport (pkg/node/transport): the protocol's messages in and
 //     out; New runs the node on the NATS adapter (pkg/node/natstransport),
 //     which owns subjects, signatures, the checks of what arrives, replay
@@ -15,35 +15,65 @@
 //   - the bootstrap (bootstrap.go): what the cluster says of its term,
 //     asked once before the machine starts;
 //   - the store (store.go): the hard state on disk;
-//   - what others read (http.go, metrics.go, participant.go): /status,
-//     /healthz, /metrics and the callbacks read one immutable snapshot of
-//     the node (view), which the loop publishes after each change.
+//   - what others read (view.go, http.go, metrics.go, participant.go):
+//     /status, /healthz, /metrics and the callbacks read one immutable
+//     snapshot of the node (view), which the loop publishes after each
+//     change.
 //
-// The loop selects over the context, a timer set to the machine's next
-// deadline (Machine.Due: an idle node does not wake up until something is
-// due), and the transport's two bounded lanes: leadership claims
-// (heartbeats and Coordinators) and everything else, the claims first, so
-// that no other traffic can delay the current leader's heartbeats. Each
-// queued message carries the time it arrived, and the machine gets,
-// before it, only the ticks that fell due before that time: a node
-// descheduled for a while handles what arrived meanwhile before its own
-// time-outs fire, instead of timing out on messages waiting in its queue.
-// When a deadline comes with nothing queued, a node that does not lead
-// first settles its transport (the NATS adapter flushes its connection and
-// waits until its subscriptions have queued what that brought) and
-// handles what that brings: a message still unread in its socket is
-// handled before the deadline's tick, though what is measured from its
-// arrival (a Paxos grant) is measured from when it really arrived.
+// # The loop
 //
-// The machine is driven through pkg/driver, the driver the simulator uses
-// too: it turns time into ticks, drops the messages of stale ticks,
-// batches, stamps, and hands each message the tick it arrived in. After
-// every batch of events the node carries out the driver's Ready: it writes
-// the hard state to the data directory when it changed (and stops if it
-// cannot: a node must not act on a term that a restart could forget),
-// then shows the new status, sends each message, and, when the machine has
-// claimed a new term, announces a protocol.Announcement. While it leads,
-// the transport answers the cluster's queries with that announcement.
+// This is the one description of the runtime's loop (docs/architecture.md
+// points here); the code is in loop.go and apply.go.
+//
+//   - Sleeping until due. The loop selects over the context, the closing
+//     of the connection, a timer set to the machine's next deadline
+//     (Machine.Due: an idle node does not wake up until something is due)
+//     and the transport's two bounded lanes; then it gives the machine
+//     every tick that fell due.
+//   - Claims first. Leadership claims (heartbeats, Coordinators, a
+//     member's closed connection) have a lane of their own
+//     (transport.ClaimsSize), read before the other lane
+//     (Config.InboxSize), so that no other traffic can delay the current
+//     leader's heartbeats.
+//   - Events in the order they happened. Each queued message carries the
+//     time it arrived, and the machine gets, before it, only the ticks
+//     that fell due before that time: a node descheduled for a while
+//     handles what arrived meanwhile before its own time-outs fire,
+//     instead of timing out on messages waiting in its queue.
+//   - One write per batch. The loop handles up to 64 queued events
+//     (maxBatch), then commits once: one write of state.json serves the
+//     batch, whose messages then leave in order.
+//   - Settling before a deadline. When a deadline comes with nothing
+//     queued, a node that does not lead first settles its transport (the
+//     NATS adapter flushes its connection and waits until its
+//     subscriptions have queued what that brought) and handles what that
+//     brings as arrived before the deadline's tick (Node.settle): a
+//     leader's heartbeat or a higher node's Answer still unread in its
+//     socket counts, though what is measured from its arrival (a Paxos
+//     grant, election.ArrivalStepper) is measured from when it really
+//     arrived. A leader does not settle: its deadlines are its own
+//     heartbeats and lease.
+//   - Stalls. After a stall (a paused process, a long garbage
+//     collection) the machine gets the missed ticks at once, but the
+//     messages of ticks more than election.StaleTicks before the last are
+//     not sent: they are out of date, and repeated by those of the last
+//     ticks.
+//   - Committing. The machine is driven through pkg/driver, the driver
+//     the simulator uses too: it turns time into ticks, drops the
+//     messages of stale ticks, batches, stamps, and hands each message
+//     the tick it arrived in. After every batch the node carries out the
+//     driver's Ready (commit, apply.go): it writes the hard state to the
+//     data directory when it changed (and stops if it cannot: a node must
+//     not act on a term that a restart could forget), then shows the new
+//     status, sends each message, and, when the machine has claimed a new
+//     term, announces a protocol.Announcement. While it leads, the
+//     transport answers the cluster's queries with that announcement.
+//   - Leaving. When its context ends, the node resigns (a leader hands
+//     over), stores and publishes its last messages, flushes and drains
+//     the connection within Config.ShutdownTimeout; if the connection
+//     closes for good, it stops without resigning (ErrConnectionClosed);
+//     if its data directory fails, it stops without a word (it could not
+//     store its Resign either).
 //
 // # Terms across restarts
 //

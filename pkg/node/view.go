@@ -126,7 +126,8 @@ func (n *Node) unwatch(ch chan struct{}) {
 	delete(n.watchers.chs, ch)
 }
 
-// changed notifies every watcher; setStatus calls it.
+// changed notifies every watcher; publishView calls it when what they
+// see has changed.
 func (n *Node) changed() {
 	n.watchers.mu.Lock()
 	defer n.watchers.mu.Unlock()

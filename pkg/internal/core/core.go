@@ -1,7 +1,11 @@
-// Package core holds the state and the rules that the election machines
-// share: terms, leader tracking, failure suspicion, the term part of the
-// hard state and the events they report. Only the algorithms use it;
-// drivers see them through election.Machine.
+// Package core holds the state and the rules that Bully, the ring and
+// Paxos share: terms, leader tracking, failure suspicion, the term part of
+// the hard state and the events they report. Those machines are built on
+// it (byzantine keeps rules of its own); drivers see them through
+// election.Machine. Beside the machines, only its bounds on how far
+// received terms may move (TermBurst, TermRate) are read elsewhere: by the
+// node's bootstrap (pkg/node), which bounds the term it learns at start
+// the same way, and by the simulator (pkg/sim).
 //
 // The rules are kept by a few transitions, in the manner of a raft
 // implementation's becomeFollower, becomeCandidate and becomeLeader:

@@ -111,6 +111,15 @@ type Config struct {
 	// Secret is read only to refuse it: the shared secret was replaced
 	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
+	// Later variables of the contract that this node does not implement
+	// yet, read only to refuse them rather than ignore them: members that
+	// come and go, and many elections in one process.
+	Membership string `env:"ELECTION_MEMBERSHIP"`
+	Voters     string `env:"ELECTION_VOTERS"`
+	CredsFile  string `env:"ELECTION_CREDS_FILE"`
+	Authority  string `env:"ELECTION_AUTHORITY"`
+	Clusters   string `env:"ELECTION_CLUSTERS"`
+	Rank       string `env:"ELECTION_RANK"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.
@@ -194,6 +203,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	c.urls, _ = c.NATS.URLs()
+	if err := c.refuseUnimplemented(); err != nil {
+		return err
+	}
 	if c.ID == 0 {
 		return invalid("NODE_ID", "must be a positive integer, got 0")
 	}
@@ -532,4 +544,28 @@ func (c *Config) newLogger(w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// refuseUnimplemented refuses the contract's variables that this node does
+// not implement yet, so that a deployment that sets them learns it at
+// once instead of running something else than it asked for. The values
+// that ask for what the node does anyway (static membership, one cluster
+// ranked by ID) are accepted.
+func (c *Config) refuseUnimplemented() error {
+	const later = "not implemented by this version of the node"
+	switch {
+	case c.Membership != "" && c.Membership != "static":
+		return invalid("ELECTION_MEMBERSHIP", "%q: only static membership (NODE_PEERS) is %s", c.Membership, "implemented; dynamic membership is "+later)
+	case c.Voters != "":
+		return invalid("ELECTION_VOTERS", "set, but dynamic membership is %s", later)
+	case c.CredsFile != "":
+		return invalid("ELECTION_CREDS_FILE", "set, but credentials of dynamic membership are %s: use ELECTION_KEY_FILE and ELECTION_KEYS_FILE", later)
+	case c.Authority != "":
+		return invalid("ELECTION_AUTHORITY", "set, but credentials of dynamic membership are %s: use ELECTION_KEY_FILE and ELECTION_KEYS_FILE", later)
+	case c.Clusters != "":
+		return invalid("ELECTION_CLUSTERS", "set, but many elections in one process are %s: run a node per cluster with ELECTION_CLUSTER", later)
+	case c.Rank != "" && c.Rank != "id":
+		return invalid("ELECTION_RANK", "%q: only id (the highest ID leads) is implemented", c.Rank)
+	}
+	return nil
 }

@@ -234,6 +234,12 @@ func TestKeyConfiguration(t *testing.T) {
 		says string
 	}{
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "replaced by member keys"},
+		{with("ELECTION_MEMBERSHIP", "dynamic"), "ELECTION_MEMBERSHIP", "not implemented"},
+		{with("ELECTION_VOTERS", "1,2,3"), "ELECTION_VOTERS", "not implemented"},
+		{with("ELECTION_CREDS_FILE", "m.creds"), "ELECTION_CREDS_FILE", "not implemented"},
+		{with("ELECTION_AUTHORITY", "A"), "ELECTION_AUTHORITY", "not implemented"},
+		{with("ELECTION_CLUSTERS", "shard-{0..3}"), "ELECTION_CLUSTERS", "not implemented"},
+		{with("ELECTION_RANK", "spread"), "ELECTION_RANK", "only id"},
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "docs/configuration.md#member-keys"},
 		{with("ELECTION_KEY_FILE", k.seeds[3]), "ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE"},
 		{with("ELECTION_KEYS_FILE", k.members), "ELECTION_KEY_FILE", "required with ELECTION_KEYS_FILE"},

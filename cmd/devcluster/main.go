@@ -308,7 +308,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	requests := make(chan request)
-	loopDone := make(chan struct{}) // closed when the main loop ends
+	loopDone := make(chan struct{}) // closed when the main loop ends, or run returns before it
+	endLoop := sync.OnceFunc(func() { close(loopDone) })
 	// How to start a node again, in the messages.
 	restartHint := "with the control endpoint off (-control-port 0), nodes cannot be started again"
 	if cfg.controlPort != 0 {
@@ -318,6 +319,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		stopControl := serveControl(l, controlHandler(cast, requests, loopDone))
 		defer stopControl()
+		defer endLoop() // first: the handlers waiting for the loop return
 		port := l.Addr().(*net.TCPAddr).Port
 		commandPort := ""
 		if port != defaultControlPort {
@@ -444,7 +446,7 @@ watch:
 			}
 		}
 	}
-	close(loopDone)
+	endLoop()
 	stops.Wait()
 
 	// Stop the nodes that still run while NATS still runs, so a leader can

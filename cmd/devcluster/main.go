@@ -6,6 +6,14 @@
 // one line per leader change as the announcements arrive on
 // election.*.leader; the processes' output goes to one log file each.
 //
+// It shows each node's PID and /status URL when the node starts, and how
+// it exited when it does. Nodes may die (kill <pid>): NATS and the observer
+// keep running, the last node's death included, until devcluster is
+// stopped. Its control endpoint on 127.0.0.1 (-control-port) starts a node
+// again with the same ID and data directory, or stops one; the commands
+// "devcluster restart <id>", "devcluster kill <id>" and "devcluster nodes"
+// are its client (go tool task restart -- 3).
+//
 // Ctrl-C (SIGINT), SIGTERM or SIGHUP stops it: SIGTERM to every node,
 // which hands leadership over and exits; then the observer and the NATS
 // server. On Linux the same happens when the process that started it
@@ -28,11 +36,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,6 +67,7 @@ type config struct {
 	observerPort int
 	natsPort     int
 	httpPort     int
+	controlPort  int
 	algorithm    string
 	cluster      string
 	logDir       string
@@ -64,6 +77,18 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 {
+		if _, ok := commands[os.Args[1]]; ok {
+			if err := runCommand(os.Args[1], os.Args[2:], os.Stdout, os.Stderr); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					os.Exit(0)
+				}
+				fmt.Fprintln(os.Stderr, "devcluster:", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// The process that started this one (the task runner, a shell) may die
@@ -92,15 +117,26 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.observerPort, "observer-port", 8080, "HTTP port of the observer's page on 127.0.0.1")
 	fs.IntVar(&c.natsPort, "nats-port", 4222, "port of the embedded NATS server on 127.0.0.1 (-1: a free port)")
 	fs.IntVar(&c.httpPort, "http-port", 8081, "HTTP port of node 1; node i listens on http-port+i-1")
+	fs.IntVar(&c.controlPort, "control-port", defaultControlPort, "port of the control endpoint on 127.0.0.1, for devcluster restart, kill and nodes (-1: a free port, 0: none)")
 	fs.StringVar(&c.algorithm, "algorithm", string(protocol.Bully), `election algorithm (ELECTION_ALGORITHM), or "all": one cluster per algorithm, named after it`)
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER); ignored with -algorithm all")
 	fs.StringVar(&c.logDir, "logs", "", "directory for the node logs (default: a new temporary directory)")
 	fs.StringVar(&c.keys, "keys", "auto", `member keys: "on", "off", or "auto" (on if the node binary reads ELECTION_KEY_FILE)`)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: devcluster [flags]: run a local cluster until Ctrl-C")
+		for _, c := range slices.Sorted(maps.Keys(commands)) {
+			fmt.Fprintf(fs.Output(), "       devcluster %s ...: %s\n", c, commands[c])
+		}
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.controlPort < -1 || c.controlPort > 65535 {
+		return c, fmt.Errorf("-control-port %d is not a port (or -1 for a free one, 0 for none)", c.controlPort)
 	}
 	if c.natsPort != -1 && (c.natsPort < 1 || c.natsPort > 65535) {
 		return c, fmt.Errorf("-nats-port %d is not a port (or -1 for a free one)", c.natsPort)
@@ -174,8 +210,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	members := map[string]*protocol.MemberKeys{}
 	keyDirs := map[string]string{} // each cluster's key directory, with keys
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
-	exits := make(chan *localcluster.Node, len(cfg.algorithms)*cfg.nodes)
+	// A node's exit is read before the node is started again, so each has
+	// at most one waiting.
+	exits := make(chan localcluster.Exit, len(cfg.algorithms)*cfg.nodes)
 	var nodes []*localcluster.Node
+	cast := roster{nodes: map[string][]*localcluster.Node{}}
 	type clusterInfo struct{ name, algorithm, first, last string }
 	var clusters []clusterInfo
 	port := cfg.httpPort
@@ -219,6 +258,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 		nodes = append(nodes, ns...)
+		cast.clusters = append(cast.clusters, name)
+		cast.nodes[name] = ns
 		clusters = append(clusters, clusterInfo{name, algorithm, addrs[0], addrs[len(addrs)-1]})
 	}
 
@@ -268,11 +309,47 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		defer observer.Stop(stopGrace)
-		fmt.Fprintf(out, "devcluster: observer page at http://%s/ (log %s)\n", addr, observer.LogPath)
+		fmt.Fprintf(out, "devcluster: observer page at http://%s/ (pid %d, log %s)\n", addr, observer.Pid(), observer.LogPath)
 	}
 
-	for _, n := range nodes {
-		if err := n.Start(); err != nil {
+	requests := make(chan request)
+	loopDone := make(chan struct{}) // closed when the main loop ends, or run returns before it
+	endLoop := sync.OnceFunc(func() { close(loopDone) })
+	// How to start a node again, in the messages.
+	restartHint := "with the control endpoint off (-control-port 0), nodes cannot be started again"
+	if cfg.controlPort != 0 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", max(cfg.controlPort, 0)))
+		if err != nil {
+			return fmt.Errorf("control endpoint: %w (another run? -control-port)", err)
+		}
+		stopControl := serveControl(l, controlHandler(cast, requests, loopDone))
+		defer stopControl()
+		defer endLoop() // first: the handlers waiting for the loop return
+		port := l.Addr().(*net.TCPAddr).Port
+		commandPort := ""
+		if port != defaultControlPort {
+			commandPort = fmt.Sprintf(" -control-port %d", port)
+		}
+		fmt.Fprintf(out, "devcluster: control at http://127.0.0.1:%d/: go tool task restart --%s <id> starts a node again (stopping it first if it runs), go tool task kill --%s <id> stops one\n",
+			port, commandPort, commandPort)
+		restartHint = fmt.Sprintf("go tool task restart --%s <id> starts a node again, with its ID and data directory", commandPort)
+	}
+
+	// running is each running node's PID, from its start until its exit
+	// is read from exits. Only the main loop starts nodes, and only once
+	// their last exit has been read.
+	running := make(map[*localcluster.Node]int, len(nodes))
+	start := func(m member) (answer, error) {
+		if err := m.node.Start(); err != nil {
+			return answer{}, err
+		}
+		running[m.node] = m.node.Pid()
+		text := fmt.Sprintf("node %s started: pid %d, status http://%s/status", m, m.node.Pid(), m.node.HTTPAddr)
+		fmt.Fprintf(out, "devcluster: %s\n", text)
+		return answer{http.StatusOK, text}, nil
+	}
+	for _, m := range cast.all() {
+		if _, err := start(m); err != nil {
 			localcluster.StopAll(nodes, stopGrace)
 			return err
 		}
@@ -288,9 +365,23 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			c.name, cfg.nodes, c.algorithm, c.first, c.last, filepath.Join(cfg.logDir, c.name))
 	}
 
-	// Watch until a signal arrives or every node has died on its own.
-	exited := 0
-	var failure error
+	fmt.Fprintf(out, "devcluster: kill <pid> kills a node, NATS and the observer keep running; %s\n", restartHint)
+
+	// Watch until a signal arrives: nodes that die, every node included,
+	// are reported, and may be started again on request; NATS and the
+	// observer keep running.
+	var (
+		pending = map[*localcluster.Node]request{} // a restart or kill whose process was told to stop
+		stops   sync.WaitGroup                     // the stops of pending requests
+		byNode  = map[*localcluster.Node]member{}
+	)
+	for _, m := range cast.all() {
+		byNode[m.node] = m
+	}
+	var observerDone <-chan struct{}
+	if observer != nil {
+		observerDone = observer.Done()
+	}
 watch:
 	for {
 		select {
@@ -299,23 +390,77 @@ watch:
 			break watch
 		case m := <-leaders:
 			printLeader(out, m)
-		case n := <-exits:
-			exited++
-			fmt.Fprintf(out, "devcluster: node %d exited (%v); see %s\n", n.ID, exitText(n.ExitErr()), n.LogPath)
-			if exited == len(nodes) {
-				failure = errors.New("every node has exited")
-				break watch
+		case <-observerDone:
+			observerDone = nil
+			fmt.Fprintf(out, "devcluster: the observer (pid %d) exited: %s; see %s\n", observer.Pid(), localcluster.ExitText(observer.ExitErr()), observer.LogPath)
+		case e := <-exits:
+			m := byNode[e.Node]
+			if running[e.Node] == e.Pid {
+				delete(running, e.Node)
+			}
+			text := fmt.Sprintf("node %s (pid %d) exited: %s", m, e.Pid, localcluster.ExitText(e.Err))
+			fmt.Fprintf(out, "devcluster: %s; log %s\n", text, e.Node.LogPath)
+			if q, ok := pending[e.Node]; ok {
+				delete(pending, e.Node)
+				a := answer{http.StatusOK, text}
+				if q.op == opRestart {
+					started, err := start(m)
+					if err != nil {
+						started = answer{http.StatusInternalServerError, err.Error()}
+						fmt.Fprintf(out, "devcluster: node %s: %v\n", m, err)
+					}
+					a = answer{started.status, text + "; " + started.text}
+				}
+				q.reply <- a
+			}
+			if len(running) == 0 && len(pending) == 0 {
+				fmt.Fprintf(out, "devcluster: every node has exited; NATS and the observer keep running (%s; Ctrl-C stops)\n", restartHint)
+			}
+		case q := <-requests:
+			if q.op == opList {
+				q.reply <- answer{http.StatusOK, listNodes(cast, running)}
+				continue
+			}
+			m := q.member
+			if _, busy := pending[m.node]; busy {
+				q.reply <- answer{http.StatusConflict, fmt.Sprintf("node %s: a restart or kill is already under way", m)}
+				continue
+			}
+			_, isRunning := running[m.node]
+			switch {
+			case !isRunning && q.op == opKill:
+				q.reply <- answer{http.StatusConflict, fmt.Sprintf("node %s is not running", m)}
+			case !isRunning:
+				a, err := start(m)
+				if err != nil {
+					a = answer{http.StatusInternalServerError, err.Error()}
+					fmt.Fprintf(out, "devcluster: node %s: %v\n", m, err)
+				}
+				q.reply <- a
+			default:
+				// Its exit, read from exits, completes the request.
+				pending[m.node] = q
+				if q.op == opKill && q.signal == syscall.SIGKILL {
+					if err := m.node.Signal(syscall.SIGKILL); err != nil {
+						delete(pending, m.node)
+						q.reply <- answer{http.StatusInternalServerError, err.Error()}
+					}
+				} else {
+					stops.Go(func() { m.node.Stop(stopGrace) })
+				}
 			}
 		}
 	}
+	endLoop()
+	stops.Wait()
 
 	// Stop the nodes that still run while NATS still runs, so a leader can
 	// hand over, and keep printing the leader changes that brings. Nodes
 	// that exited earlier were reported when they did.
-	var running []*localcluster.Node
+	var still []*localcluster.Node
 	for _, n := range nodes {
 		if n.Running() {
-			running = append(running, n)
+			still = append(still, n)
 		}
 	}
 	var (
@@ -325,7 +470,7 @@ watch:
 	stopped := make(chan struct{})
 	wg.Go(func() {
 		defer close(stopped)
-		results = localcluster.StopAll(running, stopGrace)
+		results = localcluster.StopAll(still, stopGrace)
 	})
 	for waiting := true; waiting; {
 		select {
@@ -347,20 +492,17 @@ watch:
 		switch {
 		case r.Killed:
 			clean = false
-			fmt.Fprintf(out, "devcluster: node %d did not exit within %s and was killed\n", r.Node.ID, stopGrace)
-		case r.Err != nil && failure == nil:
+			fmt.Fprintf(out, "devcluster: node %s did not exit within %s and was killed\n", byNode[r.Node], stopGrace)
+		case r.Err != nil:
 			clean = false
-			fmt.Fprintf(out, "devcluster: node %d: %v; see %s\n", r.Node.ID, exitText(r.Err), r.Node.LogPath)
+			fmt.Fprintf(out, "devcluster: node %s: %s; see %s\n", byNode[r.Node], localcluster.ExitText(r.Err), r.Node.LogPath)
 		}
-	}
-	if failure != nil {
-		return failure
 	}
 	if !clean {
 		return errors.New("not every node stopped cleanly")
 	}
 	fmt.Fprintf(out, "devcluster: %d of %d nodes were running; all exited with status 0 (slowest after %s); NATS stopped\n",
-		len(running), len(nodes), slowest.Round(time.Millisecond))
+		len(still), len(nodes), slowest.Round(time.Millisecond))
 	return nil
 }
 
@@ -375,9 +517,21 @@ func printLeader(out io.Writer, m *nats.Msg) {
 		a.At.Local().Format("15:04:05.000"), a.Cluster, a.Leader, a.Term, a.Algorithm)
 }
 
-func exitText(err error) string {
-	if err == nil {
-		return "exit status 0"
+// listNodes is the answer to GET /nodes: a line per node, with its PID if
+// it runs, or how it last exited.
+func listNodes(r roster, running map[*localcluster.Node]int) string {
+	var b strings.Builder
+	for i, m := range r.all() {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		state := "not started"
+		if pid, ok := running[m.node]; ok {
+			state = fmt.Sprintf("running, pid %d", pid)
+		} else if m.node.Pid() != 0 {
+			state = fmt.Sprintf("exited (pid %d): %s", m.node.Pid(), localcluster.ExitText(m.node.ExitErr()))
+		}
+		fmt.Fprintf(&b, "%s %s, status http://%s/status, log %s", m, state, m.node.HTTPAddr, m.node.LogPath)
 	}
-	return err.Error()
+	return b.String()
 }

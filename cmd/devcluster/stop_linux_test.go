@@ -87,7 +87,7 @@ func devclusterArgs(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return []string{"-nodes", "3", "-binary", self, "-observer", self,
-		"-nats-port", "-1", "-http-port", "20001", "-observer-port", "20000", "-keys", "off", "-logs", t.TempDir()}
+		"-nats-port", "-1", "-http-port", "20001", "-observer-port", "20000", "-control-port", "-1", "-keys", "off", "-logs", t.TempDir()}
 }
 
 // start starts the test binary in role with args, in a process group of

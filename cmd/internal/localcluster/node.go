@@ -40,9 +40,19 @@ type Spec struct {
 	// Env is added to the environment the nodes inherit from this process,
 	// e.g. timing variables; the contract variables above take precedence.
 	Env []string
-	// Exits, if not nil, receives a node each time its process exits. The
-	// send never blocks: give the channel room for every exit that matters.
-	Exits chan<- *Node
+	// Exits, if not nil, receives an Exit each time a node's process
+	// exits. The send never blocks: give the channel room for every exit
+	// that matters.
+	Exits chan<- Exit
+}
+
+// Exit is how one process of a node ended.
+type Exit struct {
+	Node *Node
+	// Pid is the process's ID.
+	Pid int
+	// Err is its exit error; nil for status 0.
+	Err error
 }
 
 // Node is one node process. A node can be started again after it exited.
@@ -56,13 +66,39 @@ type Node struct {
 
 	env    []string
 	binary string
-	exits  chan<- *Node
+	exits  chan<- Exit
 
-	mu       sync.Mutex
+	mu   sync.Mutex
+	proc *process // the process last started, nil before the first start
+}
+
+// process is one run of a node's binary.
+type process struct {
 	cmd      *exec.Cmd
-	done     chan struct{} // closed when the current process has exited
+	done     chan struct{} // closed when it has exited
 	err      error         // its exit error, valid once done is closed
 	exitedAt time.Time     // when Wait returned, valid once done is closed
+}
+
+// exited reports whether p has exited.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to p; a no-op once it has exited.
+func (p *process) signal(id uint64, sig syscall.Signal) error {
+	if p.exited() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("localcluster: signal node %d: %w", id, err)
+	}
+	return nil
 }
 
 // NewNodes prepares one Node per ID of spec; it starts nothing.
@@ -122,12 +158,8 @@ func (n *Node) Setenv(kv string) {
 func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd != nil {
-		select {
-		case <-n.done:
-		default:
-			return fmt.Errorf("%w: node %d", ErrRunning, n.ID)
-		}
+	if n.proc != nil && !n.proc.exited() {
+		return fmt.Errorf("%w: node %d", ErrRunning, n.ID)
 	}
 	logFile, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -143,19 +175,21 @@ func (n *Node) Start() error {
 		logFile.Close()
 		return fmt.Errorf("localcluster: start node %d: %w", n.ID, err)
 	}
-	done := make(chan struct{})
-	n.cmd, n.done, n.err = cmd, done, nil
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	n.proc = p
 	// Owned by the node: Wait (and StopAll) block until it has finished.
 	go func() {
 		err := cmd.Wait()
+		pid := cmd.Process.Pid
+		fmt.Fprintf(logFile, "--- localcluster: node %d (pid %d) exited at %s: %s\n", n.ID, pid, time.Now().Format(time.RFC3339Nano), ExitText(err))
 		logFile.Close()
 		n.mu.Lock()
-		n.err, n.exitedAt = err, time.Now()
+		p.err, p.exitedAt = err, time.Now()
 		n.mu.Unlock()
-		close(done)
+		close(p.done)
 		if n.exits != nil {
 			select {
-			case n.exits <- n:
+			case n.exits <- Exit{Node: n, Pid: pid, Err: err}:
 			default:
 			}
 		}
@@ -163,56 +197,46 @@ func (n *Node) Start() error {
 	return nil
 }
 
-// Pid is the process ID of the process last started, 0 if none.
-func (n *Node) Pid() int {
+// current is the process last started, nil if none.
+func (n *Node) current() *process {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
+	return n.proc
+}
+
+// Pid is the process ID of the process last started, 0 if none.
+func (n *Node) Pid() int {
+	p := n.current()
+	if p == nil {
 		return 0
 	}
-	return n.cmd.Process.Pid
+	return p.cmd.Process.Pid
 }
 
 // Done is closed when the process last started has exited; nil if the
 // node was never started.
 func (n *Node) Done() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.done
+	p := n.current()
+	if p == nil {
+		return nil
+	}
+	return p.done
 }
 
 // Running reports whether the process last started is still running.
 func (n *Node) Running() bool {
-	done := n.Done()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	p := n.current()
+	return p != nil && !p.exited()
 }
 
 // Signal sends sig to the running process. It is a no-op once the process
 // has exited.
 func (n *Node) Signal(sig syscall.Signal) error {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
+	p := n.current()
+	if p == nil {
 		return nil
 	}
-	select {
-	case <-done:
-		return nil
-	default:
-	}
-	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("localcluster: signal node %d: %w", n.ID, err)
-	}
-	return nil
+	return p.signal(n.ID, sig)
 }
 
 // ExitErr is the exit error of the process last started once it has
@@ -220,7 +244,10 @@ func (n *Node) Signal(sig syscall.Signal) error {
 func (n *Node) ExitErr() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.err
+	if n.proc == nil {
+		return nil
+	}
+	return n.proc.err
 }
 
 // ExitedAt is when the process last started was seen to exit; zero while
@@ -228,21 +255,29 @@ func (n *Node) ExitErr() error {
 func (n *Node) ExitedAt() time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.exitedAt
+	if n.proc == nil {
+		return time.Time{}
+	}
+	return n.proc.exitedAt
 }
 
 // Wait blocks until the process last started has exited and returns its
 // exit error (nil for status 0). It returns nil at once if the node was
 // never started.
 func (n *Node) Wait() error {
-	done := n.Done()
-	if done == nil {
+	p := n.current()
+	if p == nil {
 		return nil
 	}
-	<-done
+	return n.wait(p)
+}
+
+// wait blocks until p has exited and returns its exit error.
+func (n *Node) wait(p *process) error {
+	<-p.done
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.err
+	return p.err
 }
 
 // StopResult is how a node's process ended.
@@ -256,25 +291,26 @@ type StopResult struct {
 	Took time.Duration
 }
 
-// Stop sends SIGTERM and waits up to grace for the process to exit; then it
-// kills the process and waits for that.
+// Stop sends SIGTERM to the process last started and waits up to grace
+// for it to exit; then it kills the process and waits for that. It waits
+// for that process only, even if the node is started again meanwhile.
 func (n *Node) Stop(grace time.Duration) StopResult {
 	res := StopResult{Node: n}
-	done := n.Done()
-	if done == nil {
+	p := n.current()
+	if p == nil {
 		return res
 	}
 	start := time.Now()
-	_ = n.Signal(syscall.SIGTERM)
+	_ = p.signal(n.ID, syscall.SIGTERM)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	select {
-	case <-done:
+	case <-p.done:
 	case <-timer.C:
-		_ = n.Signal(syscall.SIGKILL)
+		_ = p.signal(n.ID, syscall.SIGKILL)
 		res.Killed = true
 	}
-	res.Err = n.Wait()
+	res.Err = n.wait(p)
 	res.Took = time.Since(start)
 	return res
 }

@@ -16,6 +16,7 @@ type Process struct {
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when it has exited
+	err  error         // its exit error, valid once done is closed
 }
 
 // StartProcess starts binary with env added to this process's
@@ -39,10 +40,27 @@ func StartProcess(binary, logPath string, env []string) (*Process, error) {
 	p := &Process{LogPath: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		cmd.Wait()
+		p.err = cmd.Wait()
 		logFile.Close()
 	}()
 	return p, nil
+}
+
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitErr is the process's exit error once Done is closed; nil for status
+// 0, and while it runs.
+func (p *Process) ExitErr() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
 }
 
 // Stop sends SIGTERM, waits at most grace for the process to exit, then

@@ -89,6 +89,7 @@ func (n *Node) record(ev election.Event) {
 	case election.LeaderChanged:
 		n.metrics.leaderChanges.Inc()
 		n.log.Info("leader", "leader", ev.Leader, "term", ev.Term)
+		n.leaderChanged(ev.Leader, ev.Term)
 	case election.SteppedDown:
 		n.metrics.steppedDown.Inc()
 		n.log.Info("stepped down", "term", ev.Term)

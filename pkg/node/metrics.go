@@ -24,6 +24,7 @@ type metrics struct {
 	connectionEvents  prometheus.Gauge
 	leaderDisconnects prometheus.Counter
 	peerDisconnects   prometheus.Counter
+	leaderFlaps       prometheus.Counter // flaps.go
 	// subscriptionDrops reads the NATS adapter's count, if there is one.
 	subscriptionDrops func() float64
 }
@@ -119,5 +120,6 @@ func newMetrics() *metrics {
 	m.dropped.WithLabelValues(string(ReasonInboxFull))
 	m.dropped.WithLabelValues(string(ReasonReplyNotInbox))
 	m.dropped.WithLabelValues(string(ReasonSenderLimit))
+	m.leaderFlaps = newFlapsCounter(m.registry)
 	return m
 }

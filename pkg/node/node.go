@@ -269,6 +269,7 @@ type Node struct {
 	certifier        certifier      // the machine, if it certifies its leaders
 	drv              *driver.Driver // drives the machine
 	store            *store
+	flaps            flapTracker // the leaderships seen, for flaps.go
 }
 
 // New checks cfg and returns a node for nc, on the NATS adapter

@@ -39,6 +39,12 @@
 // the file as a compaction does (Store.Apply). The caller counts what
 // was dropped.
 //
+// A leadership is a flap when the leader before it took back office less
+// than FlapWindow after it started (Cluster.Flap): leader A, then B, then
+// A again within a second of B's start, the mark of a spurious
+// suspicion of a live leader. It is derived from the leaderships, never
+// recorded: the cluster keeps their count (Cluster.Flaps).
+//
 // Times come from two clocks: a leadership starts at the `at` of its
 // announcement (the new leader's clock); ends that the observer detects
 // itself (resign, silence) carry the observer's clock. Gaps are clamped at
@@ -63,6 +69,10 @@ const MaxFaulty = certify.MaxMembers
 // drops the oldest: a liar or a forger that makes them by the thousand
 // cannot grow the history.
 const MaxSplitBrains = 1000
+
+// FlapWindow is how soon a leader change must be reversed for the
+// leadership between to be a flap (Cluster.Flap).
+const FlapWindow = time.Second
 
 // Kind names what a Record says.
 type Kind string
@@ -194,6 +204,8 @@ type Cluster struct {
 	// stale counts the lines of the cluster's file that the state no
 	// longer holds: split brains and faulty members dropped for the caps.
 	stale int
+	// flaps counts the flaps among Leaderships (Flaps).
+	flaps int
 }
 
 // FaultyMember returns the record of member id if it was proven faulty.
@@ -294,6 +306,8 @@ func (c *Cluster) apply(r Record) {
 			l.EndedAt, l.EndReason = next.StartedAt, EndSuperseded
 		}
 		c.Leaderships = slices.Insert(c.Leaderships, i, l)
+		gained, lost := c.flapChange(i)
+		c.flaps += len(gained) - lost
 	case KindEnd:
 		i, _ := c.find(r.Term)
 		c.Leaderships[i].EndedAt, c.Leaderships[i].EndReason = r.At.Time, EndReason(r.Reason)
@@ -316,6 +330,12 @@ func (c *Cluster) apply(r Record) {
 		c.Floor = r.Term
 		i, _ := c.find(r.Term)
 		c.Leaderships = slices.Delete(c.Leaderships, 0, i)
+		c.flaps = 0
+		for j := range c.Leaderships {
+			if c.Flap(j) {
+				c.flaps++
+			}
+		}
 		c.SplitBrains = slices.DeleteFunc(c.SplitBrains, func(s SplitBrain) bool {
 			return max(s.Leaders[0].Term, s.Leaders[1].Term) < r.Term
 		})
@@ -370,7 +390,7 @@ func faultyRecord(f Faulty) Record {
 // clone returns a copy, for readers outside the store's lock. The
 // evidence is shared: it is never changed once recorded.
 func (c *Cluster) clone() *Cluster {
-	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty), stale: c.stale}
+	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty), stale: c.stale, flaps: c.flaps}
 }
 
 // SplitBrainOf reports whether l took part in a split-brain event.
@@ -397,4 +417,66 @@ func (c *Cluster) GapBefore(i int) (time.Duration, bool) {
 		return 0, false
 	}
 	return max(0, c.Leaderships[i].StartedAt.Sub(prev.EndedAt)), true
+}
+
+// Flap reports whether the leadership at index i is a flap: a leader
+// change reversed within FlapWindow. It is when the leaderships just
+// before and just after it (in term order) have one leader, another than
+// its own, and the one after started less than FlapWindow after it, as
+// their announcements' `at` say (the two leaders' clocks). The first
+// leadership the history holds and the latest are not flaps: the one has
+// no leadership before it (none, or compacted away), the other none after
+// it yet.
+func (c *Cluster) Flap(i int) bool { return flapAt(c.Leaderships, i) }
+
+// flapAt is Flap over ls.
+func flapAt(ls []Leadership, i int) bool {
+	if i <= 0 || i >= len(ls)-1 {
+		return false
+	}
+	prev, l, next := ls[i-1], ls[i], ls[i+1]
+	return prev.Leader == next.Leader && l.Leader != prev.Leader && next.StartedAt.Sub(l.StartedAt) < FlapWindow
+}
+
+// Flaps returns how many of the leaderships the history holds are flaps.
+func (c *Cluster) Flaps() int { return c.flaps }
+
+// NewFlaps returns the indices of the leaderships that the leadership at
+// index i made flaps, in increasing order: usually the one before it,
+// which it reversed; for a term recorded out of order (a lower term after
+// a higher one), possibly itself or the one after. A leadership that was
+// a flap before is not named again.
+func (c *Cluster) NewFlaps(i int) []int {
+	gained, _ := c.flapChange(i)
+	return gained
+}
+
+// flapChange compares the flaps next to index i (at i-1, i and i+1) with
+// the leadership at i and without it: gained are the indices of those
+// that are flaps with it only, lost counts those that were flaps without
+// it only.
+func (c *Cluster) flapChange(i int) (gained []int, lost int) {
+	if i < 0 || i >= len(c.Leaderships) {
+		return nil, 0
+	}
+	// Flap(j) reads j-1 and j+1: the leaderships from i-2 to i+2 decide.
+	lo, hi := max(0, i-2), min(len(c.Leaderships), i+3)
+	with := c.Leaderships[lo:hi]
+	without := slices.Delete(slices.Clone(with), i-lo, i-lo+1)
+	for j := max(0, i-1); j <= min(i+1, len(c.Leaderships)-1); j++ {
+		is, was := flapAt(with, j-lo), false
+		switch {
+		case j < i:
+			was = flapAt(without, j-lo)
+		case j > i:
+			was = flapAt(without, j-lo-1)
+		}
+		switch {
+		case is && !was:
+			gained = append(gained, j)
+		case was && !is:
+			lost++
+		}
+	}
+	return gained, lost
 }

@@ -90,6 +90,9 @@ type leadershipJSON struct {
 	// SplitBrain is true when this leader acted at the same time as
 	// another node.
 	SplitBrain bool `json:"split_brain"`
+	// Flap is true when the leader before this one took back office
+	// within a second of its start (history.Cluster.Flap).
+	Flap bool `json:"flap"`
 }
 
 func leadershipView(c *history.Cluster, i int) leadershipJSON {
@@ -98,6 +101,7 @@ func leadershipView(c *history.Cluster, i int) leadershipJSON {
 		Term: l.Term, Leader: l.Leader, Algorithm: l.Algorithm,
 		StartedAt:  protocol.Timestamp{Time: l.StartedAt},
 		SplitBrain: c.SplitBrainOf(l),
+		Flap:       c.Flap(i),
 	}
 	if l.Ended() {
 		v.EndedAt = &protocol.Timestamp{Time: l.EndedAt}

@@ -43,6 +43,8 @@ type metrics struct {
 	resyncs        *prometheus.CounterVec
 	// evidence counts the members recorded as faulty, with their proof.
 	evidence *prometheus.CounterVec
+	// flaps counts the leaderships that became flaps.
+	flaps *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -113,8 +115,12 @@ func newMetrics() *metrics {
 			Name: "observer_evidence_recorded_total",
 			Help: "Members of byzantine clusters recorded as faulty by this process, each with the evidence of its lie (two contradicting statements signed with its key), per cluster.",
 		}, []string{"cluster"}),
+		flaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_flaps_total",
+			Help: "Leaderships recorded by this process that became flaps, per cluster: the leader before took back office less than 1 s after the flap's leader started.",
+		}, []string{"cluster"}),
 	}
-	m.reg.MustRegister(m.changes, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted, m.dropped,
+	m.reg.MustRegister(m.changes, m.flaps, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted, m.dropped,
 		m.streams, m.streamsRefused, m.events, m.resyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
@@ -153,6 +159,7 @@ func (m *metrics) known(cluster string) {
 		m.dropped.WithLabelValues(cluster, string(kind))
 	}
 	m.evidence.WithLabelValues(cluster)
+	m.flaps.WithLabelValues(cluster)
 	for _, r := range []string{history.SplitSameTerm, history.SplitStaleLeader} {
 		m.splits.WithLabelValues(cluster, r)
 	}
@@ -187,6 +194,7 @@ func (m *metrics) recorded(cluster string, kept []history.Record, c *history.Clu
 					m.gaps.WithLabelValues(cluster).Observe(gap.Seconds())
 					m.gapSeconds.WithLabelValues(cluster).Add(gap.Seconds())
 				}
+				m.flaps.WithLabelValues(cluster).Add(float64(len(c.NewFlaps(i))))
 			}
 		case history.KindSplit:
 			m.splits.WithLabelValues(cluster, r.Reason).Inc()

@@ -776,18 +776,48 @@ func (o *Observer) changed(cluster string, kept []history.Record) {
 		return
 	}
 	var events []streamEvent
+	var flaps []flap
 	o.store.Read(cluster, func(c *history.Cluster) {
 		o.metrics.recorded(cluster, kept, c)
 		events = streamEvents(cluster, kept, c)
+		flaps = flapsOf(kept, c)
 	})
 	for _, r := range kept {
 		if r.Kind == history.KindSplit {
 			o.log.Warn("split brain", "cluster", cluster, "reason", r.Reason, "leaders", r.Leaders)
 		}
 	}
+	for _, f := range flaps {
+		o.log.Info("leader change reversed within a second (flap)", "cluster", cluster, "term", f.short.Term, "leader", f.short.Leader,
+			"lasted", f.back.StartedAt.Sub(f.short.StartedAt), "back", f.back.Leader, "back_term", f.back.Term)
+	}
 	for _, e := range events {
 		o.metrics.events.WithLabelValues(e.name).Inc()
 	}
 	o.feed.publish(events...)
 	o.hub.notify(cluster)
+}
+
+// flap is a leadership that became a flap, and the one that reversed it.
+type flap struct {
+	short, back history.Leadership
+}
+
+// flapsOf returns the flaps that kept, just written to the history c,
+// made.
+func flapsOf(kept []history.Record, c *history.Cluster) []flap {
+	var out []flap
+	for _, r := range kept {
+		if r.Kind != history.KindLeader {
+			continue
+		}
+		i, ok := c.Index(r.Term)
+		if !ok {
+			continue
+		}
+		for _, j := range c.NewFlaps(i) {
+			out = append(out, flap{short: c.Leaderships[j], back: c.Leaderships[j+1]})
+		}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-election/baton/pkg/certify"
@@ -51,6 +52,8 @@ type clusterView struct {
 	// by ID, with its hue.
 	Nodes       []nodeKey
 	Leaderships int
+	// Flaps counts the flaps among the leaderships the history holds.
+	Flaps int
 	// Start and Now bound the timeline.
 	Start, Now time.Time
 }
@@ -118,6 +121,9 @@ type segment struct {
 	Label string
 	Title string
 	Split bool
+	// Flap marks a leadership the leader before it took back within a
+	// second (history.Cluster.Flap).
+	Flap bool
 }
 
 // row is one leadership in the table.
@@ -129,6 +135,19 @@ type row struct {
 	Gap        string
 	GapUnknown bool
 	Split      bool
+	Flap       bool
+}
+
+// Class is the row's class attribute: split, flap, both or none.
+func (r row) Class() string {
+	var classes []string
+	if r.Split {
+		classes = append(classes, "split")
+	}
+	if r.Flap {
+		classes = append(classes, "flap")
+	}
+	return strings.Join(classes, " ")
 }
 
 // EndWhy explains the leadership's end reason in words, for the page.
@@ -159,7 +178,7 @@ func short(d time.Duration) string {
 }
 
 func newClusterView(name string, c *history.Cluster, now time.Time) clusterView {
-	v := clusterView{Name: name, Leaderships: len(c.Leaderships), Now: now}
+	v := clusterView{Name: name, Leaderships: len(c.Leaderships), Flaps: c.Flaps(), Now: now}
 	if cur, ok := c.Current(); ok {
 		v.Current = &cur
 	} else if l, ok := c.Latest(); ok {
@@ -190,7 +209,12 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 		if split {
 			title += " — split brain"
 		}
-		v.Segments = append(v.Segments, segment{Kind: "lead", Grow: d.Seconds(), Hue: hue(l.Leader), Label: fmt.Sprintf("n%d · t%d", l.Leader, l.Term), Title: title, Split: split})
+		flap := c.Flap(i)
+		if flap {
+			back := c.Leaderships[i+1]
+			title += fmt.Sprintf(" — taken back by node %d after %s: a flap", back.Leader, short(max(0, back.StartedAt.Sub(l.StartedAt))))
+		}
+		v.Segments = append(v.Segments, segment{Kind: "lead", Grow: d.Seconds(), Hue: hue(l.Leader), Label: fmt.Sprintf("n%d · t%d", l.Leader, l.Term), Title: title, Split: split, Flap: flap})
 		if !slices.ContainsFunc(v.Nodes, func(k nodeKey) bool { return k.ID == l.Leader }) {
 			v.Nodes = append(v.Nodes, nodeKey{ID: l.Leader, Hue: hue(l.Leader)})
 		}
@@ -204,7 +228,7 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 	}
 	for i := len(c.Leaderships) - 1; i >= max(0, len(c.Leaderships)-tableLeaderships); i-- {
 		l := c.Leaderships[i]
-		r := row{Leadership: l, Duration: short(max(0, end(l).Sub(l.StartedAt))), Split: c.SplitBrainOf(l)}
+		r := row{Leadership: l, Duration: short(max(0, end(l).Sub(l.StartedAt))), Split: c.SplitBrainOf(l), Flap: c.Flap(i)}
 		if i > 0 {
 			if gap, known := c.GapBefore(i); known {
 				r.Gap = short(gap)

@@ -29,6 +29,10 @@ const (
 	// eventGap: a known leaderless gap closed, as the gaps list renders
 	// it; sent just before the leadership_start that closes it.
 	eventGap = "gap"
+	// eventFlap: a leadership became a flap (its leader's predecessor
+	// took back office within a second); data is that leadership, with
+	// its cluster. Sent just after the leadership_start that reverses it.
+	eventFlap = "flap"
 	// eventSplitBrain: two nodes acted as leader at once.
 	eventSplitBrain = "split_brain"
 	// eventFaultyMember: a member was proven to have lied; data is the
@@ -40,7 +44,7 @@ const (
 )
 
 // streamEventNames are the names of the events published to the feed.
-var streamEventNames = []string{eventLeadershipStart, eventLeadershipEnd, eventLeadershipResume, eventGap, eventSplitBrain, eventFaultyMember}
+var streamEventNames = []string{eventLeadershipStart, eventLeadershipEnd, eventLeadershipResume, eventGap, eventFlap, eventSplitBrain, eventFaultyMember}
 
 // Why a stream gets a resync event.
 const (
@@ -116,7 +120,8 @@ type resyncJSON struct {
 
 // streamEvents returns the events of kept, the records just written to
 // cluster's history, which is now c: in order, each end, the gap it
-// closed and the start after it, and each split brain.
+// closed, the start after it and the flap that start made, and each split
+// brain.
 func streamEvents(cluster string, kept []history.Record, c *history.Cluster) []streamEvent {
 	var events []streamEvent
 	add := func(name string, v any) {
@@ -150,6 +155,11 @@ func streamEvents(cluster string, kept []history.Record, c *history.Cluster) []s
 				}
 			}
 			add(name, leadershipEventJSON{Cluster: cluster, leadershipJSON: leadershipView(c, i)})
+			if r.Kind == history.KindLeader {
+				for _, j := range c.NewFlaps(i) {
+					add(eventFlap, leadershipEventJSON{Cluster: cluster, leadershipJSON: leadershipView(c, j)})
+				}
+			}
 		case history.KindSplit:
 			add(eventSplitBrain, splitBrainEventJSON{Cluster: cluster, splitBrainJSON: splitBrainJSON{At: r.At, Reason: r.Reason, Leaders: r.Leaders}})
 		case history.KindFaulty:

@@ -18,7 +18,10 @@
 //   - what others read (view.go, http.go, metrics.go, participant.go):
 //     /status, /healthz, /metrics and the callbacks read one immutable
 //     snapshot of the node (view), which the loop publishes after each
-//     change.
+//     change;
+//   - the flaps (flaps.go): the loop follows the leaderships it learns of
+//     and counts those reversed within a second
+//     (election_leader_flaps_total).
 //
 // # The loop
 //

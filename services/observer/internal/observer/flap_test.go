@@ -73,8 +73,8 @@ func TestFlapsInTheAPIMetricsAndStream(t *testing.T) {
 			}
 		}
 	}
-	// 5 starts, 4 ends and starts, 5 ... : the flap comes right after
-	// the start of term 3.
+	// Term 1 starts; each next start follows the end before it; the
+	// flap of term 2 comes right after the start of term 3.
 	want := []string{eventLeadershipStart, eventLeadershipEnd, eventLeadershipStart, eventLeadershipEnd, eventLeadershipStart, "flap", eventLeadershipEnd, eventLeadershipStart}
 	if !slices.Equal(names, want) || !slices.Equal(flapped, []uint64{2}) {
 		t.Errorf("events = %v (flaps of terms %v), want %v (term 2)", names, flapped, want)

@@ -455,7 +455,7 @@ func TestFeed(t *testing.T) {
 }
 
 // The events of a batch of records, in the order written; a gap only when
-// it is known and not zero.
+// it is known and not zero; a flap after the start that makes it.
 func TestStreamEventsOfRecords(t *testing.T) {
 	c := &history.Cluster{}
 	at := func(ms int) protocol.Timestamp {
@@ -487,6 +487,12 @@ func TestStreamEventsOfRecords(t *testing.T) {
 		{[]history.Record{{Kind: history.KindSplit, At: at(700), Reason: history.SplitSameTerm, Leaders: []history.Acting{{Leader: 5, Term: 4}, {Leader: 6, Term: 4}}}},
 			[]string{eventSplitBrain}},
 		{[]history.Record{{Kind: history.KindLeader, Term: 4, Leader: 6, At: at(700)}}, nil}, // a duplicate is not kept
+		// 6 takes over from 5, and 5 takes back 0.1 s later: term 5 is a
+		// flap, said after the start that reverses it.
+		{[]history.Record{{Kind: history.KindEnd, Term: 4, At: at(800), Reason: string(history.EndSuperseded)}, {Kind: history.KindLeader, Term: 5, Leader: 6, At: at(800)}},
+			[]string{eventLeadershipEnd, eventLeadershipStart}},
+		{[]history.Record{{Kind: history.KindEnd, Term: 5, At: at(900), Reason: string(history.EndSuperseded)}, {Kind: history.KindLeader, Term: 6, Leader: 5, At: at(900)}},
+			[]string{eventLeadershipEnd, eventLeadershipStart, eventFlap}},
 	} {
 		if got := step(tc.recs...); !slices.Equal(got, tc.want) {
 			t.Errorf("batch %d: events %v, want %v", i, got, tc.want)

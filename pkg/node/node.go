@@ -269,6 +269,10 @@ type Node struct {
 	certifier        certifier      // the machine, if it certifies its leaders
 	drv              *driver.Driver // drives the machine
 	store            *store
+	health           health        // the evidence of its suspicions
+	held             hold          // a deadline withheld, the node being late
+	offset           time.Duration // real time the machine's clock did not count (release)
+	wake             time.Time     // when the loop's timer is due
 }
 
 // New checks cfg and returns a node for nc, on the NATS adapter
@@ -404,6 +408,11 @@ func newNode(cfg Config) (*Node, error) {
 		metrics: newMetrics(),
 	}
 	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
+	n.health = newHealth(members, n.ticks(election.MaxLeaderTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
+	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "election_inbox_pending",
+		Help: "Events waiting in the node's two lanes for the loop.",
+	}, func() float64 { return float64(n.pending()) }))
 	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "election_is_leader",
 		Help: "1 while this node leads (under a lease, while the lease holds), 0 otherwise.",
@@ -540,7 +549,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	}
 	took := time.Since(asked)
 	start := Bootstrap(saved.HardState, saved.Incarnation, learned, n.id, n.cfg.Now())
-	if err := n.store.write(stored{HardState: start.State, Incarnation: start.Incarnation}); err != nil {
+	if err := n.writeState(stored{HardState: start.State, Incarnation: start.Incarnation}); err != nil {
 		return err
 	}
 	cfg := n.cfg.Election

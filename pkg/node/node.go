@@ -53,6 +53,23 @@
 //     grant, election.ArrivalStepper) is measured from when it really
 //     arrived. A leader does not settle: its deadlines are its own
 //     heartbeats and lease.
+//   - Late deadlines. A node that reaches a deadline of its machine more
+//     than two ticks late (lateTicks: its timer fired late, or its loop
+//     was busy or descheduled) and does not lead withholds it (withhold,
+//     loop.go): it settles its transport, hands the machine what is
+//     pending before the deadline's tick, and waits one heartbeat
+//     interval and the two ticks for what a leader stalled with it has
+//     yet to send. An event that moves the deadline ends the wait at
+//     once (a heartbeat, a claim, a closed connection). Without leases
+//     (Bully, the ring) the machine's clock then does not count the
+//     node's own lateness against the leader it heard; with leases it
+//     catches up, as after settling. A hung leader is timed out at most
+//     one heartbeat interval and two ticks later than it would have been
+//     on time. docs/fault-model.md ("Busy hosts") tells the mechanism.
+//   - Evidence. The loop keeps when it last accepted a message from each
+//     member, its timer and loop lags and the duration of its state
+//     writes (health.go); each suspicion of the leader is logged once
+//     with them and counted by reason (election_suspicions_total).
 //   - Stalls. After a stall (a paused process, a long garbage
 //     collection) the machine gets the missed ticks at once, but the
 //     messages of ticks more than election.StaleTicks before the last are

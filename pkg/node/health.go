@@ -46,8 +46,8 @@ type health struct {
 	timerLag, loopLag, stateWrite recent
 	// late is how late the loop reached the machine's last deadline.
 	late time.Duration
-	// withheld is how long the node withheld the deadline that has just
-	// expired; 0 if it did not.
+	// withheld is how long the node withheld its last deadline before it
+	// gave it; 0 if it did not.
 	withheld time.Duration
 }
 

@@ -168,7 +168,7 @@ func (n *Node) withhold(now time.Time, d int) bool {
 		return false // its lateness is known since it was withheld
 	}
 	late := max(0, now.Sub(n.realAt(d)))
-	n.health.late = late
+	n.health.late, n.health.withheld = late, 0
 	if late <= n.lateBound() || n.drv.Status().Role == election.Leader {
 		return false
 	}

@@ -91,8 +91,8 @@ func (n *Node) record(ev election.Event) {
 		n.log.Info("leader", "leader", ev.Leader, "term", ev.Term)
 	case election.SteppedDown:
 		n.metrics.steppedDown.Inc()
-		// A leader that gives up its lease may be late itself: the same
-		// evidence as a suspicion, and when it last heard each member.
+		// A leader that gives up its lease may be late itself: its lags,
+		// its pending events, and when it last heard each member.
 		now := time.Now()
 		n.log.Info("stepped down", append([]any{"term", ev.Term, n.peersHeard(now)}, n.evidence(now)...)...)
 	case election.MemberLied:

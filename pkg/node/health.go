@@ -44,11 +44,29 @@ type health struct {
 	heard   []time.Time // arrival of the last message accepted from each member
 	// The largest of each in the longest leader time-out.
 	timerLag, loopLag, stateWrite recent
-	// late is how late the loop reached the machine's last deadline.
+	// late is how late the loop reached the machine's last deadline as a
+	// follower or candidate.
 	late time.Duration
-	// withheld is how long the node withheld its last deadline before it
-	// gave it; 0 if it did not.
+	// withheld is how long the node withheld that deadline before it gave
+	// it; 0 if it did not.
 	withheld time.Duration
+	// deadline is the evidence as it stood when the loop last gave such a
+	// deadline's tick: a time-out is reported with it.
+	deadline struct {
+		leader         uint64
+		at, heard      time.Time // heard: the leader's last message then
+		late, withheld time.Duration
+	}
+}
+
+// atDeadline notes the evidence as it stands at now, when the loop gives
+// the tick of a deadline of a follower or candidate of leader.
+func (h *health) atDeadline(leader uint64, now time.Time) {
+	h.deadline.leader, h.deadline.at, h.deadline.heard = leader, now, time.Time{}
+	if i, ok := slices.BinarySearch(h.members, leader); ok {
+		h.deadline.heard = h.heard[i]
+	}
+	h.deadline.late, h.deadline.withheld = h.late, h.withheld
 }
 
 func newHealth(members []uint64, span time.Duration, start time.Time) health {
@@ -79,10 +97,10 @@ func (h *health) heardAgo(id uint64, now time.Time) (time.Duration, bool) {
 }
 
 // wasLate reports whether, within the longest leader time-out before now,
-// the node reached a deadline, fired a timer, handled a message or wrote
-// its state later or slower than bound.
+// the node fired a timer, handled a message or wrote its state later or
+// slower than bound.
 func (h *health) wasLate(now time.Time, bound time.Duration) bool {
-	return h.late > bound || h.timerLag.max(now) > bound || h.loopLag.max(now) > bound || h.stateWrite.max(now) > bound
+	return h.timerLag.max(now) > bound || h.loopLag.max(now) > bound || h.stateWrite.max(now) > bound
 }
 
 // recent keeps the largest duration noted within span, to within a
@@ -146,9 +164,17 @@ func (n *Node) suspected(kind election.EventKind, leader, term uint64) {
 	now := time.Now()
 	h := &n.health
 	reason := suspectClosed
+	late, withheld := h.late, h.withheld
+	ago, heard := h.heardAgo(leader, now)
 	if kind == election.LeaderTimedOut {
+		if d := h.deadline; d.leader == leader && !d.at.IsZero() {
+			// As it stood when the time-out's tick was given, not after
+			// the rest of the batch.
+			now, late, withheld = d.at, d.late, d.withheld
+			ago, heard = now.Sub(d.heard), !d.heard.IsZero()
+		}
 		reason = suspectSilent
-		if h.wasLate(now, n.lateBound()) {
+		if late > n.lateBound() || h.wasLate(now, n.lateBound()) {
 			reason = suspectLate
 		}
 	}
@@ -158,22 +184,21 @@ func (n *Node) suspected(kind election.EventKind, leader, term uint64) {
 		msg = "leader timed out"
 	}
 	attrs := []any{"leader", leader, "term", term, "reason", reason}
-	if ago, ok := h.heardAgo(leader, now); ok {
+	if heard {
 		attrs = append(attrs, "heard_ago", ago)
 	} else {
 		attrs = append(attrs, "heard_ago", "never")
 	}
+	attrs = append(attrs, "late", late, "withheld", withheld)
 	attrs = append(attrs, n.evidence(now)...)
 	n.log.Info(msg, attrs...)
-	h.withheld = 0
+	h.withheld, h.deadline.at = 0, time.Time{}
 }
 
 // evidence is the node's own timeliness at now, for the logs.
 func (n *Node) evidence(now time.Time) []any {
 	h := &n.health
 	return []any{
-		"late", h.late,
-		"withheld", h.withheld,
 		"timer_lag_max", h.timerLag.max(now),
 		"loop_lag_max", h.loopLag.max(now),
 		"state_write_max", h.stateWrite.max(now),

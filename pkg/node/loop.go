@@ -144,8 +144,15 @@ func (n *Node) advance(t time.Time) {
 		}
 		n.release(now, false)
 	}
-	if d := n.drv.Deadline(); n.drv.TickOf(n.machineTime(t)) >= d && n.withhold(now, d) {
-		return
+	if d := n.drv.Deadline(); n.drv.TickOf(n.machineTime(t)) >= d {
+		if n.withhold(now, d) {
+			return
+		}
+		if st := n.drv.Status(); st.Role != election.Leader {
+			// The evidence of a time-out this deadline may bring, as it
+			// stands now: later events of the batch must not change it.
+			n.health.atDeadline(st.Leader, now)
+		}
 	}
 	n.drv.Advance(n.machineTime(t))
 }
@@ -167,9 +174,12 @@ func (n *Node) withhold(now time.Time, d int) bool {
 	if d == n.held.last {
 		return false // its lateness is known since it was withheld
 	}
+	if n.drv.Status().Role == election.Leader {
+		return false
+	}
 	late := max(0, now.Sub(n.realAt(d)))
 	n.health.late, n.health.withheld = late, 0
-	if late <= n.lateBound() || n.drv.Status().Role == election.Leader {
+	if late <= n.lateBound() {
 		return false
 	}
 	n.drv.Settle()

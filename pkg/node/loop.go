@@ -132,15 +132,21 @@ type hold struct {
 	last     int       // the last deadline withheld: none is withheld twice
 }
 
-// advance gives the machine every tick that fell due up to t, unless the
-// node withholds the next deadline: it reached it late itself (by more
-// than lateTicks ticks), and gives the network one heartbeat interval to
-// bring what it would have brought on time (withhold).
+// advance gives the machine every tick that fell due up to t (now, or
+// the arrival of the event the loop handles next), unless the node
+// withholds the next deadline: it reached it late itself (by more than
+// lateTicks ticks), and gives the network one heartbeat interval to
+// bring what it would have brought on time (withhold). The hold expires
+// with the first event that arrived after its end, or when the loop
+// finds nothing queued after it.
 func (n *Node) advance(t time.Time) {
 	now := time.Now()
 	if n.held.deadline != 0 {
-		if now.Before(n.held.until) {
-			return // the machine waits before the deadline's tick
+		if t.Before(n.held.until) {
+			// The machine waits before the deadline's tick, and takes
+			// first whatever arrived within the hold, also when the loop
+			// is behind and handles it after the hold's end.
+			return
 		}
 		n.release(now, false)
 	}

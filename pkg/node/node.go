@@ -59,13 +59,15 @@
 //     loop.go): it settles its transport, hands the machine what is
 //     pending before the deadline's tick, and waits one heartbeat
 //     interval and the two ticks for what a leader stalled with it has
-//     yet to send. An event that moves the deadline ends the wait at
-//     once (a heartbeat, a claim, a closed connection). Without leases
-//     (Bully, the ring) the machine's clock then does not count the
-//     node's own lateness against the leader it heard; with leases it
-//     catches up, as after settling. A hung leader is timed out at most
-//     one heartbeat interval and two ticks later than it would have been
-//     on time. docs/fault-model.md ("Busy hosts") tells the mechanism.
+//     yet to send (what arrived within it is handled first, also by a
+//     loop that is behind). An event that moves the deadline ends the
+//     wait at once (a heartbeat, a claim, a closed connection). Without
+//     leases (Bully, the ring) the machine's clock then does not count
+//     the node's own lateness against the leader it heard; with leases
+//     it catches up, as after settling. A hung leader is timed out at
+//     most one heartbeat interval and two ticks (and the loop's own
+//     backlog) later than it would have been on time.
+//     docs/fault-model.md ("Busy hosts") tells the mechanism.
 //   - Evidence. The loop keeps when it last accepted a message from each
 //     member, its timer and loop lags and the duration of its state
 //     writes (health.go); each suspicion of the leader is logged once

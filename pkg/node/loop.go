@@ -165,8 +165,9 @@ func (n *Node) advance(t time.Time) {
 
 // withhold withholds the machine's deadline d if the node reaches it, at
 // now, later than the bound, and neither leads nor withheld d before. It
-// then gives the machine the ticks before d, settles the transport (what
-// was already delivered to the node is queued), and waits one heartbeat
+// then gives the machine the ticks before d, settles the transport if
+// nothing is queued (what was already delivered to the node is queued),
+// and waits one heartbeat
 // interval and the bound before it gives d: the events that come in
 // meanwhile are handled before d, each with the time it arrived. When
 // one of them moves the deadline (the leader's heartbeat, a higher node's
@@ -191,7 +192,11 @@ func (n *Node) withhold(now time.Time, d int) bool {
 	n.drv.Settle()
 	n.held = hold{deadline: d, began: now, until: now.Add(n.ticks(n.cfg.Election.Timing.HeartbeatTicks + lateTicks)), last: d}
 	n.log.Debug("late for a deadline: withheld for a heartbeat interval", "late", late, "until", n.held.until.Sub(now))
-	n.tr.Settle()
+	if n.pending() == 0 {
+		// Only with nothing queued: a loop that is behind has what to
+		// handle first, and a flush would wait behind the same backlog.
+		n.tr.Settle()
+	}
 	return true
 }
 

@@ -56,11 +56,11 @@
 //   - Late deadlines. A node that reaches a deadline of its machine more
 //     than two ticks late (lateTicks: its timer fired late, or its loop
 //     was busy or descheduled) and does not lead withholds it (withhold,
-//     loop.go): it settles its transport, hands the machine what is
-//     pending before the deadline's tick, and waits one heartbeat
-//     interval and the two ticks for what a leader stalled with it has
-//     yet to send (what arrived within it is handled first, also by a
-//     loop that is behind). An event that moves the deadline ends the
+//     loop.go): it settles its transport if nothing is queued, hands
+//     the machine what is pending before the deadline's tick, and waits
+//     one heartbeat interval and the two ticks for what a leader
+//     stalled with it has yet to send (what arrived within it is
+//     handled first, also by a loop that is behind). An event that moves the deadline ends the
 //     wait at once (a heartbeat, a claim, a closed connection). Without
 //     leases (Bully, the ring) the machine's clock then does not count
 //     the node's own lateness against the leader it heard; with leases

@@ -17,7 +17,7 @@ import (
 func (n *Node) commit() error {
 	rd := n.drv.Ready(n.cfg.Now())
 	if rd.State != nil {
-		if err := n.store.write(stored{HardState: *rd.State, Incarnation: n.drv.Incarnation()}); err != nil {
+		if err := n.writeState(stored{HardState: *rd.State, Incarnation: n.drv.Incarnation()}); err != nil {
 			return err
 		}
 	}
@@ -58,7 +58,7 @@ func (n *Node) commit() error {
 func (n *Node) show(st election.SoftState) {
 	var until time.Time
 	if st.Role == election.Leader && st.LeaseUntil != 0 && n.drv != nil {
-		until = n.drv.At(st.LeaseUntil)
+		until = n.realAt(st.LeaseUntil)
 	}
 	// What queries are answered with: this node's announcement, while it
 	// leads under that announcement's term.
@@ -82,17 +82,20 @@ func (n *Node) record(ev election.Event) {
 		n.log.Debug("election started")
 	case election.LeaderTimedOut:
 		n.metrics.leaderTimeouts.Inc()
-		n.log.Info("leader timed out", "leader", ev.Leader, "term", ev.Term)
+		n.suspected(ev.Kind, ev.Leader, ev.Term)
 	case election.LeaderDisconnected:
 		n.metrics.leaderDisconnects.Inc()
-		n.log.Info("leader's connection closed", "leader", ev.Leader, "term", ev.Term)
+		n.suspected(ev.Kind, ev.Leader, ev.Term)
 	case election.LeaderChanged:
 		n.metrics.leaderChanges.Inc()
 		n.log.Info("leader", "leader", ev.Leader, "term", ev.Term)
 		n.leaderChanged(ev.Leader, ev.Term)
 	case election.SteppedDown:
 		n.metrics.steppedDown.Inc()
-		n.log.Info("stepped down", "term", ev.Term)
+		// A leader that gives up its lease may be late itself: its lags,
+		// its pending events, and when it last heard each member.
+		now := time.Now()
+		n.log.Info("stepped down", append([]any{"term", ev.Term, n.peersHeard(now)}, n.evidence(now)...)...)
 	case election.MemberLied:
 		n.metrics.membersLied.Inc()
 		n.log.Warn("member lied: it signed two contradicting statements", "member", ev.Member, "term", ev.Term)
@@ -116,4 +119,16 @@ func (n *Node) announcement(term uint64) *protocol.Announcement {
 		}
 	}
 	return a
+}
+
+// writeState stores st, timing the write (with its fsyncs) for the
+// metrics and the evidence of suspicions.
+func (n *Node) writeState(st stored) error {
+	began := time.Now()
+	err := n.store.write(st)
+	now := time.Now()
+	took := now.Sub(began)
+	n.metrics.stateWrite.Observe(took.Seconds())
+	n.health.stateWrite.note(now, took)
+	return err
 }

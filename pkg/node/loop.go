@@ -15,9 +15,11 @@ import (
 // A node that was descheduled for a while (a loaded machine, a paused
 // process) thus handles the answers and claims that arrived meanwhile
 // before its own time-outs, as if it had never stalled, instead of timing
-// out on messages that are waiting in its queue.
+// out on messages that are waiting in its queue. A node that reaches a
+// deadline late withholds it (advance, withhold).
 func (n *Node) loop(ctx context.Context) error {
 	n.drv.Start(time.Now())
+	n.wake = n.realAt(n.drv.Deadline())
 	timer := time.NewTimer(n.untilDeadline())
 	defer timer.Stop()
 	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick,
@@ -30,7 +32,7 @@ func (n *Node) loop(ctx context.Context) error {
 		if !ok {
 			// Nothing waits: catch up with the clock, then sleep until the
 			// machine's next deadline or the next event.
-			n.drv.Advance(time.Now())
+			n.advance(time.Now())
 			if err := n.commit(); err != nil {
 				return n.fail(err)
 			}
@@ -45,6 +47,10 @@ func (n *Node) loop(ctx context.Context) error {
 				n.tr.Abort()
 				return ErrConnectionClosed
 			case <-timer.C:
+				now := time.Now()
+				lag := max(0, now.Sub(n.wake))
+				n.metrics.timerLag.Observe(lag.Seconds())
+				n.health.timerLag.note(now, lag)
 				if err := n.settle(); err != nil {
 					return n.fail(err)
 				}
@@ -56,7 +62,7 @@ func (n *Node) loop(ctx context.Context) error {
 		// This event and whatever else is queued, up to maxBatch, then one
 		// commit: under load, one write of the state serves them all.
 		for handled := 1; ; handled++ {
-			n.drv.Advance(in.At)
+			n.advance(in.At)
 			n.handle(in)
 			if handled == maxBatch {
 				break
@@ -94,22 +100,136 @@ const maxBatch = 64
 // arrived, and what is measured from the arrival (a Paxos acceptor's
 // grant, election.ArrivalStepper) is measured from there, so a grant
 // never ends before the lease argument assumes. A leader's deadlines are
-// its own heartbeats and lease; it does not settle for them.
+// its own heartbeats and lease; it does not settle for them. A node that
+// comes to its deadline late withholds it first (withhold), which
+// settles the transport itself.
 func (n *Node) settle() error {
 	if n.drv.Status().Role == election.Leader {
 		return nil
 	}
-	n.tr.Settle()
+	if withheld := n.held.deadline == 0 && n.withhold(time.Now(), n.drv.Deadline()); !withheld {
+		n.tr.Settle() // withhold settles the transport itself
+	}
 	in, ok := n.queued()
 	if !ok {
 		return nil
 	}
-	n.drv.Settle() // the ticks before the deadline's, which the loop slept for
+	if n.held.deadline == 0 {
+		n.drv.Settle() // the ticks before the deadline's, which the loop slept for
+	}
 	for ; ok; in, ok = n.queued() {
 		n.handle(in)
 	}
 	return n.commit()
 }
+
+// hold is a deadline of the machine that the node withholds because it
+// reached it late (withhold).
+type hold struct {
+	deadline int       // the machine's deadline withheld; 0 if none
+	began    time.Time // when the node withheld it
+	until    time.Time // when it expires, unless something moves it
+	last     int       // the last deadline withheld: none is withheld twice
+}
+
+// advance gives the machine every tick that fell due up to t (now, or
+// the arrival of the event the loop handles next), unless the node
+// withholds the next deadline: it reached it late itself (by more than
+// lateTicks ticks), and gives the network one heartbeat interval to
+// bring what it would have brought on time (withhold). The hold expires
+// with the first event that arrived after its end, or when the loop
+// finds nothing queued after it.
+func (n *Node) advance(t time.Time) {
+	now := time.Now()
+	if n.held.deadline != 0 {
+		if t.Before(n.held.until) {
+			// The machine waits before the deadline's tick, and takes
+			// first whatever arrived within the hold, also when the loop
+			// is behind and handles it after the hold's end.
+			return
+		}
+		n.release(now, false)
+	}
+	if d := n.drv.Deadline(); n.drv.TickOf(n.machineTime(t)) >= d {
+		if n.withhold(now, d) {
+			return
+		}
+		if st := n.drv.Status(); st.Role != election.Leader {
+			// The evidence of a time-out this deadline may bring, as it
+			// stands now: later events of the batch must not change it.
+			n.health.atDeadline(st.Leader, now)
+		}
+	}
+	n.drv.Advance(n.machineTime(t))
+}
+
+// withhold withholds the machine's deadline d if the node reaches it, at
+// now, later than the bound, and neither leads nor withheld d before. It
+// then gives the machine the ticks before d, settles the transport if
+// nothing is queued (what was already delivered to the node is queued),
+// and waits one heartbeat
+// interval and the bound before it gives d: the events that come in
+// meanwhile are handled before d, each with the time it arrived. When
+// one of them moves the deadline (the leader's heartbeat, a higher node's
+// claim, a closed connection), the hold ends at once (release). This is
+// the runtime's answer to a stalled host: a node whose own timers fired
+// late, whose leader was stalled with it, does not time the leader out
+// before its next heartbeat could come. A leader never withholds: its
+// deadlines are its own heartbeats and lease. It reports whether it
+// withheld d.
+func (n *Node) withhold(now time.Time, d int) bool {
+	if d == n.held.last {
+		return false // its lateness is known since it was withheld
+	}
+	if n.drv.Status().Role == election.Leader {
+		return false
+	}
+	late := max(0, now.Sub(n.realAt(d)))
+	n.health.late, n.health.withheld = late, 0
+	if late <= n.lateBound() {
+		return false
+	}
+	n.drv.Settle()
+	n.held = hold{deadline: d, began: now, until: now.Add(n.ticks(n.cfg.Election.Timing.HeartbeatTicks + lateTicks)), last: d}
+	n.log.Debug("late for a deadline: withheld for a heartbeat interval", "late", late, "until", n.held.until.Sub(now))
+	if n.pending() == 0 {
+		// Only with nothing queued: a loop that is behind has what to
+		// handle first, and a flush would wait behind the same backlog.
+		n.tr.Settle()
+	}
+	return true
+}
+
+// release ends the hold, at at: heard if an event moved the deadline,
+// else because it expired. When the deadline moved, a node whose
+// algorithm has no leases (Bully, the ring) does not count the time it
+// withheld the deadline, its own lateness, against what comes next: its
+// machine's clock resumes at the deadline's tick, so the leader heard in
+// the hold has the whole time-out again. With leases (Paxos, byzantine)
+// the machine's clock must keep pace with real time, which the lease
+// argument bounds: it catches up (as after settle).
+func (n *Node) release(at time.Time, heard bool) {
+	h := n.held
+	n.held.deadline = 0
+	if !heard {
+		n.metrics.withheld.WithLabelValues(withheldExpired).Inc()
+		n.health.withheld = at.Sub(h.began)
+		return
+	}
+	n.metrics.withheld.WithLabelValues(withheldHeard).Inc()
+	if !n.cfg.Algorithm.Leases() {
+		if skip := at.Sub(n.realAt(h.deadline - 1)); skip > 0 {
+			n.offset += skip
+		}
+	}
+}
+
+// machineTime is the time t on the machine's clock: real time less what
+// the node did not count (release).
+func (n *Node) machineTime(t time.Time) time.Time { return t.Add(-n.offset) }
+
+// realAt is when the machine's tick k ends, in real time.
+func (n *Node) realAt(k int) time.Time { return n.drv.At(k).Add(n.offset) }
 
 // queued returns the next queued event without waiting: leadership claims
 // first, so that no other traffic can delay them.
@@ -129,13 +249,22 @@ func (n *Node) queued() (transport.Inbound, bool) {
 	}
 }
 
-// untilDeadline is how long from now until the machine's next deadline.
+// untilDeadline is how long from now until the machine's next deadline,
+// or until the end of the hold on it; it sets when the loop should wake.
 func (n *Node) untilDeadline() time.Duration {
-	return max(0, time.Until(n.drv.At(n.drv.Deadline())))
+	n.wake = n.realAt(n.drv.Deadline())
+	if n.held.deadline != 0 {
+		n.wake = n.held.until
+	}
+	return max(0, time.Until(n.wake))
 }
 
 // handle gives one queued event to the machine.
 func (n *Node) handle(in transport.Inbound) {
+	now := time.Now()
+	lag := max(0, now.Sub(in.At))
+	n.metrics.loopLag.Observe(lag.Seconds())
+	n.health.loopLag.note(now, lag)
 	switch in.Kind {
 	case transport.PeerDown:
 		n.log.Debug("peer's connection closed", "peer", in.Peer)
@@ -146,9 +275,13 @@ func (n *Node) handle(in transport.Inbound) {
 		n.drv.Unreachable(in.Peer)
 	case transport.Message:
 		n.log.Debug("receive", "msg", in.Msg)
+		n.health.heardFrom(in.Msg.From, in.At)
 		// With the tick it arrived in, which is later than the machine's
 		// when settle hands it over before the deadline's tick: a Paxos
 		// grant is counted from the arrival.
-		n.drv.Step(in.Msg, in.At)
+		n.drv.Step(in.Msg, n.machineTime(in.At))
+	}
+	if n.held.deadline != 0 && (n.drv.Deadline() != n.held.deadline || n.drv.Status().Role == election.Leader) {
+		n.release(in.At, true)
 	}
 }

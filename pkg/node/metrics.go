@@ -25,6 +25,11 @@ type metrics struct {
 	leaderDisconnects prometheus.Counter
 	peerDisconnects   prometheus.Counter
 	leaderFlaps       prometheus.Counter // flaps.go
+	suspicions        *prometheus.CounterVec
+	withheld          *prometheus.CounterVec
+	timerLag          prometheus.Histogram
+	loopLag           prometheus.Histogram
+	stateWrite        prometheus.Histogram
 	// subscriptionDrops reads the NATS adapter's count, if there is one.
 	subscriptionDrops func() float64
 }
@@ -36,6 +41,10 @@ func (m *metrics) Dropped(r protocol.Reason) { m.dropped.WithLabelValues(string(
 func (m *metrics) EventsDelivered()          { m.connectionEvents.Set(1) }
 func (m *metrics) PeerDisconnected()         { m.peerDisconnects.Inc() }
 func (m *metrics) SignatureChecked()         { m.signatureChecks.Inc() }
+
+// lagBuckets are the buckets of the lateness histograms, in seconds: from
+// a millisecond to beyond the default leader time-out.
+var lagBuckets = []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -92,6 +101,29 @@ func newMetrics() *metrics {
 			Name: "election_peer_disconnects_total",
 			Help: "Connection events that reported a member's connection closed.",
 		}),
+		suspicions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_suspicions_total",
+			Help: "Times this node gave up on its leader, by reason: leader_silent (its time-out, this node on time), node_late (its time-out while this node was late itself), connection_closed (a connection event).",
+		}, []string{"reason"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_deadlines_withheld_total",
+			Help: "Deadlines this node reached late and withheld for a heartbeat interval, by outcome: heard (something came in that moved it, such as the leader's heartbeat), expired (it was then applied).",
+		}, []string{"outcome"}),
+		timerLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "election_timer_lag_seconds",
+			Help:    "How late the loop's timer fired against its schedule (the machine's next deadline).",
+			Buckets: lagBuckets,
+		}),
+		loopLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "election_loop_lag_seconds",
+			Help:    "Time from an event's arrival on the lanes to its handling by the loop.",
+			Buckets: lagBuckets,
+		}),
+		stateWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "election_state_write_seconds",
+			Help:    "Duration of each write of state.json, with its fsyncs.",
+			Buckets: lagBuckets,
+		}),
 		term: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "election_term",
 			Help: "Term of the leadership this node last accepted or claimed.",
@@ -107,7 +139,8 @@ func newMetrics() *metrics {
 		return m.subscriptionDrops()
 	}))
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
-		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.signatureChecks, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects)
+		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.signatureChecks, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects,
+		m.suspicions, m.withheld, m.timerLag, m.loopLag, m.stateWrite)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {
@@ -116,6 +149,12 @@ func newMetrics() *metrics {
 	}
 	for _, r := range protocol.Reasons {
 		m.dropped.WithLabelValues(string(r))
+	}
+	for _, r := range []string{suspectSilent, suspectLate, suspectClosed} {
+		m.suspicions.WithLabelValues(r)
+	}
+	for _, o := range []string{withheldHeard, withheldExpired} {
+		m.withheld.WithLabelValues(o)
 	}
 	m.dropped.WithLabelValues(string(ReasonInboxFull))
 	m.dropped.WithLabelValues(string(ReasonReplyNotInbox))

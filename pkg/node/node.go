@@ -56,6 +56,25 @@
 //     grant, election.ArrivalStepper) is measured from when it really
 //     arrived. A leader does not settle: its deadlines are its own
 //     heartbeats and lease.
+//   - Late deadlines. A node that reaches a deadline of its machine more
+//     than two ticks late (lateTicks: its timer fired late, or its loop
+//     was busy or descheduled) and does not lead withholds it (withhold,
+//     loop.go): it settles its transport if nothing is queued, hands
+//     the machine what is pending before the deadline's tick, and waits
+//     one heartbeat interval and the two ticks for what a leader
+//     stalled with it has yet to send (what arrived within it is
+//     handled first, also by a loop that is behind). An event that moves the deadline ends the
+//     wait at once (a heartbeat, a claim, a closed connection). Without
+//     leases (Bully, the ring) the machine's clock then does not count
+//     the node's own lateness against the leader it heard; with leases
+//     it catches up, as after settling. A hung leader is timed out at
+//     most one heartbeat interval and two ticks (and the loop's own
+//     backlog) later than it would have been on time.
+//     docs/fault-model.md ("Busy hosts") tells the mechanism.
+//   - Evidence. The loop keeps when it last accepted a message from each
+//     member, its timer and loop lags and the duration of its state
+//     writes (health.go); each suspicion of the leader is logged once
+//     with them and counted by reason (election_suspicions_total).
 //   - Stalls. After a stall (a paused process, a long garbage
 //     collection) the machine gets the missed ticks at once, but the
 //     messages of ticks more than election.StaleTicks before the last are
@@ -272,7 +291,11 @@ type Node struct {
 	certifier        certifier      // the machine, if it certifies its leaders
 	drv              *driver.Driver // drives the machine
 	store            *store
-	flaps            flapTracker // the leaderships seen, for flaps.go
+	flaps            flapTracker   // the leaderships seen, for flaps.go
+	health           health        // the evidence of its suspicions
+	held             hold          // a deadline withheld, the node being late
+	offset           time.Duration // real time the machine's clock did not count (release)
+	wake             time.Time     // when the loop's timer is due
 }
 
 // New checks cfg and returns a node for nc, on the NATS adapter
@@ -408,6 +431,11 @@ func newNode(cfg Config) (*Node, error) {
 		metrics: newMetrics(),
 	}
 	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
+	n.health = newHealth(members, n.ticks(election.MaxLeaderTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
+	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "election_inbox_pending",
+		Help: "Events waiting in the node's two lanes for the loop.",
+	}, func() float64 { return float64(n.pending()) }))
 	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "election_is_leader",
 		Help: "1 while this node leads (under a lease, while the lease holds), 0 otherwise.",
@@ -544,7 +572,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	}
 	took := time.Since(asked)
 	start := Bootstrap(saved.HardState, saved.Incarnation, learned, n.id, n.cfg.Now())
-	if err := n.store.write(stored{HardState: start.State, Incarnation: start.Incarnation}); err != nil {
+	if err := n.writeState(stored{HardState: start.State, Incarnation: start.Incarnation}); err != nil {
 		return err
 	}
 	cfg := n.cfg.Election

@@ -1,0 +1,177 @@
+package node
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/baton-election/baton/pkg/driver"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node/transport"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// follower is a machine with one deadline, its leader's time-out: a
+// message resets it, a closed connection makes it a candidate.
+type follower struct {
+	now, heardAt, timeout, timedOut int
+	role                            election.Role
+	peerDown                        []int // the ticks at which PeerDown came
+}
+
+func (m *follower) Start() {}
+func (m *follower) Tick() {
+	m.now++
+	if m.role == election.Follower && m.timedOut == 0 && m.now-m.heardAt >= m.timeout {
+		m.timedOut = m.now
+	}
+}
+func (m *follower) Due() int {
+	if m.role != election.Follower || m.timedOut != 0 {
+		return 1 << 30
+	}
+	return max(1, m.heardAt+m.timeout-m.now)
+}
+func (m *follower) Step(protocol.Message) { m.heardAt = m.now }
+func (m *follower) Unreachable(uint64)    {}
+func (m *follower) PeerDown(uint64) {
+	m.peerDown = append(m.peerDown, m.now)
+	m.role = election.Candidate
+}
+func (m *follower) Resign()                    {}
+func (m *follower) Ready() election.Ready      { return election.Ready{} }
+func (m *follower) Status() election.SoftState { return election.SoftState{Role: m.role} }
+
+// lateNode is a node of algorithm (not byzantine: it has no keys) whose
+// machine m started m.timeout ticks and late before now: the node
+// reaches m's deadline late by late.
+func lateNode(t *testing.T, algorithm protocol.Algorithm, m *follower, late time.Duration) *Node {
+	t.Helper()
+	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+		Cluster:   "withhold",
+		Algorithm: algorithm,
+		Election:  electionConfig(1, []uint64{1, 2, 3}),
+		DataDir:   t.TempDir(),
+		Logger:    testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
+	if err != nil {
+		t.Fatalf("driver.New: %v", err)
+	}
+	n.drv = drv
+	drv.Start(time.Now().Add(-time.Duration(m.timeout)*DefaultTick - late))
+	return n
+}
+
+func counted(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// A late node withholds its deadline, and the leader's message in the
+// hold ends it: the machine never times out. Without leases the
+// machine's clock resumes at the deadline (the node's lateness does not
+// count against the leader); with leases it catches up with real time.
+func TestWithheldDeadlineEndsOnAMessage(t *testing.T) {
+	for _, c := range []struct {
+		algorithm protocol.Algorithm
+		skips     bool
+	}{{protocol.Bully, true}, {protocol.Ring, true}, {protocol.Paxos, false}} {
+		t.Run(string(c.algorithm), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &follower{timeout: 50}
+				n := lateNode(t, c.algorithm, m, 100*time.Millisecond)
+				n.advance(time.Now())
+				if n.held.deadline != 50 || m.now != 49 || m.timedOut != 0 {
+					t.Fatalf("late by 100ms: held %d, machine at tick %d, timed out at %d; want held 50 at tick 49, no time-out", n.held.deadline, m.now, m.timedOut)
+				}
+				time.Sleep(3 * DefaultTick)
+				n.handle(transport.Inbound{Kind: transport.Message, Msg: protocol.Message{Type: protocol.TypeHeartbeat, From: 2, Term: 1}, At: time.Now()})
+				if n.held.deadline != 0 || counted(t, n.metrics.withheld.WithLabelValues(withheldHeard)) != 1 {
+					t.Fatalf("the heartbeat did not end the hold: %+v", n.held)
+				}
+				n.advance(time.Now())
+				if m.timedOut != 0 {
+					t.Fatalf("timed out at tick %d after the leader was heard", m.timedOut)
+				}
+				// The deadline (tick 50) 100ms ago, heard 30ms into the
+				// hold: real time is at tick 63.
+				skipped := n.offset != 0
+				if skipped != c.skips || (c.skips && m.now != 49) || (!c.skips && m.now != 63) {
+					t.Errorf("offset %v, machine at tick %d; want the clock resumed at tick 49 (%v) or caught up at 63", n.offset, m.now, c.skips)
+				}
+			})
+		})
+	}
+}
+
+// A closed connection in a hold reaches the machine at once: crash
+// failover through connection events does not wait for the hold.
+func TestWithheldDeadlineTakesAClosedConnectionAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &follower{timeout: 50}
+		n := lateNode(t, protocol.Bully, m, 100*time.Millisecond)
+		n.advance(time.Now())
+		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
+		if len(m.peerDown) != 1 || m.peerDown[0] != 49 || n.held.deadline != 0 {
+			t.Fatalf("PeerDown at ticks %v, hold %+v; want it at once (tick 49) and the hold over", m.peerDown, n.held)
+		}
+	})
+}
+
+// A hold that nothing ends expires after a heartbeat interval and the
+// bound, once the loop has handled what arrived within it, and the
+// machine times out; a leader, and a node on time, never withhold.
+func TestWithheldDeadlineExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &follower{timeout: 50}
+		n := lateNode(t, protocol.Bully, m, 100*time.Millisecond)
+		n.advance(time.Now())
+		grace := time.Duration(testTiming.HeartbeatTicks+lateTicks) * DefaultTick
+		time.Sleep(grace - time.Nanosecond)
+		n.advance(time.Now())
+		if m.timedOut != 0 {
+			t.Fatalf("timed out at tick %d within the hold", m.timedOut)
+		}
+		time.Sleep(time.Second)
+		// The loop, behind, handles an event that arrived within the
+		// hold: the hold still stands.
+		n.advance(time.Now().Add(-time.Second))
+		if m.timedOut != 0 || n.held.deadline == 0 {
+			t.Fatalf("an event that arrived within the hold, handled after its end: held %d, timed out at tick %d; want the hold standing", n.held.deadline, m.timedOut)
+		}
+		n.advance(time.Now())
+		grace += time.Second - time.Nanosecond // noticed that late
+		if m.timedOut != 50 || n.health.withheld != grace || counted(t, n.metrics.withheld.WithLabelValues(withheldExpired)) != 1 {
+			t.Fatalf("timed out at tick %d after withholding %v; want tick 50 after %v", m.timedOut, n.health.withheld, grace)
+		}
+		if n.health.late != 100*time.Millisecond {
+			t.Errorf("late %v, want 100ms", n.health.late)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		role election.Role
+		late time.Duration
+	}{{"leader", election.Leader, 100 * time.Millisecond}, {"on time", election.Follower, 2 * DefaultTick}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &follower{timeout: 50, role: c.role}
+				n := lateNode(t, protocol.Bully, m, c.late)
+				n.advance(time.Now())
+				if n.held.deadline != 0 || m.now < 50 {
+					t.Fatalf("held %d with the machine at tick %d; want no hold", n.held.deadline, m.now)
+				}
+			})
+		})
+	}
+}

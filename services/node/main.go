@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,9 +92,12 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		log.Error("listen", "addr", cfg.HTTPAddr, "err", err)
 		return exitFailed
 	}
-	// HTTP answers from the start: 503 while the first connection to NATS
-	// is being made, the node's endpoints after.
-	handler := &lateHandler{}
+	// HTTP answers from the start: while the first connection to NATS is
+	// being made, /status with no leader and the rest 503; the node's
+	// endpoints after.
+	handler := &lateHandler{waiting: protocol.Status{
+		ID: cfg.ID, Cluster: cfg.Cluster, Algorithm: protocol.Algorithm(cfg.Algorithm), State: "follower",
+	}}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -160,9 +164,13 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 	return code
 }
 
-// lateHandler answers 503 until the node's handler is set.
+// lateHandler serves the node's handler once it is set. Before, while
+// the first connection to NATS is being made, GET /status answers the
+// contract's object with no leader (a node that knows none) and every
+// other path 503, /healthz included.
 type lateHandler struct {
-	h atomic.Pointer[http.Handler]
+	h       atomic.Pointer[http.Handler]
+	waiting protocol.Status
 }
 
 func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
@@ -170,6 +178,11 @@ func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
 func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h := l.h.Load(); h != nil {
 		(*h).ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Path == "/status" {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(l.waiting)
 		return
 	}
 	http.Error(w, "waiting for NATS", http.StatusServiceUnavailable)

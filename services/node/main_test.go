@@ -168,3 +168,41 @@ func startBinary(t *testing.T, bin string, env map[string]string) (*exec.Cmd, st
 		return nil, ""
 	}
 }
+
+// TestBinaryStatusBeforeNATS: while NATS cannot be reached, /status
+// answers the contract's object with no leader, /healthz 503, and SIGTERM
+// still ends the node with status 0.
+func TestBinaryStatusBeforeNATS(t *testing.T) {
+	bin := batontest.BuildBinary(t, ".")
+	cmd, base := startBinary(t, bin, map[string]string{
+		"NODE_ID": "2", "NODE_PEERS": "1,2,3", "ELECTION_CLUSTER": "quiet",
+		"NATS_URL": "nats://127.0.0.1:1", "HTTP_ADDR": "127.0.0.1:0",
+	})
+	resp, err := http.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st protocol.Status
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/status before NATS: %d, %v", resp.StatusCode, err)
+	}
+	if st.ID != 2 || st.Cluster != "quiet" || st.Algorithm != protocol.Bully || st.Leader != nil || st.State != "follower" {
+		t.Fatalf("/status before NATS = %+v; want node 2 of quiet, bully, no leader, follower", st)
+	}
+	resp, err = http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz before NATS: %d, want 503", resp.StatusCode)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("SIGTERM before NATS: %v, want status 0", err)
+	}
+}

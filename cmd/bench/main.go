@@ -52,11 +52,6 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// burnerEnv, set to 1, turns the process into a CPU burner: it spins until
-// it is killed. The benchmark starts its burners this way, from its own
-// binary.
-const burnerEnv = "BATON_BENCH_BURNER"
-
 type config struct {
 	binary     string
 	observer   string // observer binary; "" skips the observer's lag
@@ -69,6 +64,7 @@ type config struct {
 	rounds     map[int]int                  // rounds per size of sizes
 	preset     map[int]int                  // quickRounds or fullRounds
 	steady     time.Duration
+	loads      []string // the steady state's scenarios (load.go), each for steady
 	order      string
 	idle       time.Duration
 	algorithms []protocol.Algorithm
@@ -79,8 +75,10 @@ type config struct {
 }
 
 func main() {
-	if os.Getenv(burnerEnv) == "1" {
-		burn()
+	if os.Getenv(loaderEnv) != "" {
+		// A loader of the steady state (load.go), started by the
+		// benchmark from its own binary.
+		os.Exit(loaderMain())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -117,7 +115,7 @@ func (c config) roundsAt(n int) int {
 
 func parseFlags(args []string) (config, error) {
 	var c config
-	var algorithms, sizes string
+	var algorithms, sizes, loads string
 	var rounds int
 	var full bool
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -129,7 +127,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&sizes, "sizes", defaultSizes, `cluster sizes (IDs are 1..n), lists separated by ";": "n,n,…" for every algorithm without a list of its own, "algorithm=n,n,…" for one`)
 	fs.IntVar(&rounds, "rounds", 0, "rounds of each failover (0: 5 below 25 nodes, 3 below 101, 2 from 101; with -full 20, 10 and 5)")
 	fs.BoolVar(&full, "full", false, "more rounds, and 10 minutes of steady state with every core busy")
-	fs.DurationVar(&c.steady, "steady", 0, "steady state with busy CPUs, every algorithm's cluster at once, each at its smallest size (0 skips it; -full: 10m)")
+	fs.DurationVar(&c.steady, "steady", 0, "steady state under load, every algorithm's cluster at once, each at its smallest size, for this long per load (0 skips it; -full: 10m)")
+	fs.StringVar(&loads, "load", "", `loads of the steady state, each on its own for -steady: comma-separated, of cpu, fsync, memory, procs, cgroup, together (all at once), or all (every one, then together); default cpu`)
 	fs.DurationVar(&c.idle, "idle", 5*time.Second, "quiet window over which idle CPU, memory and steady traffic are measured")
 	fs.StringVar(&c.order, "order", orderShuffle, `order in which a cluster's processes are started: "ids" (lowest first, one at a time) or "shuffle" (random, several at a time)`)
 	fs.StringVar(&algorithms, "algorithms", "bully,ring,paxos,byzantine", "comma-separated algorithms to measure")
@@ -155,6 +154,16 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.timeout <= 0 || c.quiet <= 0 || c.idle <= 0 || c.steady < 0 {
 		return c, errors.New("-timeout, -quiet and -idle must be positive, -steady not negative")
+	}
+	var err error
+	if c.loads, err = parseLoads(loads); err != nil {
+		return c, err
+	}
+	if len(c.loads) > 0 && c.steady == 0 {
+		return c, errors.New("-load needs -steady, the duration of each load")
+	}
+	if len(c.loads) == 0 && c.steady > 0 {
+		c.loads = []string{loadCPU}
 	}
 	for a := range strings.SplitSeq(algorithms, ",") {
 		a = strings.TrimSpace(a)

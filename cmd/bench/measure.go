@@ -267,10 +267,7 @@ type result struct {
 	steadyPerSec float64   // steady messages per second, the cluster
 	observerLag  []time.Duration
 
-	steadyRan       bool
-	steadyElections int
-	steadyChanges   int // leader changes counted by the nodes
-	steadyAnnounced int // announcements on the leader subject
+	loads           []loadResult // the steady state under each load, in the order run
 	termRegressions int
 }
 
@@ -283,8 +280,9 @@ type wire struct {
 	steady        int
 	announcements int
 	lastTerm      uint64
-	regressions   int  // announcements whose term did not exceed the last one
-	restarting    bool // the whole cluster restarts: concurrent claims are not counted
+	changes       changeCounter // new terms and leaders, for the steady state
+	regressions   int           // announcements whose term did not exceed the last one
+	restarting    bool          // the whole cluster restarts: concurrent claims are not counted
 	lastActive    time.Time
 	announced     chan announced // to the observer's lag, if any
 }
@@ -309,6 +307,7 @@ func (w *wire) handle(m *nats.Msg) {
 				w.regressions++
 			}
 			w.lastTerm = max(w.lastTerm, a.Term)
+			w.changes.add(a.Term, a.Leader)
 			if w.announced != nil {
 				select {
 				case w.announced <- announced{term: a.Term, at: now}:
@@ -336,6 +335,7 @@ func (w *wire) setRestarting(on bool) {
 // snapshot is what the wire and the server counted so far.
 type snapshot struct {
 	all, messages, bytes, steady, announcements int
+	newTerms, moves                             int // of changeCounter
 	serverIn, serverOut, serverInBytes          int64
 	at                                          time.Time
 }
@@ -344,7 +344,8 @@ func (e *environment) snapshot(w *wire) snapshot {
 	v, _ := e.ns.Varz(nil)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := snapshot{all: w.all, messages: w.messages, bytes: w.bytes, steady: w.steady, announcements: w.announcements, at: time.Now()}
+	s := snapshot{all: w.all, messages: w.messages, bytes: w.bytes, steady: w.steady, announcements: w.announcements,
+		newTerms: w.changes.newTerms, moves: w.changes.moves, at: time.Now()}
 	if v != nil {
 		s.serverIn, s.serverOut, s.serverInBytes = v.InMsgs, v.OutMsgs, v.InBytes
 	}
@@ -691,10 +692,12 @@ func (e *environment) observerLags(ctx context.Context, obsURL, cluster string, 
 }
 
 // steadyState runs one cluster per algorithm at once, each at the
-// smallest size measured of it, lets each converge, then keeps every core
-// busy with CPU burners for the steady duration and counts, per cluster,
-// the elections, leader changes and announcements meanwhile: none is
-// expected. It records them in the results of that algorithm and size.
+// smallest size measured of it, lets each converge, then, for each load
+// of -load in turn, loads the host for the steady duration (load.go) and
+// counts, per cluster, the spurious leader changes meanwhile (no member
+// fails): the new terms announced, the elections started and the leader
+// changes the nodes counted. None is expected. It records them in the
+// results of that algorithm and size.
 func (e *environment) steadyState(ctx context.Context, results []*result) error {
 	type cluster struct {
 		res                  *result
@@ -751,46 +754,83 @@ func (e *environment) steadyState(ctx context.Context, results []*result) error 
 			return fmt.Errorf("%s: %w", c.res.algorithm, err)
 		}
 	}
-	for _, c := range clusters {
-		if err := e.waitQuiet(ctx, c.w); err != nil {
-			return err
-		}
-		c.elections0, _ = e.sumMetric(ctx, c.nodes, "election_elections_started_total")
-		c.changes0, _ = e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
-		c.s0 = e.snapshot(c.w)
-	}
-
-	bs, err := startBurners(ctx)
-	if err != nil {
-		return err
-	}
 	var sizes []string
+	var pids []int
 	for _, c := range clusters {
 		sizes = append(sizes, fmt.Sprintf("%s %d", c.res.algorithm, len(c.nodes)))
+		for _, n := range c.nodes {
+			pids = append(pids, n.Pid())
+		}
 	}
-	fmt.Fprintf(e.out, "bench: steady state: %s for %s with %d CPU burners\n", strings.Join(sizes, ", "), e.cfg.steady, len(bs))
+	for _, kind := range e.cfg.loads {
+		for _, c := range clusters {
+			if err := e.waitQuiet(ctx, c.w); err != nil {
+				return err
+			}
+			c.elections0, _ = e.sumMetric(ctx, c.nodes, "election_elections_started_total")
+			c.changes0, _ = e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
+			c.s0 = e.snapshot(c.w)
+		}
+		notes, err := e.underLoad(ctx, kind, sizes, pids)
+		if err != nil {
+			return err
+		}
+		for _, c := range clusters {
+			elections1, _ := e.sumMetric(ctx, c.nodes, "election_elections_started_total")
+			changes1, _ := e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
+			s1 := e.snapshot(c.w)
+			lr := loadResult{
+				kind:      kind,
+				note:      strings.Join(notes, "; "),
+				elections: int(elections1 - c.elections0),
+				changes:   int(changes1 - c.changes0),
+				announced: s1.announcements - c.s0.announcements,
+				newTerms:  s1.newTerms - c.s0.newTerms,
+				moves:     s1.moves - c.s0.moves,
+			}
+			for _, n := range c.nodes {
+				if !n.Running() {
+					lr.failed = true // not spurious: a member failed
+				}
+			}
+			c.res.loads = append(c.res.loads, lr)
+			fmt.Fprintf(e.out, "  %s: %s\n", c.res.algorithm, lr)
+		}
+	}
+	return nil
+}
+
+// underLoad loads the host with the loaders of kind for the steady
+// duration, throttling the processes pids for the cgroup load, and stops
+// them (killed, waited for, their files removed) before it returns, also
+// on an error or an interrupt. The notes say what the machine did not
+// allow.
+func (e *environment) underLoad(ctx context.Context, kind string, sizes []string, pids []int) ([]string, error) {
+	ld, err := startLoad(ctx, loadSpec{
+		kind:  kind,
+		dir:   filepath.Join(e.cfg.logDir, "load-fsync"),
+		until: time.Now().Add(e.cfg.steady + loaderGrace),
+		pids:  pids,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer ld.stop()
+	fmt.Fprintf(e.out, "bench: steady state, load %s: %s for %s, %d loader processes\n", kind, strings.Join(sizes, ", "), e.cfg.steady, len(ld.cmds))
+	for _, n := range ld.notes {
+		fmt.Fprintf(e.out, "bench: steady state, load %s: %s\n", kind, n)
+	}
 	timer := time.NewTimer(e.cfg.steady)
+	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 	case <-timer.C:
 	}
-	timer.Stop()
-	bs.stop()
+	ld.stop()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
-	for _, c := range clusters {
-		elections1, _ := e.sumMetric(ctx, c.nodes, "election_elections_started_total")
-		changes1, _ := e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
-		s1 := e.snapshot(c.w)
-		c.res.steadyRan = true
-		c.res.steadyElections = int(elections1 - c.elections0)
-		c.res.steadyChanges = int(changes1 - c.changes0)
-		c.res.steadyAnnounced = s1.announcements - c.s0.announcements
-		fmt.Fprintf(e.out, "  %s: %d elections, %d leader changes, %d announcements\n",
-			c.res.algorithm, c.res.steadyElections, c.res.steadyChanges, c.res.steadyAnnounced)
-	}
-	return nil
+	return ld.notes, nil
 }
 
 // waitQuiet waits until no election message or announcement has been seen

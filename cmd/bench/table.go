@@ -77,6 +77,48 @@ type row struct {
 	cell   func(r *result) (string, *bool)
 }
 
+// tableRows are the rows of a table of results: every row of rows(), and
+// the rows of the loads that some column measured.
+func tableRows(results []*result) []row {
+	rs := rows()
+	for _, rw := range loadRows() {
+		for _, r := range results {
+			if v, _ := rw.cell(r); v != "-" {
+				rs = append(rs, rw)
+				break
+			}
+		}
+	}
+	return rs
+}
+
+// loadRows are the rows of the steady state, one per load.
+func loadRows() []row {
+	var rs []row
+	for _, kind := range loadKinds {
+		rs = append(rs, row{
+			name:   "steady state, load " + kind + ": spurious leader changes",
+			target: "0",
+			cell: func(r *result) (string, *bool) {
+				i := slices.IndexFunc(r.loads, func(l loadResult) bool { return l.kind == kind })
+				if i < 0 {
+					return "-", nil
+				}
+				l := r.loads[i]
+				v := fmt.Sprintf("%d (%d to another leader; %d elections, %d announced)", l.newTerms, l.moves, l.elections, l.announced)
+				if kind == loadCgroup && strings.Contains(l.note, "skipped") {
+					return "skipped", nil
+				}
+				if l.failed {
+					return v + ", a member exited", nil
+				}
+				return v, yes(l.calm())
+			},
+		})
+	}
+	return rs
+}
+
 func yes(b bool) *bool { return &b }
 
 // durations is a row of a quantile of durations, with a target that may
@@ -286,13 +328,6 @@ func rows() []row {
 		}},
 		durations("observer lag p50", lag, 0.5, "", nil),
 		durations("observer lag p99", lag, 0.99, "<= 20 ms", func(*result) time.Duration { return 20 * time.Millisecond }),
-		{"steady state, cores busy: elections", "0", func(r *result) (string, *bool) {
-			if !r.steadyRan {
-				return "-", nil
-			}
-			return fmt.Sprintf("%d (%d leader changes, %d announced)", r.steadyElections, r.steadyChanges, r.steadyAnnounced),
-				yes(r.steadyElections == 0 && r.steadyChanges == 0 && r.steadyAnnounced == 0)
-		}},
 		{"announced terms not increasing", "0", func(r *result) (string, *bool) {
 			return fmt.Sprint(r.termRegressions), yes(r.termRegressions == 0)
 		}},
@@ -310,7 +345,7 @@ func printTable(out io.Writer, results []*result) {
 		fmt.Fprintf(tw, "\t%s", header(r))
 	}
 	fmt.Fprintln(tw)
-	for _, rw := range rows() {
+	for _, rw := range tableRows(results) {
 		fmt.Fprintf(tw, "%s\t%s", rw.name, rw.target)
 		for _, r := range results {
 			v, ok := rw.cell(r)
@@ -365,7 +400,7 @@ func writeMarkdown(cfg config, results []*result, raft []raftSeries, plot string
 		fmt.Fprintf(&b, " %s |", header(r))
 	}
 	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(results)) + "\n")
-	for _, rw := range rows() {
+	for _, rw := range tableRows(results) {
 		fmt.Fprintf(&b, "| %s | %s |", rw.name, rw.target)
 		for _, r := range results {
 			v, ok := rw.cell(r)

@@ -26,8 +26,10 @@
 //   - the observer's lag from a leader's announcement to its record.
 //
 // With -steady, it then runs one cluster per algorithm, each at its
-// smallest size, at once, keeps them quiet while CPU burners keep every
-// core busy, and counts elections: there must be none.
+// smallest size, at once, loads the host with each load of -load in turn
+// (load.go: busy processes, fsync storms, memory pressure, a storm of
+// fork/exec, a CPU-throttled cgroup, all together) and counts spurious
+// leader changes, those while no member failed: there must be none.
 //
 // "Agreed" means every live node's GET /status names the same leader, the
 // highest live ID. The benchmark follows every node's /status with long

@@ -211,3 +211,15 @@ func TestThrottleAndUndo(t *testing.T) {
 		t.Errorf("cgroups left behind: %v %v", matches, more)
 	}
 }
+
+func TestRaftLoadTable(t *testing.T) {
+	got := raftLoadTable([]raftLoad{{Kind: loadCPU, Moves: 1, Lost: 3}, {Kind: loadFsync, Err: "no agreement"}}, true)
+	for _, want := range []string{"| cpu | 1 (3 times a peer lost the leader) |", "| fsync | not measured: no agreement |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("raftLoadTable lacks %q:\n%s", want, got)
+		}
+	}
+	if raftLoadTable(nil, false) != "" {
+		t.Error("raftLoadTable(nil) is not empty")
+	}
+}

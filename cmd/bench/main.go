@@ -287,6 +287,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintln(out)
 	printTable(out, results)
 	fmt.Fprint(out, raftTable(results, raft, false))
+	fmt.Fprint(out, raftLoadTable(env.raftLoads, false))
 	fmt.Fprintf(out, "took %s\n", time.Since(started).Round(time.Second))
 	if cfg.out != "" {
 		plotPath := ""
@@ -297,7 +298,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			}
 			plotPath = p
 		}
-		path, err := writeMarkdown(cfg, results, raft, plotPath, time.Since(started))
+		path, err := writeMarkdown(cfg, results, raft, env.raftLoads, plotPath, time.Since(started))
 		if err != nil {
 			return err
 		}

@@ -33,12 +33,13 @@ const stopGrace = 5 * time.Second
 // benchmark's own connection to it, an HTTP client for the nodes and the
 // observer.
 type environment struct {
-	cfg     config
-	out     io.Writer
-	ns      *server.Server
-	natsURL string
-	nc      *nats.Conn
-	http    *http.Client
+	cfg       config
+	raftLoads []raftLoad // hashicorp/raft under each load of the steady state
+	out       io.Writer
+	ns        *server.Server
+	natsURL   string
+	nc        *nats.Conn
+	http      *http.Client
 	// observers are the observers by whether they hold member keys: one
 	// with keys drops what no member key signed, so the clusters without
 	// keys have one of their own.
@@ -771,7 +772,24 @@ func (e *environment) steadyState(ctx context.Context, results []*result) error 
 			c.changes0, _ = e.sumMetric(ctx, c.nodes, "election_leader_changes_total")
 			c.s0 = e.snapshot(c.w)
 		}
+		var rs *raftSteady
+		if e.cfg.raftcheck != "" {
+			var err error
+			if rs, err = startRaftSteady(ctx, e.cfg, kind); err != nil {
+				fmt.Fprintf(e.out, "bench: steady state, load %s: hashicorp/raft: %v\n", kind, err)
+				e.raftLoads = append(e.raftLoads, raftLoad{Kind: kind, Err: err.Error()})
+			}
+		}
 		notes, err := e.underLoad(ctx, kind, sizes, pids)
+		if rs != nil {
+			if err != nil {
+				rs.stop()
+				return err
+			}
+			l := rs.finish(kind, e.cfg.timeout)
+			e.raftLoads = append(e.raftLoads, l)
+			fmt.Fprintf(e.out, "  hashicorp/raft 150ms 5: %s\n", l)
+		}
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -150,4 +151,138 @@ func writePlot(ctx context.Context, cfg config, results []*result, raft []raftSe
 		return "", fmt.Errorf("failoverplot: %w: %s", err, out)
 	}
 	return path, nil
+}
+
+// raftReady is the line raftcheck -steady prints once its peers agree
+// (cmd/raftcheck's SteadyReady).
+const raftReady = "steady: ready"
+
+// raftLoad is hashicorp/raft's count under one load of the steady state,
+// as raftcheck -steady -json writes it.
+type raftLoad struct {
+	Kind  string `json:"-"`
+	Name  string `json:"name"`
+	Moves int    `json:"moves"` // the leadership moved to another peer
+	Lost  int    `json:"lost"`  // a peer lost the leader
+	Err   string `json:"-"`     // why there is no count
+}
+
+// raftSteady is a raftcheck -steady run beside a load.
+type raftSteady struct {
+	cmd  *exec.Cmd
+	json string
+	log  *os.File
+	done chan struct{} // closed when raftcheck's stdout is read to the end
+}
+
+// startRaftSteady starts raftcheck -steady for 5 peers with 150 ms
+// time-outs and waits until its peers agree, for at most the -timeout.
+func startRaftSteady(ctx context.Context, cfg config, kind string) (*raftSteady, error) {
+	rs := &raftSteady{json: filepath.Join(cfg.logDir, "raft-steady-"+kind+".json"), done: make(chan struct{})}
+	cmd := exec.CommandContext(ctx, cfg.raftcheck, "-binary", cfg.raftpeer, "-n", "5", "-timeouts", "150ms",
+		"-steady", cfg.steady.String(), "-json", rs.json)
+	log, err := os.Create(filepath.Join(cfg.logDir, "raft-steady-"+kind+".log"))
+	if err != nil {
+		return nil, err
+	}
+	rs.log, rs.cmd = log, cmd
+	cmd.Stderr = log
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, err
+	}
+	ready := make(chan struct{})
+	go func() {
+		defer close(rs.done)
+		sc := bufio.NewScanner(stdout)
+		once := false
+		for sc.Scan() {
+			fmt.Fprintln(log, sc.Text())
+			if sc.Text() == raftReady && !once {
+				once = true
+				close(ready)
+			}
+		}
+	}()
+	timer := time.NewTimer(cfg.timeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+		return rs, nil
+	case <-rs.done:
+		rs.stop()
+		return nil, fmt.Errorf("raftcheck -steady ended before its peers agreed; see %s", log.Name())
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	rs.stop()
+	return nil, fmt.Errorf("raftcheck -steady: no agreement within %s; see %s", cfg.timeout, log.Name())
+}
+
+// stop kills raftcheck (its peers die with it) and waits for it.
+func (rs *raftSteady) stop() {
+	_ = rs.cmd.Process.Kill()
+	<-rs.done
+	_ = rs.cmd.Wait()
+	rs.log.Close()
+}
+
+// finish waits for raftcheck's window to end, for at most grace, and
+// reads its count.
+func (rs *raftSteady) finish(kind string, grace time.Duration) raftLoad {
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-rs.done:
+	case <-timer.C:
+	}
+	rs.stop()
+	fail := func(err error) raftLoad { return raftLoad{Kind: kind, Err: err.Error()} }
+	if !rs.cmd.ProcessState.Success() {
+		return fail(fmt.Errorf("raftcheck -steady: %s; see %s", rs.cmd.ProcessState, rs.log.Name()))
+	}
+	data, err := os.ReadFile(rs.json)
+	if err != nil {
+		return fail(err)
+	}
+	var series []raftLoad
+	if err := json.Unmarshal(data, &series); err != nil || len(series) != 1 {
+		return fail(fmt.Errorf("raftcheck -steady: bad output %s", rs.json))
+	}
+	series[0].Kind = kind
+	return series[0]
+}
+
+func (l raftLoad) String() string {
+	if l.Err != "" {
+		return "not measured: " + oneLine(l.Err, 200)
+	}
+	return fmt.Sprintf("%d (%d times a peer lost the leader)", l.Moves, l.Lost)
+}
+
+// raftLoadTable renders raft's counts under the loads.
+func raftLoadTable(loads []raftLoad, markdown bool) string {
+	if len(loads) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	if markdown {
+		b.WriteString("| load | hashicorp/raft 150 ms, 5 peers: spurious leader changes |\n|---|---|\n")
+	} else {
+		b.WriteString("steady state beside hashicorp/raft, 150 ms time-outs, 5 peers: spurious leader changes\n")
+	}
+	for _, l := range loads {
+		v := l.String()
+		if markdown {
+			fmt.Fprintf(&b, "| %s | %s |\n", l.Kind, v)
+		} else {
+			fmt.Fprintf(&b, "  %-9s %s\n", l.Kind, v)
+		}
+	}
+	return b.String()
 }

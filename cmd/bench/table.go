@@ -385,7 +385,7 @@ exceed every earlier one, outside the restart of the whole cluster that precedes
 
 // writeMarkdown writes benchmarks.md into cfg.out: the machine, the date,
 // the command and the table.
-func writeMarkdown(cfg config, results []*result, raft []raftSeries, plot string, took time.Duration) (string, error) {
+func writeMarkdown(cfg config, results []*result, raft []raftSeries, raftLoads []raftLoad, plot string, took time.Duration) (string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return "", err
 	}
@@ -423,6 +423,10 @@ func writeMarkdown(cfg config, results []*result, raft []raftSeries, plot string
 	}
 	if t := raftTable(results, raft, true); t != "" {
 		b.WriteString("\n## Beside hashicorp/raft\n\nThe same crash failover (SIGKILL of the leader until every survivor names the new one) for hashicorp/raft v1.8.0 peers on loopback (`bench/raftpeer`, in-memory stores), with its default configuration and with heartbeat, election and lease time-outs of 150 ms:\n\n")
+		b.WriteString(t)
+	}
+	if t := raftLoadTable(raftLoads, true); t != "" {
+		b.WriteString("\nThe steady state under each load beside hashicorp/raft, 5 peers with 150 ms time-outs (spurious leader changes: the leadership moved to another peer while none failed):\n\n")
 		b.WriteString(t)
 	}
 	if plot != "" {

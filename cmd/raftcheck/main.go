@@ -1,6 +1,10 @@
 // Command raftcheck measures hashicorp/raft's crash failover with
 // raftbench, for each timing variant, and prints the figures; with -json it
 // also writes them for cmd/bench (which draws them with failoverplot).
+// With -steady D it instead counts, for each timing variant, the leader
+// changes of a quiet cluster over D (cmd/bench runs it beside its loads):
+// it prints the line SteadyReady once the peers agree, and with -json
+// writes the counts.
 //
 // It runs the raftpeer binary that -binary names, built from the module
 // bench/ (go tool task bench:build builds both into bin/):
@@ -31,6 +35,19 @@ type options struct {
 	timeouts []string
 	json     string
 	wait     time.Duration
+	steady   time.Duration
+}
+
+// SteadyReady is the line -steady prints once the peers agree: the
+// window starts.
+const SteadyReady = "steady: ready"
+
+// SteadySeries is one timing variant's counts in the -steady -json
+// output, as cmd/bench reads them.
+type SteadySeries struct {
+	Name  string `json:"name"`
+	Moves int    `json:"moves"`
+	Lost  int    `json:"lost"`
 }
 
 func main() {
@@ -61,6 +78,7 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	fs.StringVar(&timeouts, "timeouts", raftbench.TimeoutsDefault+","+raftbench.Timeouts150ms, "comma-separated timing variants")
 	fs.StringVar(&o.json, "json", "", "write the results to this file as JSON (a list of failover series, durations in nanoseconds)")
 	fs.DurationVar(&o.wait, "wait", raftbench.DefaultWait, "bound on each wait for agreement")
+	fs.DurationVar(&o.steady, "steady", 0, "instead of crashes, count the leader changes of a quiet cluster over this window (0: crashes)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -80,6 +98,9 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
+	if o.steady != 0 {
+		return runSteady(ctx, o, out)
+	}
 	var results []Series
 	var lines []string
 	for _, t := range o.timeouts {
@@ -131,3 +152,26 @@ func (s Series) MarshalJSON() ([]byte, error) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// runSteady counts each timing variant's leader changes over o.steady.
+func runSteady(ctx context.Context, o options, out io.Writer) error {
+	var results []SteadySeries
+	for _, t := range o.timeouts {
+		res, err := raftbench.MeasureSteady(ctx, raftbench.Config{Binary: o.binary, N: o.n, Timeouts: t, Wait: o.wait},
+			o.steady, func() { fmt.Fprintln(out, SteadyReady) })
+		if err != nil {
+			return err
+		}
+		s := SteadySeries{Name: fmt.Sprintf("raft %s %d", t, o.n), Moves: res.Moves, Lost: res.Lost}
+		fmt.Fprintf(out, "%s: %d leader changes, %d times a peer lost the leader, over %s\n", s.Name, s.Moves, s.Lost, o.steady)
+		results = append(results, s)
+	}
+	if o.json == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(o.json, append(data, '\n'), 0o644)
+}

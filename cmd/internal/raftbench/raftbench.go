@@ -12,9 +12,13 @@
 // started again with the same ID and address (and, since raftpeer keeps its
 // state in memory, empty) and the round ends when all N peers agree again.
 //
+// MeasureSteady starts N peers likewise and, once they agree, counts the
+// leader changes of the quiet cluster over a window: the leadership moving
+// to another peer, and a peer losing the leader.
+//
 // Every wait is bounded by Config.Wait; an error names the peers that
 // disagree. Every process started is stopped (SIGTERM, then SIGKILL) before
-// MeasureCrash returns, also when ctx ends; on Linux the kernel kills the
+// MeasureCrash or MeasureSteady returns, also when ctx ends; on Linux the kernel kills the
 // peers if this process dies first.
 package raftbench
 

@@ -788,7 +788,7 @@ func (e *environment) steadyState(ctx context.Context, results []*result) error 
 			}
 			l := rs.finish(kind, e.cfg.timeout)
 			e.raftLoads = append(e.raftLoads, l)
-			fmt.Fprintf(e.out, "  hashicorp/raft 150ms 5: %s\n", l)
+			fmt.Fprintf(e.out, "  hashicorp/raft 150ms 5: spurious leader changes %s\n", l)
 		}
 		if err != nil {
 			return err

@@ -157,36 +157,53 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// launch starts a cluster of cfg.N raftpeer processes, in cfg.Dir or a
+// temporary directory, and waits until they agree on a leader, which it
+// returns. stop ends the peers and removes the temporary directory; it is
+// to be called whatever the error.
+func launch(ctx context.Context, cfg Config) (c *cluster, leader string, stop func(), err error) {
+	if _, err := os.Stat(cfg.Binary); err != nil {
+		return nil, "", func() {}, fmt.Errorf("%w: Binary: %w", ErrConfig, err)
+	}
+	dir, temporary := cfg.Dir, false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "raftbench-"); err != nil {
+			return nil, "", func() {}, err
+		}
+		temporary = true
+	}
+	stop = func() {
+		if c != nil {
+			c.stop()
+		}
+		if temporary {
+			os.RemoveAll(dir)
+		}
+	}
+	addrs, err := freeAddrs(cfg.N)
+	if err != nil {
+		return nil, "", stop, err
+	}
+	c = newCluster(cfg, dir, addrs)
+	for i := range c.peers {
+		if err := c.start(i); err != nil {
+			return c, "", stop, err
+		}
+	}
+	leader, _, err = c.waitAgreed(ctx, "start-up", -1)
+	return c, leader, stop, err
+}
+
 // MeasureCrash runs cfg.Rounds leader crashes on a fresh cluster of cfg.N
 // raftpeer processes. See the package documentation for what is measured.
 func MeasureCrash(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	if _, err := os.Stat(cfg.Binary); err != nil {
-		return Result{}, fmt.Errorf("%w: Binary: %w", ErrConfig, err)
-	}
 	res = Result{N: cfg.N, Timeouts: cfg.Timeouts}
-	dir := cfg.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "raftbench-"); err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(dir)
-	}
-	addrs, err := freeAddrs(cfg.N)
+	c, _, stop, err := launch(ctx, cfg)
+	defer stop()
 	if err != nil {
-		return res, err
-	}
-	c := newCluster(cfg, dir, addrs)
-	defer c.stop()
-
-	for i := range c.peers {
-		if err := c.start(i); err != nil {
-			return res, err
-		}
-	}
-	if _, _, err := c.waitAgreed(ctx, "start-up", -1); err != nil {
 		return res, err
 	}
 	for round := 1; round <= cfg.Rounds; round++ {

@@ -3,7 +3,6 @@ package raftbench
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -56,29 +55,9 @@ func MeasureSteady(ctx context.Context, cfg Config, d time.Duration, ready func(
 	if d <= 0 || d > MaxSteady {
 		return Steady{}, fmt.Errorf("%w: steady window %s: want above 0, at most %s", ErrConfig, d, MaxSteady)
 	}
-	if _, err := os.Stat(cfg.Binary); err != nil {
-		return Steady{}, fmt.Errorf("%w: Binary: %w", ErrConfig, err)
-	}
 	res = Steady{N: cfg.N, Timeouts: cfg.Timeouts}
-	dir := cfg.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "raftbench-"); err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(dir)
-	}
-	addrs, err := freeAddrs(cfg.N)
-	if err != nil {
-		return res, err
-	}
-	c := newCluster(cfg, dir, addrs)
-	defer c.stop()
-	for i := range c.peers {
-		if err := c.start(i); err != nil {
-			return res, err
-		}
-	}
-	leader, _, err := c.waitAgreed(ctx, "start-up", -1)
+	c, leader, stop, err := launch(ctx, cfg)
+	defer stop()
 	if err != nil {
 		return res, err
 	}

@@ -26,7 +26,7 @@ leader keeps the highest term it believed and ignores the others.
 
 Exit status: 0 when every announcement read was verified, 1 when one was
 refused, 3 when nothing answered (no leader, an empty stream, a time-out),
-2 for a bad command line or members file, 4 when the server cannot be
+2 for a bad command line or members file, or without PyNaCl, 4 when the server cannot be
 reached or refuses the connection.
 """
 
@@ -41,8 +41,12 @@ import socket
 import sys
 import urllib.parse
 
-import nacl.exceptions
-import nacl.signing
+try:
+    import nacl.exceptions
+    import nacl.signing
+except ImportError:
+    print("baton_verify: needs PyNaCl: apt-get install python3-nacl, or pip install pynacl", file=sys.stderr)
+    sys.exit(2)
 
 # --- the members file and nkeys public keys -------------------------------
 

@@ -42,6 +42,24 @@ func startByzantine(t *testing.T) (*nats.Conn, *byzantine, *running) {
 	return nc, b, startObserver(t, cfg, nil)
 }
 
+// startStatedByzantine is startByzantine with the keys stating the
+// cluster's algorithm, as the members files of this project do, so that
+// the observer knows from its own configuration that "default" is
+// byzantine. It also returns the observer's configuration.
+func startStatedByzantine(t *testing.T) (*nats.Conn, *byzantine, *running, Config) {
+	t.Helper()
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	nc := batontest.Connect(t, url)
+	b := newByzantine(t)
+	keys, err := b.keys.State("default", protocol.Byzantine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"default": keys}
+	return nc, b, startObserver(t, cfg, nil), cfg
+}
+
 // sign has member id's key (or, with a stranger signer, a key that is not
 // the member's) sign st.
 func sign(t *testing.T, s *protocol.Signer, st certify.Statement) certify.SignedStatement {

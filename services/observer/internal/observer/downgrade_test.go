@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -17,16 +16,7 @@ import (
 func TestDowngradedAnnouncementNotRecorded(t *testing.T) {
 	for _, alg := range []protocol.Algorithm{protocol.Paxos, "", "raft"} {
 		t.Run(string(alg), func(t *testing.T) {
-			url := batontest.StartNATS(t, batontest.WithJetStream())
-			nc := batontest.Connect(t, url)
-			b := newByzantine(t)
-			keys, err := b.keys.State("default", protocol.Byzantine)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := testConfig(url, t.TempDir())
-			cfg.Keys = map[string]*protocol.MemberKeys{"default": keys}
-			o := startObserver(t, cfg, nil)
+			nc, b, o, _ := startStatedByzantine(t)
 
 			subject := protocol.LeaderSubject("default")
 			liar := announcement("default", 3, protocol.MaxTerm, t0)

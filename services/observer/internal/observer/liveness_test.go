@@ -41,16 +41,7 @@ func publishMessage(t *testing.T, nc *nats.Conn, cluster string, m protocol.Mess
 // record, whatever their number: no split brain, no leadership, nothing
 // asked for, and the history's file does not grow.
 func TestByzantineLiarLivenessMakesNoRecord(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
-	nc := batontest.Connect(t, url)
-	b := newByzantine(t)
-	keys, err := b.keys.State("default", protocol.Byzantine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": keys}
-	o := startObserver(t, cfg, nil)
+	nc, b, o, cfg := startStatedByzantine(t)
 
 	cert := certificate(t, b.signers, 8, 4, 1, 2, 3)
 	a := announcement("default", 4, 8, t0)

@@ -250,6 +250,8 @@ func (m *Machine) Step(msg protocol.Message) {
 		if m.c.Staled(msg) {
 			m.lead()
 		}
+	case protocol.TypeProbe:
+		m.c.AnswerProbe(msg) // a follower that has not heard us for a while
 	}
 }
 

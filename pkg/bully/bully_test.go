@@ -226,7 +226,11 @@ func TestBully(t *testing.T) {
 			id:   2,
 			run: func(m *Machine) election.Ready {
 				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
-				if r := ticks(m, election.DefaultLeaderTimeoutTicks+2*T-1); len(r.Messages) != 0 {
+				// Asked before it is suspected, T before the time-out.
+				if r := ticks(m, election.DefaultLeaderTimeoutTicks-T); !slices.Equal(types(r.Messages), []string{"probe→9"}) {
+					return r
+				}
+				if r := ticks(m, 3*T-1); len(r.Messages) != 0 {
 					return r // too early
 				}
 				return ticks(m, 1)
@@ -241,7 +245,7 @@ func TestBully(t *testing.T) {
 				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
 				return ticks(m, election.DefaultLeaderTimeoutTicks)
 			},
-			wantMsgs: []string{"election", "coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+			wantMsgs: []string{"probe→9", "election", "coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
 		},
 		{
 			name: "heartbeats stop: a deferred node that hears the new leader holds no election",
@@ -251,7 +255,10 @@ func TestBully(t *testing.T) {
 				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
 				ticks(m, election.DefaultLeaderTimeoutTicks)
 				m.Step(msg(protocol.TypeCoordinator, 4, 0, 5))
-				return ticks(m, 3*T)
+				r := ticks(m, 2*T)
+				m.Step(msg(protocol.TypeHeartbeat, 4, 0, 5))
+				r.Messages = append(r.Messages, ticks(m, T).Messages...)
+				return r
 			},
 			wantRole: election.Follower, wantLeader: 4,
 		},
@@ -502,7 +509,7 @@ func TestBullyColdStart(t *testing.T) {
 	quiet.Ready()
 	ticks(quiet, T)
 	quiet.Step(msg(protocol.TypeCoordinator, 9, 0, 6))
-	if r := ticks(quiet, 3*T); len(r.Messages) != 0 {
+	if r := ticks(quiet, 3*T-1); len(r.Messages) != 0 {
 		t.Errorf("node 2 that heard 9 lead while deferring: got %v, want no election", types(r.Messages))
 	}
 	if st := quiet.Status(); st.Leader != 9 || st.Role != election.Follower {

@@ -187,6 +187,17 @@ const (
 	// MemberLied: the node holds proof (two contradicting statements
 	// signed by Member) that Member lied; it ignores Member from then on.
 	MemberLied
+	// LeaderProbed: the node has not heard its leader (Leader, Term) for
+	// a while and asked it (protocol.TypeProbe) before suspecting it.
+	LeaderProbed
+	// ProbeAnswered: the leader (Leader, Term) the node probed was heard
+	// again before the leader time-out: nobody is suspected.
+	ProbeAnswered
+	// LeaderResumed: the node leads again in the term it led before it
+	// stepped down (Leader, Term): a Paxos leader whose lease ran out and
+	// that a majority accepted again under the same ballot. Not a new
+	// leadership: nothing is claimed or announced anew.
+	LeaderResumed
 )
 
 // String names the event kind for logs.
@@ -204,6 +215,12 @@ func (k EventKind) String() string {
 		return "leader_disconnected"
 	case MemberLied:
 		return "member_lied"
+	case LeaderProbed:
+		return "leader_probed"
+	case ProbeAnswered:
+		return "probe_answered"
+	case LeaderResumed:
+		return "leader_resumed"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }

@@ -96,6 +96,20 @@ func (n *Node) record(ev election.Event) {
 		// its pending events, and when it last heard each member.
 		now := time.Now()
 		n.log.Info("stepped down", append([]any{"term", ev.Term, n.peersHeard(now)}, n.evidence(now)...)...)
+	case election.LeaderProbed:
+		n.metrics.probes.WithLabelValues(probeSent).Inc()
+		now := time.Now()
+		attrs := []any{"leader", ev.Leader, "term", ev.Term}
+		if ago, heard := n.health.heardAgo(ev.Leader, now); heard {
+			attrs = append(attrs, "heard_ago", ago)
+		}
+		n.log.Info("leader silent: asked it before suspecting it", append(attrs, n.evidence(now)...)...)
+	case election.ProbeAnswered:
+		n.metrics.probes.WithLabelValues(probeAnswered).Inc()
+		n.log.Info("leader heard again: nobody suspected", "leader", ev.Leader, "term", ev.Term)
+	case election.LeaderResumed:
+		n.metrics.resumed.Inc()
+		n.log.Info("leading again in the same term", "term", ev.Term)
 	case election.MemberLied:
 		n.metrics.membersLied.Inc()
 		n.log.Warn("member lied: it signed two contradicting statements", "member", ev.Member, "term", ev.Term)

@@ -30,6 +30,12 @@ const (
 	suspectClosed = "connection_closed"
 )
 
+// Outcomes of election_leader_probes_total.
+const (
+	probeSent     = "sent"
+	probeAnswered = "answered"
+)
+
 // Outcomes of election_deadlines_withheld_total.
 const (
 	withheldHeard   = "heard" // something came in that moved the deadline

@@ -26,6 +26,8 @@ type metrics struct {
 	peerDisconnects   prometheus.Counter
 	leaderFlaps       prometheus.Counter // flaps.go
 	suspicions        *prometheus.CounterVec
+	probes            *prometheus.CounterVec
+	resumed           prometheus.Counter
 	withheld          *prometheus.CounterVec
 	timerLag          prometheus.Histogram
 	loopLag           prometheus.Histogram
@@ -105,6 +107,14 @@ func newMetrics() *metrics {
 			Name: "election_suspicions_total",
 			Help: "Times this node gave up on its leader, by reason: leader_silent (its time-out, this node on time), node_late (its time-out while this node was late itself), connection_closed (a connection event).",
 		}, []string{"reason"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_leader_probes_total",
+			Help: "Probes of a leader this node had not heard for a while, sent before suspecting it, by outcome: sent, answered (the leader was heard again before the time-out).",
+		}, []string{"outcome"}),
+		resumed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "election_leaderships_resumed_total",
+			Help: "Times this Paxos node, its lease lapsed, led on in the same term once a majority accepted it again.",
+		}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "election_deadlines_withheld_total",
 			Help: "Deadlines this node reached late and withheld for a heartbeat interval, by outcome: heard (something came in that moved it, such as the leader's heartbeat), expired (it was then applied).",
@@ -140,7 +150,7 @@ func newMetrics() *metrics {
 	}))
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
 		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.signatureChecks, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects,
-		m.suspicions, m.withheld, m.timerLag, m.loopLag, m.stateWrite)
+		m.suspicions, m.probes, m.resumed, m.withheld, m.timerLag, m.loopLag, m.stateWrite)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {
@@ -152,6 +162,9 @@ func newMetrics() *metrics {
 	}
 	for _, r := range []string{suspectSilent, suspectLate, suspectClosed} {
 		m.suspicions.WithLabelValues(r)
+	}
+	for _, o := range []string{probeSent, probeAnswered} {
+		m.probes.WithLabelValues(o)
 	}
 	for _, o := range []string{withheldHeard, withheldExpired} {
 		m.withheld.WithLabelValues(o)

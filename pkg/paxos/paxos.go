@@ -165,8 +165,17 @@ type Machine struct {
 	upPromises []uint64
 	upSince    int
 
+	// resuming: the proposal in flight is this node's own ballot again,
+	// proposed when its lease ran out (see resume).
+	resuming bool
+
 	// Follower and candidate.
-	heard    int    // tick the leader, or a higher node's campaign, was last heard
+	heard int // tick the leader, or a higher node's campaign, was last heard
+	// arrivals follows the gaps between the leader's renewals (its
+	// time-out follows them, see limit); probed: this silence's Probe
+	// is out.
+	arrivals core.Arrivals
+	probed   bool
 	wait     int    // ticks until the next campaign; 0: none scheduled
 	blocked  uint64 // the holder of the lease that stalled our campaign
 	released uint64 // the last node heard releasing its lease
@@ -227,12 +236,21 @@ func (m *Machine) Tick() {
 	m.c.CountTick()
 	m.now++
 	t := m.timing
+	limit := m.limit()
+	if lead := core.ProbeLead(t, limit); m.phase == idle && m.c.Leader() != 0 && !m.probed && lead > 0 && m.now-m.heard >= limit-lead {
+		// Ask the silent leader before suspecting it: its answer is a
+		// renewal.
+		m.probed = true
+		m.c.SendProbe()
+	}
 	switch {
 	case m.phase == leading && m.now >= m.leaseUntil:
 		// The lease ran out without a renewal: stop acting as leader
-		// before anything else.
+		// before anything else, then propose again under the same
+		// ballot.
 		m.stopLeading()
 		m.heard = m.now
+		m.resume()
 	case m.phase == leading:
 		if m.upgrade != 0 && m.now-m.upSince >= t.CoordinatorTicks {
 			m.upgrade = 0 // stalled; the next refusal starts another
@@ -241,7 +259,7 @@ func (m *Machine) Tick() {
 		if m.sinceRenew >= t.HeartbeatTicks {
 			m.propose()
 		}
-	case m.c.Leader() != 0 && m.now-m.heard >= t.LeaderTimeoutTicks:
+	case m.c.Leader() != 0 && m.now-m.heard >= limit:
 		// The leader fell silent.
 		m.c.MarkDeparted(m.c.Leader())
 		m.c.Forget(true)
@@ -266,9 +284,17 @@ func (m *Machine) Due() int {
 	case m.phase == leading:
 		return max(1, min(t.HeartbeatTicks-m.sinceRenew, m.leaseUntil-m.now))
 	}
-	// As Tick decides: the leader's silence, else the wait, else (no
-	// leader, nobody campaigning) the silence of any leader.
+	// As Tick decides: the leader's silence (and before it the probe),
+	// else the wait, else (no leader, nobody campaigning) the silence of
+	// any leader.
 	silence := max(1, t.LeaderTimeoutTicks-(m.now-m.heard))
+	if m.c.Leader() != 0 {
+		limit := m.limit()
+		silence = max(1, limit-(m.now-m.heard))
+		if lead := core.ProbeLead(t, limit); m.phase == idle && !m.probed && lead > 0 {
+			silence = max(1, min(silence, limit-lead-(m.now-m.heard)))
+		}
+	}
 	switch {
 	case m.c.Leader() != 0 && m.wait > 0:
 		return min(silence, m.wait)
@@ -311,7 +337,36 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 		m.onNack(msg)
 	case protocol.TypeResign:
 		m.onResign(msg)
+	case protocol.TypeProbe:
+		if m.phase == leading && m.sinceRenew > 0 {
+			m.propose() // a follower has not heard us for a while: renew now
+		}
 	}
+}
+
+// limit is the follower's leader time-out now: LeaderTimeoutTicks, raised
+// by the spread of the leader's renewals (core.Arrivals), at most
+// election.MaxLeaderTimeoutFactor times as long.
+func (m *Machine) limit() int {
+	lt := m.timing.LeaderTimeoutTicks
+	return min(election.MaxLeaderTimeoutFactor*lt, max(lt, m.arrivals.Bound()))
+}
+
+// resume proposes again, under the ballot whose lease just ran out, to
+// lead on in the same term: a leader whose renewals were answered late (a
+// busy host) keeps its term instead of being elected again with a new
+// one. It is Phase 2 again with the ballot a majority promised: an
+// acceptor that has promised a higher ballot since refuses it, and the
+// lease counts, as every lease does, from the new proposal's sending, so
+// the lease argument holds as for a renewal. If no majority accepts
+// within the coordinator time-out, the node campaigns with a new ballot.
+func (m *Machine) resume() {
+	if m.c.Left() || m.ballot == 0 {
+		return
+	}
+	m.phase, m.resuming, m.rounds = proposing, true, m.rounds[:0]
+	m.wait = m.timing.LeaderTimeoutTicks // as long as an idle node waits before it campaigns
+	m.propose()
 }
 
 // Unreachable records that a peer cannot be reached.
@@ -399,6 +454,7 @@ func (m *Machine) campaign() {
 	}
 	m.c.BecomeCandidate(true)
 	m.phase, m.ballot, m.promises, m.rounds, m.blocked = preparing, b, m.promises[:0], m.rounds[:0], 0
+	m.resuming = false
 	m.wait = m.timing.CoordinatorTicks // start again if this ballot stalls
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
 	if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
@@ -565,7 +621,16 @@ func (m *Machine) onPropose(msg protocol.Message) {
 	}
 	// A leader that holds its lease (whether or not this acceptor could
 	// accept its proposal).
-	m.heard = m.now
+	switch {
+	case m.c.Leader() != msg.From:
+		m.arrivals.Reset()
+	case m.now > m.heard:
+		m.arrivals.Add(m.now - m.heard)
+		if m.probed {
+			m.c.ProbeAnswered()
+		}
+	}
+	m.heard, m.probed = m.now, false
 	if (m.phase == idle || msg.From > m.id) && reply.Type == protocol.TypeAccepted {
 		// Not a lower node's while this one campaigns: it may still lead
 		// with its own ballot, below that term, and a node's term never
@@ -634,7 +699,10 @@ func (m *Machine) accepted(from, seq uint64) {
 		case m.now >= m.leaseUntil:
 		case m.phase == proposing:
 			m.phase, m.wait = leading, 0
-			m.c.Lead(m.ballot)
+			if !m.resuming || !m.c.Resume(m.ballot) {
+				m.c.Lead(m.ballot)
+			}
+			m.resuming = false
 			m.propose() // at once: renews, and tells the learners who leads
 		case m.c.Term() != m.ballot:
 			m.c.Lead(m.ballot) // the same leader, moved to a newer term

@@ -45,14 +45,15 @@ const MaxTerm uint64 = 1 << 62
 // rounds, so no valid message comes near it.
 const MaxHops = 1 << 20
 
-// Steady reports whether m is part of a quiet cluster's steady traffic
-// rather than of an election: a heartbeat, a Paxos leader's lease
-// renewal (a Propose naming its leader) and its acceptances, or a
-// byzantine leader's round with its certificate and the acknowledgements
-// of its rounds.
+// Steady reports whether m is part of a cluster's failure detection
+// rather than of an election: a heartbeat, a follower's probe of a leader
+// it has not heard for a while (at most one per silence), a Paxos
+// leader's lease renewal (a Propose naming its leader) and its
+// acceptances, or a byzantine leader's round with its certificate and
+// the acknowledgements of its rounds.
 func Steady(m Message) bool {
 	switch m.Type {
-	case TypeHeartbeat, TypeBzAck:
+	case TypeHeartbeat, TypeProbe, TypeBzAck:
 		return true
 	case TypePropose, TypeAccepted:
 		return m.Candidate != 0
@@ -71,7 +72,7 @@ type Type string
 // The message types. Bully uses Election, Answer and Coordinator; the ring
 // uses Election (carrying a candidate), Elected and Ack; both use Heartbeat,
 // Resign and Stale. Paxos uses Prepare, Promise, Propose, Accepted, Nack
-// and Resign.
+// and Resign. All three use Probe.
 const (
 	// TypeElection starts or carries an election. Bully broadcasts it to
 	// every node (only higher IDs act on it); the ring sends it to the
@@ -99,6 +100,12 @@ const (
 	// TypeStale answers a message whose term is older than the receiver's:
 	// Term is the receiver's term and Candidate its leader (0 if none).
 	TypeStale Type = "stale"
+	// TypeProbe is sent by a follower to its leader when it has not heard
+	// from it for a while, before it suspects it: a leader that receives
+	// it answers at once with its heartbeat (Bully, ring) or a renewal
+	// (Paxos), and the follower suspects nobody. Term is the term the
+	// follower accepted.
+	TypeProbe Type = "probe"
 
 	// TypePrepare is Paxos phase 1a, broadcast: the sender asks every
 	// acceptor to promise ballot Term.
@@ -152,7 +159,7 @@ const (
 )
 
 // Types lists every message type, in a fixed order (for metrics and docs).
-var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale,
+var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale, TypeProbe,
 	TypePrepare, TypePromise, TypePropose, TypeAccepted, TypeNack,
 	TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence}
 
@@ -384,7 +391,7 @@ func Validate(m Message, members []uint64) error {
 		if m.Term == 0 {
 			return reject(ReasonInvalidField, "%s without a term", m.Type)
 		}
-	case TypeAnswer, TypeAck, TypeStale:
+	case TypeAnswer, TypeAck, TypeStale, TypeProbe:
 		if m.To == 0 {
 			return reject(ReasonInvalidField, "%s needs a receiver", m.Type)
 		}

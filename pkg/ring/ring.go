@@ -265,6 +265,8 @@ func (m *Machine) Step(msg protocol.Message) {
 		if m.c.Staled(msg) {
 			m.win()
 		}
+	case protocol.TypeProbe:
+		m.c.AnswerProbe(msg) // a follower that has not heard us for a while
 	}
 }
 

@@ -65,6 +65,12 @@ type Core struct {
 	suspected    uint64 // the leader last timed out, while a message from it would show the suspicion wrong
 	sinceSuspect int
 	calm         int
+	// The time-out also follows the arrivals of the current leader's
+	// messages (Limit), and a follower asks a leader it has not heard
+	// for a while before it suspects it (probed: the Probe of this
+	// silence is out).
+	arrivals Arrivals
+	probed   bool
 
 	// Received terms may raise maxTerm only as fast as the credit allows
 	// (see Receive): now counts this node's ticks, credit is what they
@@ -495,9 +501,18 @@ func (c *Core) follow(leader, term uint64) bool {
 	if term < c.term || term > protocol.MaxTerm || c.Owner(term) != leader {
 		return false
 	}
-	if leader != c.leader || term != c.term {
+	switch {
+	case leader != c.leader || term != c.term:
 		c.report(election.LeaderChanged, leader, term)
+		c.arrivals.Reset()
+	case c.role == election.Follower && c.silent > 0:
+		// The same leadership heard again: one more gap.
+		c.arrivals.Add(c.silent)
+		if c.probed {
+			c.report(election.ProbeAnswered, leader, term)
+		}
 	}
+	c.probed = false
 	if leader != c.suspected {
 		// Another leadership since the suspicion: the suspected leader's
 		// messages from now on tell of its return (a pause, a restart),
@@ -655,9 +670,88 @@ func (c *Core) Heartbeat() {
 	c.Send(protocol.Message{Type: protocol.TypeHeartbeat, Term: c.term})
 }
 
+// Limit is the leader time-out now: LeaderTimeoutTicks, raised by what
+// the node learnt (the timeout doubled after a suspicion that proved
+// wrong) and by the spread of its leader's arrivals (Arrivals.Bound),
+// and never above maxTimeoutFactor times LeaderTimeoutTicks.
+func (c *Core) Limit() int {
+	return min(maxTimeoutFactor*c.timing.LeaderTimeoutTicks, max(c.timeout, c.arrivals.Bound()))
+}
+
+// ProbeLead is how many ticks before the leader time-out limit a
+// follower probes its silent leader: T (AnswerTicks), the round trip of a
+// question and its answer, but never so early that a leader on time
+// would be probed (before one heartbeat interval and a tick); 0 for no
+// probe.
+func ProbeLead(t election.Timing, limit int) int {
+	return max(0, min(t.AnswerTicks, limit-t.HeartbeatTicks-1))
+}
+
+// AnswerProbe answers a Probe from a follower, if this node leads, with
+// a heartbeat now (at most one a tick), and reports whether it did.
+func (c *Core) AnswerProbe(m protocol.Message) bool {
+	if c.role != election.Leader || c.left || c.silent == 0 {
+		return false
+	}
+	c.Heartbeat()
+	return true
+}
+
+// probe asks the leader whether it is alive, once per silence, when the
+// silence reaches ProbeLead ticks before the time-out.
+func (c *Core) probe(limit int) {
+	if c.leader == 0 || c.probed {
+		return
+	}
+	if lead := ProbeLead(c.timing, limit); lead > 0 && c.silent >= limit-lead {
+		c.probed = true
+		c.SendProbe()
+	}
+}
+
+// SendProbe asks this node's leader whether it is alive (a Probe for the
+// term this node accepted) and reports it (LeaderProbed). An algorithm
+// that keeps its own follower clock (Paxos) calls it; Bully and the ring
+// probe through Tick.
+func (c *Core) SendProbe() {
+	if c.leader == 0 || c.leader == c.id || c.left {
+		return
+	}
+	c.Send(protocol.Message{Type: protocol.TypeProbe, To: c.leader, Term: c.term})
+	c.report(election.LeaderProbed, c.leader, c.term)
+}
+
+// ProbeAnswered reports that the leader this node probed was heard again
+// before the time-out (ProbeAnswered), for an algorithm that keeps its
+// own follower clock.
+func (c *Core) ProbeAnswered() {
+	if c.leader != 0 {
+		c.report(election.ProbeAnswered, c.leader, c.term)
+	}
+}
+
+// Resume makes this node leader again with term, the term it led with
+// until it stepped down, and reports whether it does: a Paxos leader
+// whose lease ran out and that a majority accepted again under the same
+// ballot. It is the same leadership: no election is reported, nothing is
+// claimed or announced anew, and only LeaderResumed tells. It refuses any
+// other term, and a node that has followed another leader since.
+func (c *Core) Resume(term uint64) bool {
+	if c.left || term == 0 || term != c.term || c.Owner(term) != c.id || (c.leader != 0 && c.leader != c.id) {
+		return false
+	}
+	c.waiting = false
+	c.suspected = 0
+	c.role, c.leader, c.silent = election.Leader, c.id, 0
+	c.report(election.LeaderResumed, c.id, term)
+	return true
+}
+
 // tickFollower advances a follower's clock and reports whether the leader
-// (or, while undefined, any leader) has been silent too long. The silent
-// leader is then suspected: it becomes undefined and counts as gone.
+// (or, while undefined, any leader) has been silent too long. Some ticks
+// before that it asks the leader (probe), whose answer, like any message
+// from it, ends the silence. The silent leader is then suspected: it
+// becomes undefined and counts as gone.
 func (c *Core) tickFollower() (timedOut bool) {
 	c.silent++
 	if c.suspected != 0 {
@@ -673,10 +767,12 @@ func (c *Core) tickFollower() (timedOut bool) {
 			c.calm = 0
 		}
 	}
-	if c.silent < c.timeout {
+	limit := c.Limit()
+	c.probe(limit)
+	if c.silent < limit {
 		return false
 	}
-	c.silent = 0
+	c.silent, c.probed = 0, false
 	if c.leader != 0 {
 		c.report(election.LeaderTimedOut, c.leader, c.term)
 		c.suspected, c.sinceSuspect = c.leader, 0
@@ -697,7 +793,11 @@ func (c *Core) Due() int {
 	case c.role == election.Leader:
 		return max(1, c.timing.HeartbeatTicks-c.silent)
 	}
-	due := c.timeout - c.silent
+	limit := c.Limit()
+	due := limit - c.silent
+	if lead := ProbeLead(c.timing, limit); c.leader != 0 && !c.probed && lead > 0 {
+		due = min(due, limit-lead-c.silent)
+	}
 	if c.leader != 0 && c.timeout > c.timing.LeaderTimeoutTicks {
 		due = min(due, calmFactor*c.timing.LeaderTimeoutTicks-c.calm)
 	}

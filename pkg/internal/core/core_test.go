@@ -295,6 +295,7 @@ func TestEvents(t *testing.T) {
 	c.BecomeCandidate(true)
 	term := c.Claim()
 	want = []election.Event{
+		{Kind: election.LeaderProbed, Leader: 9, Term: 3},
 		{Kind: election.LeaderTimedOut, Leader: 9, Term: 3},
 		{Kind: election.ElectionStarted},
 		{Kind: election.LeaderChanged, Leader: 4, Term: term},

@@ -1,0 +1,126 @@
+package paxos
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// A leader whose lease ran out (its renewals answered late) stops leading
+// at once, proposes again under the same ballot, and with a majority's
+// acceptance leads on in the same term: no election, no new claim, and
+// its lease counts from the new proposal.
+func TestLeaderResumesInItsTerm(t *testing.T) {
+	m := elect(t)
+	ticks(m, timing.LeaderLeaseTicks-1)
+	if m.Status().Role != election.Leader {
+		t.Fatalf("before the lease's end: role %v, want leader", m.Status().Role)
+	}
+	rd := ticks(m, 1)
+	at := timing.LeaderLeaseTicks
+	if st := m.Status(); st.Role == election.Leader || st.LeaseUntil != 0 {
+		t.Fatalf("at the lease's end: status %+v, want not leader, no lease", st)
+	}
+	if got := show(rd.Messages); !slices.Equal(got, []string{"propose:5"}) || rd.Messages[0].Candidate != 0 {
+		t.Fatalf("at the lease's end: sent %v, want a proposal of ballot 5 that names no leader yet", rd.Messages)
+	}
+	if rd.State != nil && rd.State.MaxTerm != 5 {
+		t.Errorf("at the lease's end: stored %+v, want no new ballot", *rd.State)
+	}
+	seq := rd.Messages[0].Seq
+	for _, id := range []uint64{2, 4} {
+		a := msg(protocol.TypeAccepted, id, 9, 5)
+		a.Seq = seq
+		m.Step(a)
+	}
+	rd = m.Ready()
+	st := m.Status()
+	if st.Role != election.Leader || st.Term != 5 || st.LeaseUntil != at+timing.LeaderLeaseTicks {
+		t.Fatalf("accepted again by a majority: status %+v, want leader of term 5 with its lease until %d", st, at+timing.LeaderLeaseTicks)
+	}
+	if rd.Claimed != 0 {
+		t.Errorf("resumed: claimed %d, want no new claim", rd.Claimed)
+	}
+	if !slices.Equal(rd.Events, []election.Event{{Kind: election.LeaderResumed, Leader: 9, Term: 5}}) {
+		t.Errorf("resumed: events %v, want only %v", rd.Events, election.LeaderResumed)
+	}
+	if got := show(rd.Messages); !slices.Equal(got, []string{"propose:5"}) || rd.Messages[0].Candidate != 9 {
+		t.Errorf("resumed: sent %v, want a renewal naming 9", rd.Messages)
+	}
+}
+
+// An acceptor that promised a higher ballot while the lease lapsed
+// refuses the resumed proposal: without a majority the node does not
+// lead, and campaigns with a new ballot when an idle node would.
+func TestResumeRefusedByAHigherPromise(t *testing.T) {
+	m := elect(t)
+	rd := ticks(m, timing.LeaderLeaseTicks)
+	seq := rd.Messages[len(rd.Messages)-1].Seq
+	a := msg(protocol.TypeAccepted, 2, 9, 5)
+	a.Seq = seq
+	m.Step(a)
+	n := msg(protocol.TypeNack, 4, 9, 14) // 4 promised ballot 14 (node 8's)
+	n.Seq = seq
+	m.Step(n)
+	if st := m.Status(); st.Role == election.Leader {
+		t.Fatalf("one acceptance and a refusal: status %+v, want not leader", st)
+	}
+	rd = ticks(m, 3*timing.LeaderTimeoutTicks)
+	if st := m.Status(); st.Role == election.Leader {
+		t.Fatalf("no majority: status %+v, want not leader", st)
+	}
+	if !slices.ContainsFunc(rd.Messages, func(p protocol.Message) bool { return p.Type == protocol.TypePrepare && p.Term > 14 }) {
+		t.Errorf("no majority: sent %v, want a campaign with a ballot above 14", show(rd.Messages))
+	}
+}
+
+// A follower that has not heard its leader's renewals for a while asks
+// it T before its time-out; the leader answers at once with a renewal,
+// which ends the silence: the follower suspects nobody.
+func TestFollowerProbesItsLeader(t *testing.T) {
+	f := newNode(t, 4, election.HardState{})
+	f.Start()
+	f.Ready()
+	p := msg(protocol.TypePropose, 9, 0, 5)
+	p.Seq, p.Candidate = 1, 9
+	f.Step(p)
+	f.Ready()
+	if st := f.Status(); st.Leader != 9 {
+		t.Fatalf("after the leader's renewal: status %+v, want a follower of 9", st)
+	}
+	lead := min(timing.AnswerTicks, timing.LeaderTimeoutTicks-timing.HeartbeatTicks-1)
+	if rd := ticks(f, timing.LeaderTimeoutTicks-lead-1); len(rd.Messages) != 0 {
+		t.Fatalf("before the probe: sent %v", show(rd.Messages))
+	}
+	rd := ticks(f, 1)
+	if got := show(rd.Messages); !slices.Equal(got, []string{"probe→9:5"}) {
+		t.Fatalf("%d ticks before the time-out: sent %v, want a probe to 9", lead, got)
+	}
+	if !slices.Contains(rd.Events, election.Event{Kind: election.LeaderProbed, Leader: 9, Term: 5}) {
+		t.Errorf("events %v, want the probe's", rd.Events)
+	}
+
+	l := elect(t)
+	ticks(l, 1)
+	l.Step(rd.Messages[0])
+	ans := l.Ready()
+	if got := show(ans.Messages); !slices.Equal(got, []string{"propose:5"}) || ans.Messages[0].Candidate != 9 {
+		t.Fatalf("the leader's answer: %v, want a renewal naming 9", ans.Messages)
+	}
+	l.Step(rd.Messages[0])
+	if again := l.Ready(); len(again.Messages) != 0 {
+		t.Errorf("a second probe in the same tick: answered %v, want nothing", show(again.Messages))
+	}
+
+	f.Step(ans.Messages[0])
+	got := f.Ready()
+	if !slices.Contains(got.Events, election.Event{Kind: election.ProbeAnswered, Leader: 9, Term: 5}) {
+		t.Errorf("answer heard: events %v, want the probe answered", got.Events)
+	}
+	rd = ticks(f, timing.LeaderTimeoutTicks-1)
+	if st := f.Status(); st.Leader != 9 || slices.ContainsFunc(rd.Events, func(e election.Event) bool { return e.Kind == election.LeaderTimedOut }) {
+		t.Errorf("after the answer: status %+v, events %v; want 9 still followed", st, rd.Events)
+	}
+}

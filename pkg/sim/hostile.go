@@ -67,7 +67,7 @@ type liar struct {
 // types are the message types the liar picks from.
 var types = []protocol.Type{
 	protocol.TypeElection, protocol.TypeAnswer, protocol.TypeCoordinator, protocol.TypeElected,
-	protocol.TypeAck, protocol.TypeHeartbeat, protocol.TypeResign, protocol.TypeStale,
+	protocol.TypeAck, protocol.TypeHeartbeat, protocol.TypeResign, protocol.TypeStale, protocol.TypeProbe,
 	protocol.TypePrepare, protocol.TypePromise, protocol.TypePropose, protocol.TypeAccepted, protocol.TypeNack,
 }
 
@@ -168,7 +168,7 @@ func (l *liar) next() protocol.Message {
 		if m.Type == protocol.TypePropose && m.Candidate != 0 {
 			m.Candidate = l.id
 		}
-	case protocol.TypeElected, protocol.TypeAnswer, protocol.TypeAck, protocol.TypeStale,
+	case protocol.TypeElected, protocol.TypeAnswer, protocol.TypeAck, protocol.TypeStale, protocol.TypeProbe,
 		protocol.TypePromise, protocol.TypeAccepted, protocol.TypeNack:
 		if m.To == 0 {
 			m.To = l.other()

@@ -164,7 +164,7 @@ func (m *Machine) Tick() {
 		m.sinceAssert++
 	case election.Follower:
 		if timedOut {
-			m.suspect()
+			m.suspectSilent()
 		}
 	case election.Candidate:
 		m.wait--
@@ -205,6 +205,17 @@ func (m *Machine) Due() int {
 		return max(1, m.wait)
 	}
 	return m.c.Due()
+}
+
+// StepAt handles a message that arrived in tick arrived of this node's
+// clock, which may be later than the ticks given so far (a driver that
+// settles at a deadline hands over what a flush brought before the
+// deadline's tick): the leader it hears from is silent from the tick the
+// message arrived in. It implements election.ArrivalStepper.
+func (m *Machine) StepAt(msg protocol.Message, arrived int) {
+	m.c.Arrived(arrived)
+	defer m.c.Done()
+	m.Step(msg)
 }
 
 // Step handles a message.
@@ -342,16 +353,33 @@ func (m *Machine) suspect() {
 	m.wait = (higher + 1) * m.answerWait
 }
 
+// suspectSilent reacts to a leader that fell silent (its time-out, not
+// its connection's end nor its Resign): as suspect, except that the
+// highest live node does not claim at once but holds its election and
+// waits T for an Answer, as the textbook rule says, from the silent
+// leader too. A live leader that was only late (a busy host) answers
+// and re-asserts itself in its own term: no new term, no takeover and
+// takeback. A hung leader does not answer, and is replaced T after its
+// time-out.
+func (m *Machine) suspectSilent() {
+	if m.c.HigherAliveCount() == 0 {
+		m.elect(true, true)
+		return
+	}
+	m.suspect()
+}
+
 // elect holds an election: Election to every higher ID, then wait for an
-// Answer. fresh marks a node that has just started; forget, one whose
-// leader failed or left.
-func (m *Machine) elect(fresh, forget bool) {
+// Answer. wait marks a node that waits T even when no higher node counts
+// as alive (it has just started, or its leader only fell silent);
+// forget, one whose leader failed or left.
+func (m *Machine) elect(wait, forget bool) {
 	m.c.BecomeCandidate(forget)
 	m.deferred = false
 	m.answered = false
 	m.wait = m.answerWait
 	m.c.Send(protocol.Message{Type: protocol.TypeElection, Term: m.c.MaxTerm()})
-	if !fresh && m.c.HigherAliveCount() == 0 {
+	if !wait && m.c.HigherAliveCount() == 0 {
 		m.lead()
 	}
 }

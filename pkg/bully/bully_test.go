@@ -238,14 +238,17 @@ func TestBully(t *testing.T) {
 			wantMsgs: []string{"election"}, wantRole: election.Candidate,
 		},
 		{
-			name: "heartbeats stop: the highest live node claims at once",
-			rule: "refinement: a candidate none of whose higher members can be alive does not wait T",
+			name: "heartbeats stop: the highest live node waits T for the silent leader, then claims",
+			rule: "a candidate with no Answer within T declares itself (the silent leader may still answer)",
 			id:   4,
 			run: func(m *Machine) election.Ready {
 				m.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
-				return ticks(m, election.DefaultLeaderTimeoutTicks)
+				if r := ticks(m, election.DefaultLeaderTimeoutTicks+T-1); !slices.Equal(types(r.Messages), []string{"probe→9", "election"}) {
+					return r
+				}
+				return ticks(m, 1)
 			},
-			wantMsgs: []string{"probe→9", "election", "coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
+			wantMsgs: []string{"coordinator"}, wantRole: election.Leader, wantLeader: 4, wantClaim: true,
 		},
 		{
 			name: "heartbeats stop: a deferred node that hears the new leader holds no election",
@@ -537,5 +540,51 @@ func TestBullyResignOfAnotherIncarnation(t *testing.T) {
 	m.Step(r)
 	if rd := m.Ready(); m.Status().Leader != 4 || !slices.Contains(types(rd.Messages), "coordinator") {
 		t.Errorf("after 9's own Resign: sent %v, leader %d; want 4 to claim", types(rd.Messages), m.Status().Leader)
+	}
+}
+
+// A leader that was only late (a busy host) answers the Election of the
+// follower that timed it out, and re-asserts itself in its own term: the
+// follower follows it again in that term, and no term is claimed.
+func TestSilentLeaderThatAnswersKeepsItsTerm(t *testing.T) {
+	T := election.DefaultAnswerTicks
+	f := newNode(t, 4)
+	f.Start()
+	f.Ready()
+	f.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+	f.Ready()
+	r := ticks(f, election.DefaultLeaderTimeoutTicks)
+	if got := types(r.Messages); !slices.Equal(got, []string{"probe→9", "election"}) {
+		t.Fatalf("after the time-out: sent %v, want the probe, then an Election", got)
+	}
+	l := newNode(t, 9)
+	l.Start()
+	l.Ready()
+	l.Step(msg(protocol.TypeCoordinator, 4, 0, 2))
+	ticks(l, T+1)
+	if st := l.Status(); st.Role != election.Leader {
+		t.Fatalf("the leader: status %+v", st)
+	}
+	term := l.Status().Term
+	e := r.Messages[1]
+	e.Term = term
+	f2 := newNode(t, 4)
+	f2.Start()
+	f2.Ready()
+	f2.Step(msg(protocol.TypeCoordinator, 9, 0, term))
+	f2.Ready()
+	ticks(f2, election.DefaultLeaderTimeoutTicks)
+	ticks(l, election.DefaultHeartbeatTicks)
+	l.Step(e)
+	ans := l.Ready()
+	if ans.Claimed != 0 || l.Status().Term != term {
+		t.Fatalf("the late leader answering: claimed %d, term %d; want its term %d kept", ans.Claimed, l.Status().Term, term)
+	}
+	for _, m := range ans.Messages {
+		f2.Step(m)
+	}
+	got := ticks(f2, 2*T)
+	if st := f2.Status(); st.Leader != 9 || st.Term != term || st.Role != election.Follower || got.Claimed != 0 {
+		t.Errorf("the follower after the answer: status %+v, claimed %d; want a follower of 9 in term %d", st, got.Claimed, term)
 	}
 }

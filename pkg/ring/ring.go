@@ -230,6 +230,17 @@ func (m *Machine) Due() int {
 	return max(1, due)
 }
 
+// StepAt handles a message that arrived in tick arrived of this node's
+// clock, which may be later than the ticks given so far (a driver that
+// settles at a deadline hands over what a flush brought before the
+// deadline's tick): the leader it hears from is silent from the tick the
+// message arrived in. It implements election.ArrivalStepper.
+func (m *Machine) StepAt(msg protocol.Message, arrived int) {
+	m.c.Arrived(arrived)
+	defer m.c.Done()
+	m.Step(msg)
+}
+
 // Step handles a message.
 func (m *Machine) Step(msg protocol.Message) {
 	if !m.c.Receive(msg) {

@@ -71,6 +71,9 @@ type Core struct {
 	// silence is out).
 	arrivals Arrivals
 	probed   bool
+	// late: while a message handed over with StepAt is handled, how many
+	// ticks after the machine's current tick it arrived (see Arrived).
+	late int
 
 	// Received terms may raise maxTerm only as fast as the credit allows
 	// (see Receive): now counts this node's ticks, credit is what they
@@ -505,9 +508,9 @@ func (c *Core) follow(leader, term uint64) bool {
 	case leader != c.leader || term != c.term:
 		c.report(election.LeaderChanged, leader, term)
 		c.arrivals.Reset()
-	case c.role == election.Follower && c.silent > 0:
+	case c.role == election.Follower && c.silent+c.late > 0:
 		// The same leadership heard again: one more gap.
-		c.arrivals.Add(c.silent)
+		c.arrivals.Add(c.silent + c.late)
 		if c.probed {
 			c.report(election.ProbeAnswered, leader, term)
 		}
@@ -520,7 +523,9 @@ func (c *Core) follow(leader, term uint64) bool {
 		c.suspected = 0
 	}
 	c.waiting = false
-	c.role, c.leader, c.term, c.silent = election.Follower, leader, term, 0
+	// Silent from the tick the message arrived in: ticks still due
+	// before it (Arrived) count from below zero.
+	c.role, c.leader, c.term, c.silent = election.Follower, leader, term, -c.late
 	c.maxTerm = max(c.maxTerm, term)
 	return true
 }
@@ -708,6 +713,18 @@ func (c *Core) probe(limit int) {
 		c.SendProbe()
 	}
 }
+
+// Arrived notes that the message about to be handled arrived in tick
+// arrived of this node's clock, which may be later than the ticks given
+// so far (a driver that settles at a deadline hands over what a flush
+// brought before the deadline's tick): a leader heard in it is silent
+// from that tick on, not from the machine's, so the ticks still due
+// before it do not count against it. Bully and the ring call it from
+// StepAt, and Done after the message.
+func (c *Core) Arrived(arrived int) { c.late = max(0, arrived-int(c.now)) }
+
+// Done ends what Arrived noted.
+func (c *Core) Done() { c.late = 0 }
 
 // SendProbe asks this node's leader whether it is alive (a Probe for the
 // term this node accepted) and reports it (LeaderProbed). An algorithm

@@ -43,6 +43,11 @@ type Network struct {
 	// reported down (PeerDown), one tick later, to each running node on
 	// its side of the network (NATS connection events).
 	Events float64
+	// Extra is added to the delay of every copy of an election message,
+	// whoever sends it: congestion that makes every message late and
+	// loses none. Set with Cluster.SetNetwork for a window of ticks, it is
+	// a delay burst. The orders' copies (EnableOrders) ignore it.
+	Extra int
 }
 
 // Quiet is the network of the quiet phase: no loss, no duplication, delays
@@ -160,6 +165,8 @@ type Cluster struct {
 	convictions int                                 // MemberLied events reported
 	orders      *orderBook                          // nil unless EnableOrders
 	beforeTick  func()                              // BeforeTick's
+
+	onDeliver func(to uint64, m protocol.Message, arrived int) // OnDeliver's
 }
 
 type node struct {
@@ -175,6 +182,7 @@ type node struct {
 	disk        *election.HardState
 	floor       uint64 // the term on its disk when it started
 	prepared    int    // tick it last sent a Paxos Prepare
+	sendDelay   int    // extra ticks of delay of every copy it sends (SetSendDelay)
 	claimed     uint64 // the highest term it claimed, in any incarnation
 	accepted    uint64 // the highest term it accepted, in any incarnation
 	// quiet is how many of its next ticks its machine said could have no
@@ -290,6 +298,9 @@ func (c *Cluster) query(n *node) election.Leadership {
 func (c *Cluster) SetNetwork(n Network) error {
 	if n.MinDelay < 1 || n.MaxDelay < n.MinDelay || (n.Long > 0 && n.LongDelay < n.MaxDelay) {
 		return fmt.Errorf("sim: delays must satisfy 1 <= MinDelay <= MaxDelay <= LongDelay: %+v", n)
+	}
+	if n.Extra < 0 {
+		return fmt.Errorf("sim: the extra delay must not be negative: %+v", n)
 	}
 	c.net = n
 	return nil
@@ -585,6 +596,33 @@ func (c *Cluster) Tick() {
 	c.checkExclusive()
 }
 
+// SetSendDelay adds extra ticks to the delay of every copy node id sends
+// from now on (0: none), beside the network's: a node that runs, and
+// whose messages are late all the same (a slow host, a congested
+// uplink). Copies in flight keep their delay. It draws nothing from
+// Config.Rand: the same copies take the same network delays as without
+// it, only later.
+func (c *Cluster) SetSendDelay(id uint64, extra int) {
+	if extra < 0 {
+		panic(fmt.Sprintf("sim: negative send delay %d for %d", extra, id))
+	}
+	n := c.node(id)
+	if n.sendDelay != extra {
+		n.sendDelay = extra
+		c.logf("send delay of %d: %d ticks more", id, extra)
+	}
+}
+
+// OnDeliver sets fn to see every copy of an election message handed to a
+// running machine (nil: none), before the machine handles it: to is its
+// receiver, arrived the tick of real time at which it reached to, which
+// for a node that was paused is when it joined its queue, not the later
+// tick it was handed over. Copies dropped (lost, partitioned, for a node
+// that is down, past a full queue, or expired: older than MaxAge when
+// handed over) are not seen. A test measures with it how long a node
+// heard nothing from another.
+func (c *Cluster) OnDeliver(fn func(to uint64, m protocol.Message, arrived int)) { c.onDeliver = fn }
+
 // BeforeTick sets fn to run at the start of every Tick, before time
 // passes (nil: none): a run's drivers of what does not run here, such as
 // the traitors' lies about orders and the leaders' orders.
@@ -647,6 +685,9 @@ type event struct {
 	// the arrival is measured from there, even when the copy is handed
 	// over before ticks that fell due earlier (ResumeSettling).
 	arrived time.Time
+	// reached is the tick of real time at which the copy reached the
+	// receiver: when it was handed over, or queued while it was paused.
+	reached int
 	// om is the order message of a copy on the orders' network (msg.From
 	// is then its sender), nil on the election's.
 	om *protocol.OrderMessage
@@ -686,14 +727,14 @@ func (c *Cluster) handle(e *event) {
 	case c.groups[e.msg.From] != c.groups[e.to]:
 		c.logf("drop %v at %d: partitioned", e.msg, e.to)
 	case n.paused:
-		e.arrived = n.time()
+		e.arrived, e.reached = n.time(), c.now
 		if len(n.backlog) < MaxBacklog {
 			n.backlog = append(n.backlog, e)
 		} else {
 			c.logf("drop %v at %d: its queue is full", e.msg, e.to)
 		}
 	default:
-		e.arrived = n.time()
+		e.arrived, e.reached = n.time(), c.now
 		c.deliverTo(n, e)
 	}
 }
@@ -706,6 +747,9 @@ func (c *Cluster) deliverTo(n *node, e *event) {
 	c.logf("deliver %v hops=%d at %d", e.msg, e.msg.Hops, n.id)
 	if !protocol.Steady(e.msg) {
 		c.delivered++
+	}
+	if c.onDeliver != nil {
+		c.onDeliver(n.id, e.msg, e.reached)
 	}
 	n.d.Step(e.msg, e.arrived)
 	c.flush(n)
@@ -738,6 +782,7 @@ func (c *Cluster) send(m protocol.Message, to uint64) {
 		if c.net.Long > 0 && c.rng.Float64() < c.net.Long {
 			delay = c.net.MaxDelay + 1 + c.rng.IntN(c.net.LongDelay-c.net.MaxDelay)
 		}
+		delay += c.net.Extra + c.node(m.From).sendDelay
 		c.push(&event{at: c.now + delay, sent: c.now, kind: deliver, to: to, msg: m})
 	}
 }

@@ -243,6 +243,15 @@ func (m *Machine) Tick() {
 		m.probed = true
 		m.c.SendProbe()
 	}
+	if m.resuming && m.phase == proposing {
+		// Resuming: propose again every heartbeat interval, as a
+		// leader renews (the first may not have left, out of date
+		// after a stall).
+		m.sinceRenew++
+		if m.sinceRenew >= t.HeartbeatTicks {
+			m.propose()
+		}
+	}
 	switch {
 	case m.phase == leading && m.now >= m.leaseUntil:
 		// The lease ran out without a renewal: stop acting as leader
@@ -283,6 +292,8 @@ func (m *Machine) Due() int {
 		return 1 << 30
 	case m.phase == leading:
 		return max(1, min(t.HeartbeatTicks-m.sinceRenew, m.leaseUntil-m.now))
+	case m.resuming && m.phase == proposing:
+		return max(1, min(t.HeartbeatTicks-m.sinceRenew, m.wait))
 	}
 	// As Tick decides: the leader's silence (and before it the probe),
 	// else the wait, else (no leader, nobody campaigning) the silence of
@@ -338,8 +349,10 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 	case protocol.TypeResign:
 		m.onResign(msg)
 	case protocol.TypeProbe:
-		if m.phase == leading && m.sinceRenew > 0 {
-			m.propose() // a follower has not heard us for a while: renew now
+		// A follower has not heard us for a while: renew now, or propose
+		// again if the lease lapsed and we are resuming.
+		if (m.phase == leading || m.resuming && m.phase == proposing) && m.sinceRenew > 0 {
+			m.propose()
 		}
 	}
 }
@@ -365,7 +378,7 @@ func (m *Machine) resume() {
 		return
 	}
 	m.phase, m.resuming, m.rounds = proposing, true, m.rounds[:0]
-	m.wait = m.timing.LeaderTimeoutTicks // as long as an idle node waits before it campaigns
+	m.wait = m.timing.CoordinatorTicks // as long as a campaign's Phase 2 may take
 	m.propose()
 }
 

@@ -136,9 +136,15 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 	// When each of the leader's copies reached each follower.
 	start := c.Now()
 	heard := make(map[uint64][]int, n)
+	// With leases (Paxos) the leader needs a majority's answers too: when
+	// each follower's copies reached the leader.
+	answers := make(map[uint64][]int, n)
 	c.OnDeliver(func(to uint64, m protocol.Message, arrived int) {
-		if m.From == leader && to != leader {
+		switch {
+		case m.From == leader && to != leader:
 			heard[to] = append(heard[to], arrived)
+		case to == leader && spec.Leases:
+			answers[m.From] = append(answers[m.From], arrived)
 		}
 	})
 
@@ -148,8 +154,15 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 	// ramp ticks (a queue that builds up and drains); how late a burst
 	// makes every copy; how often, on average, a burst starts, a follower
 	// is paused, the leader is paused (0: never).
-	maxExtra, ramp := rng.IntN(calmMaxExtra+1), []int{0, 2, 3, 4}[rng.IntN(4)]
-	maxBurst := rng.IntN(calmMaxExtra + 1)
+	// With leases the leader needs its round trips within its lease (17
+	// ticks by default) and a majority's answers: smaller delays and
+	// shorter pauses of the followers, or few seeds would be calm.
+	mostExtra, mostFollower := calmMaxExtra, calmMaxFollower
+	if spec.Leases {
+		mostExtra, mostFollower = calmMaxExtra/2, calmMaxFollower/2
+	}
+	maxExtra, ramp := rng.IntN(mostExtra+1), []int{0, 2, 3, 4}[rng.IntN(4)]
+	maxBurst := rng.IntN(mostExtra/2 + 1)
 	burstEvery := []int{0, 100 + rng.IntN(400)}[rng.IntN(2)]
 	pauseEvery := []int{0, 100 + rng.IntN(400), 100 + rng.IntN(400), 100 + rng.IntN(400)}[rng.IntN(4)] // per follower
 	leaderPauseEvery := []int{0, 0, 300 + rng.IntN(700)}[rng.IntN(3)]
@@ -157,6 +170,11 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 		maxExtra, ramp, maxBurst, burstEvery, pauseEvery, leaderPauseEvery)
 	every := func(n int) bool { return n > 0 && rng.IntN(n) == 0 }
 	extra, target, shift, burstEnd := 0, 0, start, -1
+	// With leases (Paxos), the longest round trip from the leader and
+	// back that the schedule allowed: a leader whose proposals are
+	// answered later than its lease (LeaderLeaseTicks) cannot hold it,
+	// however regular the gaps.
+	burstExtra, roundTrip := 0, 0
 	resumeAt := make(map[uint64]int, n)
 	for c.Now() < start+calmTicks {
 		now := c.Now()
@@ -176,16 +194,17 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 		case now == burstEnd:
 			note("burst ends")
 			_ = c.SetNetwork(quiet)
-			burstEnd = -1
+			burstEnd, burstExtra = -1, 0
 		case burstEnd < 0 && every(burstEvery):
 			net := quiet
 			net.Extra = rng.IntN(maxBurst + 1)
+			burstExtra = net.Extra
 			burstEnd = now + 5 + rng.IntN(calmMaxBurst-4)
 			note("burst: every copy %d ticks later until tick %d", net.Extra, burstEnd)
 			_ = c.SetNetwork(net)
 		}
 		for _, id := range c.Members() {
-			often, longest := pauseEvery, calmMaxFollower
+			often, longest := pauseEvery, mostFollower
 			if id == leader {
 				often, longest = leaderPauseEvery, calmMaxLeader
 			}
@@ -196,6 +215,9 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 				c.Pause(id)
 				resumeAt[id] = now + 1 + rng.IntN(longest)
 			}
+		}
+		if res.firstClaim < 0 {
+			roundTrip = max(roundTrip, extra+2*burstExtra+2*quiet.MaxDelay)
 		}
 		c.Tick()
 		if c.Claims() > claims && res.firstClaim < 0 {
@@ -235,12 +257,14 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 		cut = res.firstClaim
 	}
 	res.calm = true
-	for _, id := range followers {
+	// Each follower's largest gap in what it heard from the leader, and
+	// with leases, in what the leader heard from it: a leader needs the
+	// answers of a majority only, so that many followers may fall
+	// silent to it.
+	largestGap := func(id uint64, seen []int) int {
 		prev, largest := start, 0
-		for _, at := range append(heard[id], cut) {
-			if at > cut {
-				break
-			}
+		for _, at := range append(seen, cut) {
+			at = min(at, cut) // the silence up to the cut counts too
 			if at-prev > largest {
 				largest = at - prev
 				if largest > res.gap {
@@ -249,7 +273,21 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 			}
 			prev = max(prev, at)
 		}
-		res.calm = res.calm && largest < res.bound
+		return largest
+	}
+	silentToLeader := 0
+	for _, id := range followers {
+		res.calm = res.calm && largestGap(id, heard[id]) < res.bound
+		if spec.Leases && largestGap(id, answers[id]) >= res.bound {
+			silentToLeader++
+		}
+	}
+	if silentToLeader > n-(n/2+1) {
+		res.calm = false
+	}
+	if spec.Leases && roundTrip >= timing.LeaderLeaseTicks {
+		res.calm = false
+		note("round trips up to %d ticks, the lease %d: not calm", roundTrip, timing.LeaderLeaseTicks)
 	}
 	res.claimed = c.Claims() - claims
 	note("largest gap %d ticks, at %d up to tick %d; %d terms claimed, the first at tick %d (calm: %v)",
@@ -368,7 +406,11 @@ func runCalm(t *testing.T, spec sim.Spec) {
 func TestCalmKnobs(t *testing.T) {
 	ids := []uint64{1, 2, 3}
 	var trace strings.Builder
-	c, err := sim.New(sim.Config{Members: ids, Timing: election.DefaultTiming(3), Factory: bullySpec.Factory,
+	// A leader time-out long enough that no follower probes its leader:
+	// the heartbeats alone are seen.
+	timing := election.DefaultTiming(3)
+	timing.LeaderTimeoutTicks = 60
+	c, err := sim.New(sim.Config{Members: ids, Timing: timing, Factory: bullySpec.Factory,
 		Rand: rand.New(rand.NewPCG(1, 2)), Network: sim.Network{MinDelay: 1, MaxDelay: 1}, Trace: &trace})
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,15 @@
 //     interval, say the same); in between it answers. It claims a new term
 //     at once, though, when the Election shows a term newer than its own.
 //   - A candidate none of whose higher members can be alive (each
-//     resigned, or was the leader whose heartbeats stopped) does not wait
-//     T for Answers that cannot come.
+//     resigned, or was the leader whose connection closed) does not wait
+//     T for Answers that cannot come. A leader whose heartbeats only
+//     stopped may still answer: the highest live node waits T for it (a
+//     late leader answers and re-asserts itself in its own term, with no
+//     takeover and takeback), and a follower asks it (Probe) T before
+//     the time-out, which a live leader answers with a heartbeat.
+//   - The leader time-out follows the arrivals of the leader's
+//     heartbeats (mean + 4σ of the last gaps, between the configured
+//     time-out and election.MaxLeaderTimeoutFactor times it).
 //   - When the leader fails or resigns, every follower learns it at about
 //     the same moment. The highest live node claims at once; every other
 //     node defers its Election by (r+1)·T, r being the number of live

@@ -150,8 +150,13 @@
 // silent for a time-out: no term may be claimed, and every running node
 // must end following the same leader with the same term as before. When
 // some gap reached it, the invariants must hold and the cluster must agree
-// again within B. At least half the seeds must be calm, so that the
-// oracle is tested. SIM_CALM_SEEDS sets the number of seeds (200 per
+// again within B. Under Paxos a leader also needs a majority's answers
+// within its lease: its schedules are milder (delays of half as many
+// ticks, bursts of a quarter, follower pauses of half), and a seed is
+// calm only if the round trips it allowed stayed within the leader's
+// lease (LeaderLeaseTicks) and no more followers than a majority spares
+// went silent to the leader for a time-out. At least half the seeds must
+// be calm, so that the oracle is tested. SIM_CALM_SEEDS sets the number of seeds (200 per
 // algorithm, 50 with -short or -race), SIM_CALM_SEED=N replays one with
 // its trace.
 //

@@ -167,3 +167,28 @@ func TestProbeBeforeSuspicion(t *testing.T) {
 		t.Errorf("no answer: timed out after %d ticks with %v sent, want %d ticks and one probe", at, sent, base)
 	}
 }
+
+// A leader heard in a message that arrived later than the ticks given so
+// far (a driver settling at a deadline hands it over before the ticks
+// that fell due before it arrived) is silent from the message's arrival:
+// those ticks do not count against it.
+func TestSilenceFromArrival(t *testing.T) {
+	base := election.DefaultLeaderTimeoutTicks
+	c := newTestCore(t, 4)
+	follow(c, 10)
+	const late = 15
+	c.Arrived(int(c.now) + late)
+	c.Claimed(9, 9, 3, true)
+	c.Done()
+	c.Ready()
+	if at, _ := silence(c, 2*base); at != late+base {
+		t.Errorf("heard %d ticks ahead of the machine: timed out after %d ticks, want %d", late, at, late+base)
+	}
+	c.Arrived(int(c.now) - 5) // an arrival before the current tick counts from it
+	c.Claimed(9, 9, 3, true)
+	c.Done()
+	c.Ready()
+	if at, _ := silence(c, 2*base); at != base {
+		t.Errorf("heard in an earlier tick: timed out after %d ticks, want %d", at, base)
+	}
+}

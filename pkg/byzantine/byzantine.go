@@ -110,6 +110,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/internal/core"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -156,31 +157,37 @@ type Machine struct {
 	cert          *certify.Certificate        // of the current term
 	tc            *certify.TimeoutCertificate // of the term before
 	heard         int                         // last sign of the term's leader
-	leaderSeen    int                         // last tick the certified leader of the term was known alive (noTick: not since the certificate)
-	grant         grant
-	seq           uint64
-	sentAt        map[uint64]int
-	votes         map[uint64]certify.SignedStatement // for the current term's leader
-	lastVote      int                                // tick the last of them, or a round they answer, arrived
-	voteSent      uint64                             // the term in which this run broadcast its vote
-	acked         map[uint64]uint64
-	leading       bool
-	leaseUntil    int
-	claimed       bool
-	timeouts      map[uint64]map[uint64][]byte // term → member → signature
-	quit          uint64                       // a term this member gave up for its leader's silence (or, restarted, its own): it votes, or proposes, no more in it
-	resigned      uint64                       // the highest term whose leader resigned it: no grants to its later rounds
-	helped        bool                         // it helped members behind, last at lastHelp
-	lastHelp      int
-	far           map[uint64]farTimeout // member → its highest time-out beyond the window
-	sentTimeout   map[uint64]int        // term → tick this member last sent its time-out
-	seenVotes     map[uint64][]certify.SignedStatement
-	liars         map[uint64]bool
-	penalty       map[uint64]int
-	lastFrom      map[uint64]int
-	lastStatusTo  map[uint64]int
-	ready         election.Ready
-	stateDirty    bool
+	// arrivals follows the gaps between the certified rounds of the
+	// term's leader (roundAt: the last, in term roundTerm): the leader
+	// time-out follows them (limit).
+	arrivals     core.Arrivals
+	roundAt      int
+	roundTerm    uint64
+	leaderSeen   int // last tick the certified leader of the term was known alive (noTick: not since the certificate)
+	grant        grant
+	seq          uint64
+	sentAt       map[uint64]int
+	votes        map[uint64]certify.SignedStatement // for the current term's leader
+	lastVote     int                                // tick the last of them, or a round they answer, arrived
+	voteSent     uint64                             // the term in which this run broadcast its vote
+	acked        map[uint64]uint64
+	leading      bool
+	leaseUntil   int
+	claimed      bool
+	timeouts     map[uint64]map[uint64][]byte // term → member → signature
+	quit         uint64                       // a term this member gave up for its leader's silence (or, restarted, its own): it votes, or proposes, no more in it
+	resigned     uint64                       // the highest term whose leader resigned it: no grants to its later rounds
+	helped       bool                         // it helped members behind, last at lastHelp
+	lastHelp     int
+	far          map[uint64]farTimeout // member → its highest time-out beyond the window
+	sentTimeout  map[uint64]int        // term → tick this member last sent its time-out
+	seenVotes    map[uint64][]certify.SignedStatement
+	liars        map[uint64]bool
+	penalty      map[uint64]int
+	lastFrom     map[uint64]int
+	lastStatusTo map[uint64]int
+	ready        election.Ready
+	stateDirty   bool
 }
 
 // New returns the machine of cfg.ID.
@@ -298,7 +305,7 @@ func (m *Machine) Tick() {
 		// Keep telling the others that a higher member is alive.
 		m.timeoutFor(m.id)
 	}
-	if m.now-m.heard >= m.timing.LeaderTimeoutTicks {
+	if m.now-m.heard >= m.limit() {
 		m.heard = m.now // re-sent every leader time-out while stuck
 		lead := m.designated(t)
 		if lead != m.id {
@@ -311,6 +318,16 @@ func (m *Machine) Tick() {
 		m.event(election.Event{Kind: election.LeaderTimedOut, Leader: lead, Term: t})
 		m.timeout(t)
 	}
+}
+
+// limit is the leader time-out now: LeaderTimeoutTicks, raised by the
+// spread of the leader's certified rounds (core.Arrivals), at most
+// election.MaxLeaderTimeoutFactor times as long. Only the rounds of the
+// term's designated leader, with the certificate this member holds,
+// count: a liar cannot lengthen it except as that leader.
+func (m *Machine) limit() int {
+	lt := m.timing.LeaderTimeoutTicks
+	return min(election.MaxLeaderTimeoutFactor*lt, max(lt, m.arrivals.Bound()))
 }
 
 func (m *Machine) lastPropose() int {
@@ -337,7 +354,7 @@ func (m *Machine) Due() int {
 	}
 	t := m.term()
 	lead := m.designated(t)
-	due := m.heard + m.timing.LeaderTimeoutTicks - m.now
+	due := m.heard + m.limit() - m.now
 	if lead == m.id && m.quit != t {
 		due = min(due, m.lastPropose()+m.timing.HeartbeatTicks-m.now)
 	}
@@ -736,6 +753,13 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 	}
 	if m.cert != nil {
 		m.heard = m.now
+		switch {
+		case m.roundTerm != t:
+			m.arrivals.Reset()
+		case m.now > m.roundAt:
+			m.arrivals.Add(m.now - m.roundAt)
+		}
+		m.roundAt, m.roundTerm = m.now, t
 	}
 	if m.cert != nil && msg.Cert == nil {
 		m.status(msg.From) // the leader lacks its certificate: here it is

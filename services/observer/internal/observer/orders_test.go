@@ -2,6 +2,7 @@ package observer
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"iter"
 	"net/http"
@@ -116,7 +117,12 @@ func TestOrdersRelayEvidenceRecorded(t *testing.T) {
 	if k := e.First.Statement.Kind; k != certify.KindRelay {
 		t.Errorf("the evidence is of %ss; want relays", k)
 	}
+	// Each member passes the evidence on as it gets it: the observer may
+	// have recorded it from one before another had its copy.
 	for _, id := range []uint64{1, 2, 4} {
+		o.waitFor(t, fmt.Sprintf("member %d holding the evidence", id), func() bool {
+			return services[id].Stats().Evidence >= 1
+		})
 		if s := services[id].Stats(); s.Evidence != 1 {
 			t.Errorf("member %d: Stats.Evidence = %d; want 1", id, s.Evidence)
 		}

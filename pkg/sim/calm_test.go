@@ -169,6 +169,15 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 	note("schedule: the leader's copies up to %d ticks late (a tick every %d ticks; 0: at once), bursts up to %d ticks every %d, pauses every %d ticks per follower, of the leader every %d",
 		maxExtra, ramp, maxBurst, burstEvery, pauseEvery, leaderPauseEvery)
 	every := func(n int) bool { return n > 0 && rng.IntN(n) == 0 }
+	// tick runs one tick, noting the first new term, and reports a
+	// violation.
+	tick := func() error {
+		c.Tick()
+		if c.Claims() > claims && res.firstClaim < 0 {
+			res.firstClaim = c.Now()
+		}
+		return c.Err()
+	}
 	extra, target, shift, burstEnd := 0, 0, start, -1
 	// With leases (Paxos), the longest round trip from the leader and
 	// back that the schedule allowed: a leader whose proposals are
@@ -219,11 +228,7 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 		if res.firstClaim < 0 {
 			roundTrip = max(roundTrip, extra+2*burstExtra+2*quiet.MaxDelay)
 		}
-		c.Tick()
-		if c.Claims() > claims && res.firstClaim < 0 {
-			res.firstClaim = c.Now()
-		}
-		if err := c.Err(); err != nil {
+		if err := tick(); err != nil {
 			res.err = err
 			return res
 		}
@@ -238,11 +243,7 @@ func calmRun(seed uint64, spec sim.Spec, trace io.Writer) calmResult {
 
 	// The calm period: a few leader time-outs on the quiet network.
 	for c.Now() < end+4*timing.LeaderTimeoutTicks {
-		c.Tick()
-		if c.Claims() > claims && res.firstClaim < 0 {
-			res.firstClaim = c.Now()
-		}
-		if err := c.Err(); err != nil {
+		if err := tick(); err != nil {
 			res.err = err
 			return res
 		}

@@ -155,9 +155,10 @@
 // ticks, bursts of a quarter, follower pauses of half), and a seed is
 // calm only if the round trips it allowed stayed within the leader's
 // lease (LeaderLeaseTicks) and no more followers than a majority spares
-// went silent to the leader for a time-out. At least half the seeds must
-// be calm, so that the oracle is tested. SIM_CALM_SEEDS sets the number of seeds (200 per
-// algorithm, 50 with -short or -race), SIM_CALM_SEED=N replays one with
+// went silent to the leader for a time-out. At least a third of the
+// seeds must be calm (about half are), so that the oracle is tested.
+// SIM_CALM_SEEDS sets the number of seeds (200 per algorithm, 50 with
+// -short or -race), SIM_CALM_SEED=N replays one with
 // its trace.
 //
 // # A member that lies

@@ -80,7 +80,10 @@ func TestRequestCostDoesNotGrowWithTheHistory(t *testing.T) {
 		"/",
 	} {
 		s, l := requestCost(small.routes(), path), requestCost(large.routes(), path)
-		if l.allocs > s.allocs+16 || l.bytes > 2*s.bytes+16<<10 {
+		// A margin of 2% and 16 allocations: the process's other
+		// goroutines allocate meanwhile too (MemStats counts them), and a
+		// copy of the history would cost tens of thousands.
+		if l.allocs > s.allocs*1.02+16 || l.bytes > 2*s.bytes+16<<10 {
 			t.Errorf("GET %s: %v with 100000 records, %v with 1000; want no growth with the history", path, l, s)
 		}
 	}

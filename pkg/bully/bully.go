@@ -269,7 +269,7 @@ func (m *Machine) Step(msg protocol.Message) {
 			m.lead()
 		}
 	case protocol.TypeProbe:
-		m.c.AnswerProbe(msg) // a follower that has not heard us for a while
+		m.c.AnswerProbe() // a follower that has not heard us for a while
 	}
 }
 

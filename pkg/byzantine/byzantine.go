@@ -326,8 +326,7 @@ func (m *Machine) Tick() {
 // term's designated leader, with the certificate this member holds,
 // count: a liar cannot lengthen it except as that leader.
 func (m *Machine) limit() int {
-	lt := m.timing.LeaderTimeoutTicks
-	return min(election.MaxLeaderTimeoutFactor*lt, max(lt, m.arrivals.Bound()))
+	return m.arrivals.Limit(m.timing.LeaderTimeoutTicks)
 }
 
 func (m *Machine) lastPropose() int {

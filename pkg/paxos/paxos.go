@@ -361,8 +361,7 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 // by the spread of the leader's renewals (core.Arrivals), at most
 // election.MaxLeaderTimeoutFactor times as long.
 func (m *Machine) limit() int {
-	lt := m.timing.LeaderTimeoutTicks
-	return min(election.MaxLeaderTimeoutFactor*lt, max(lt, m.arrivals.Bound()))
+	return m.arrivals.Limit(m.timing.LeaderTimeoutTicks)
 }
 
 // resume proposes again, under the ballot whose lease just ran out, to

@@ -64,6 +64,12 @@ func (a *Arrivals) Bound() int {
 	return int((sum+arrivalSigmas*isqrtCeil(v)+n-1)/n) + 1
 }
 
+// Limit is a leader time-out that follows the arrivals: Bound, never
+// below base nor above election.MaxLeaderTimeoutFactor times base.
+func (a *Arrivals) Limit(base int) int {
+	return min(maxTimeoutFactor*base, max(base, a.Bound()))
+}
+
 // isqrtCeil is ⌈√v⌉ for v ≥ 0 (0 for v < 0).
 func isqrtCeil(v int64) int64 {
 	if v <= 0 {

@@ -136,17 +136,17 @@ func TestProbeBeforeSuspicion(t *testing.T) {
 	}
 	l.Tick()
 	l.Ready()
-	if !l.AnswerProbe(rd.Messages[0]) {
+	if !l.AnswerProbe() {
 		t.Fatal("the leader did not answer the probe")
 	}
-	if l.AnswerProbe(rd.Messages[0]) {
+	if l.AnswerProbe() {
 		t.Error("the leader answered twice in one tick")
 	}
 	hb := l.Ready().Messages
 	if len(hb) != 1 || hb[0].Type != protocol.TypeHeartbeat || hb[0].To != 0 || hb[0].Term != 3 {
 		t.Fatalf("answer %v, want one heartbeat broadcast in term 3", hb)
 	}
-	if f.AnswerProbe(rd.Messages[0]) {
+	if f.AnswerProbe() {
 		t.Error("a follower answered a probe")
 	}
 

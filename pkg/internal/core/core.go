@@ -680,7 +680,7 @@ func (c *Core) Heartbeat() {
 // wrong) and by the spread of its leader's arrivals (Arrivals.Bound),
 // and never above maxTimeoutFactor times LeaderTimeoutTicks.
 func (c *Core) Limit() int {
-	return min(maxTimeoutFactor*c.timing.LeaderTimeoutTicks, max(c.timeout, c.arrivals.Bound()))
+	return max(c.timeout, c.arrivals.Limit(c.timing.LeaderTimeoutTicks))
 }
 
 // ProbeLead is how many ticks before the leader time-out limit a
@@ -694,7 +694,7 @@ func ProbeLead(t election.Timing, limit int) int {
 
 // AnswerProbe answers a Probe from a follower, if this node leads, with
 // a heartbeat now (at most one a tick), and reports whether it did.
-func (c *Core) AnswerProbe(m protocol.Message) bool {
+func (c *Core) AnswerProbe() bool {
 	if c.role != election.Leader || c.left || c.silent == 0 {
 		return false
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/cmd/internal/freeport"
 	"github.com/baton-election/baton/cmd/internal/localcluster"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -175,7 +175,7 @@ func (e *environment) observerURL(algorithm protocol.Algorithm) string {
 // startObserver runs the observer binary on this NATS server, with the
 // keys of every keyed cluster if keyed, and waits until it is healthy.
 func (e *environment) startObserver(ctx context.Context, keyed bool) (*observerProc, error) {
-	addr, err := freeAddrs(1)
+	addr, err := freeport.Addrs(1)
 	if err != nil {
 		return nil, err
 	}
@@ -359,26 +359,6 @@ func (w *wire) lastActivity() time.Time {
 	return w.lastActive
 }
 
-// freeAddrs returns n loopback addresses whose ports were free a moment ago.
-func freeAddrs(n int) ([]string, error) {
-	addrs := make([]string, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		addrs[i] = l.Addr().String()
-	}
-	return addrs, nil
-}
-
 // measure runs every measurement for one algorithm and size on a fresh
 // cluster. On error the result holds what was measured so far.
 func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm, size int) (res *result, err error) {
@@ -418,7 +398,7 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 		w.mu.Unlock()
 	}()
 
-	addrs, err := freeAddrs(size)
+	addrs, err := freeport.Addrs(size)
 	if err != nil {
 		return res, err
 	}
@@ -726,7 +706,7 @@ func (e *environment) steadyState(ctx context.Context, results []*result) error 
 			return err
 		}
 		defer sub.Unsubscribe()
-		addrs, err := freeAddrs(size)
+		addrs, err := freeport.Addrs(size)
 		if err != nil {
 			return err
 		}

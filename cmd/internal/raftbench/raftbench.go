@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +37,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/baton-election/baton/cmd/internal/freeport"
 )
 
 // Timing variants, passed to raftpeer's -timeouts.
@@ -180,7 +181,7 @@ func launch(ctx context.Context, cfg Config) (c *cluster, leader string, stop fu
 			os.RemoveAll(dir)
 		}
 	}
-	addrs, err := freeAddrs(cfg.N)
+	addrs, err := freeport.Addrs(cfg.N)
 	if err != nil {
 		return nil, "", stop, err
 	}
@@ -250,27 +251,6 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	slices.Sort(s)
 	i := int(q*float64(len(s))+0.999999) - 1
 	return s[min(max(i, 0), len(s)-1)]
-}
-
-// freeAddrs picks n free loopback TCP addresses. Another process may take
-// one before the peer binds it; the peer then fails with a clear error.
-func freeAddrs(n int) ([]string, error) {
-	addrs := make([]string, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("raftbench: free port: %w", err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
 }
 
 // cluster is the peers of one measurement. Only the goroutine that called

@@ -46,8 +46,9 @@
 //     takeover and takeback), and a follower asks it (Probe) T before
 //     the time-out, which a live leader answers with a heartbeat.
 //   - The leader time-out follows the arrivals of the leader's
-//     heartbeats (mean + 4σ of the last gaps, between the configured
-//     time-out and election.MaxLeaderTimeoutFactor times it).
+//     heartbeats (mean + 4σ of the last gaps, and one and a half times
+//     the longest recent gap, between the configured time-out and
+//     election.MaxAdaptiveTimeoutFactor times it).
 //   - When the leader fails or resigns, every follower learns it at about
 //     the same moment. The highest live node claims at once; every other
 //     node defers its Election by (r+1)·T, r being the number of live

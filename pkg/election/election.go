@@ -341,6 +341,16 @@ type Timing struct {
 // replaces a failed leader that much later.
 const MaxLeaderTimeoutFactor = 4
 
+// MaxAdaptiveTimeoutFactor bounds how far a follower raises its leader
+// time-out after the arrivals of its leader's messages (the spread of the
+// last gaps and the longest recent one): to this many times
+// LeaderTimeoutTicks, 3.2 s with the defaults. On a quiet host the
+// arrivals keep the time-out at LeaderTimeoutTicks; on a host that
+// stalls for seconds at a time, a hung leader is replaced after at most
+// this bound (and T), instead of a live one being replaced at every
+// stall.
+const MaxAdaptiveTimeoutFactor = 16
+
 // StaleTicks is how many ticks old a message a driver catching up after a
 // stall may still send: those the machine produced for earlier ticks are
 // out of date, and dropped.

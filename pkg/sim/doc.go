@@ -100,14 +100,14 @@
 // to the end of the run (2·(LeaderTimeoutTicks + CoordinatorTicks) beyond
 // B, long enough for any time-out to have fired again). The bound is
 //
-//	B = MaxFaultDelay + 4·LeaderTimeoutTicks + 2·CoordinatorTicks + 2·AnswerTicks + 4·t_max
+//	B = MaxFaultDelay + 16·LeaderTimeoutTicks + 2·CoordinatorTicks + 2·AnswerTicks + 4·t_max
 //
 // and, with leases, 3·(LeaseTicks + 2)·1.05 + CoordinatorTicks more. Its
 // terms, in the order they can be spent: MaxFaultDelay, after which no
-// copy from the fault phase is in flight; 4·LeaderTimeoutTicks, within
+// copy from the fault phase is in flight; 16·LeaderTimeoutTicks, within
 // which a node that still follows a dead leader suspects it (a node whose
-// suspicions proved wrong in the fault phase waits up to
-// election.MaxLeaderTimeoutFactor time-outs); CoordinatorTicks,
+// leader's messages arrived spread or late in the fault phase waits up to
+// election.MaxAdaptiveTimeoutFactor time-outs); CoordinatorTicks,
 // within which an election running with a dead or outdated candidate runs
 // out and starts again (the deferral of a node below the highest live one,
 // (r+1)·T, is at most (n+1)·T = CoordinatorTicks); CoordinatorTicks, within

@@ -37,7 +37,7 @@ type Spec struct {
 // Bound is B, the number of ticks after the last disturbance of the quiet
 // phase within which a random run must converge (see the package doc).
 func Bound(spec Spec, n int, t election.Timing) int {
-	b := MaxFaultDelay + election.MaxLeaderTimeoutFactor*t.LeaderTimeoutTicks + 2*t.CoordinatorTicks + 2*t.AnswerTicks + 4*TMax
+	b := MaxFaultDelay + election.MaxAdaptiveTimeoutFactor*t.LeaderTimeoutTicks + 2*t.CoordinatorTicks + 2*t.AnswerTicks + 4*TMax
 	if spec.Leases {
 		// Grants, and the wait of restarted acceptors, run out (each a
 		// lease, on clocks up to 5% slow), then a campaign backed off for

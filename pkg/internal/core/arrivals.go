@@ -1,5 +1,7 @@
 package core
 
+import "github.com/baton-election/baton/pkg/election"
+
 // Arrivals follows how far apart a leader's messages arrive at a
 // follower, in ticks, over its last arrivalWindow gaps, so that the
 // leader time-out can follow what the network and the hosts do now
@@ -11,10 +13,22 @@ package core
 // form, mean + k·σ of the inter-arrival times, as HotStuff's view time-out
 // and a phi-accrual detector's threshold both are. Integer arithmetic
 // only: the machines are deterministic.
+//
+// The window of 32 gaps forgets a stall within seconds, while a busy
+// host stalls again and again, every ten or twenty seconds, each time for
+// as long as before (docs/fault-model.md, "Busy hosts"). So Arrivals
+// also keeps the longest recent gap (the peak), which falls back by a
+// 32nd every peakDecay shorter arrivals, and bounds the time-out below by
+// one and a half peaks: a follower that saw its leader's messages pause
+// for a second expects it again for the next minutes, while on a quiet
+// host the peak is a heartbeat interval and changes nothing. The peak is
+// the host's, not the leadership's: Reset keeps it.
 type Arrivals struct {
 	gaps [arrivalWindow]int
 	n    int // gaps recorded, at most arrivalWindow
 	next int // where the next gap goes
+	peak int // the longest recent gap, decaying
+	calm int // shorter arrivals since the peak last rose or fell
 }
 
 const (
@@ -31,26 +45,44 @@ const (
 	// maxGap bounds a recorded gap: a gap of more than this many ticks
 	// is recorded as this many.
 	maxGap = 1 << 16
+	// peakDecay is how many arrivals shorter than the peak lower it by a
+	// 32nd (at least a tick): with a heartbeat every ten ticks, one and a
+	// half peaks cover a stall as long as the peak for 40 s, and a peak
+	// of three seconds falls back to the heartbeat interval in about
+	// five minutes.
+	peakDecay = 32
 )
 
 // Add records a gap of gap ticks between two arrivals from the leader.
 func (a *Arrivals) Add(gap int) {
-	a.gaps[a.next] = min(max(gap, 0), maxGap)
+	gap = min(max(gap, 0), maxGap)
+	a.gaps[a.next] = gap
 	a.next = (a.next + 1) % arrivalWindow
 	a.n = min(a.n+1, arrivalWindow)
+	switch {
+	case gap >= a.peak:
+		a.peak, a.calm = gap, 0
+	case a.calm+1 >= peakDecay:
+		a.peak, a.calm = a.peak-max(1, a.peak/32), 0
+	default:
+		a.calm++
+	}
 }
 
-// Reset forgets every gap: the leader changed.
+// Reset forgets the gaps: the leader changed. It keeps the peak, which
+// says how the host stalls, whoever leads.
 func (a *Arrivals) Reset() { a.n, a.next = 0, 0 }
 
-// Bound is mean + k·σ of the recorded gaps, rounded up, plus one tick
-// (arrivals are read in whole ticks): how long a follower should expect
-// to wait for its leader's next message at most. It is 0 while fewer
-// than arrivalMin gaps are recorded. Callers bound it below by the
-// configured leader time-out and above by its multiple.
+// Bound is how long a follower should expect to wait for its leader's
+// next message at most: mean + k·σ of the recorded gaps, rounded up, plus
+// one tick (arrivals are read in whole ticks), and at least one and a
+// half times the peak. The first part is 0 while fewer than arrivalMin
+// gaps are recorded. Callers bound it below by the configured leader
+// time-out and above by its multiple.
 func (a *Arrivals) Bound() int {
+	peak := a.peak + a.peak/2
 	if a.n < arrivalMin {
-		return 0
+		return peak
 	}
 	var sum, sq int64
 	for _, g := range a.gaps[:a.n] {
@@ -61,13 +93,13 @@ func (a *Arrivals) Bound() int {
 	// Variance times n², exactly: n·Σg² − (Σg)² (at most 32·32·2^32).
 	v := n*sq - sum*sum
 	// mean + kσ = (Σg + k·√v) / n, rounded up.
-	return int((sum+arrivalSigmas*isqrtCeil(v)+n-1)/n) + 1
+	return max(peak, int((sum+arrivalSigmas*isqrtCeil(v)+n-1)/n)+1)
 }
 
 // Limit is a leader time-out that follows the arrivals: Bound, never
-// below base nor above election.MaxLeaderTimeoutFactor times base.
+// below base nor above election.MaxAdaptiveTimeoutFactor times base.
 func (a *Arrivals) Limit(base int) int {
-	return min(maxTimeoutFactor*base, max(base, a.Bound()))
+	return min(election.MaxAdaptiveTimeoutFactor*base, max(base, a.Bound()))
 }
 
 // isqrtCeil is ⌈√v⌉ for v ≥ 0 (0 for v < 0).

@@ -14,11 +14,11 @@ func TestArrivalsBound(t *testing.T) {
 		gaps []int
 		want int
 	}{
-		{"too few to say", []int{10, 10, 10, 10, 10, 10, 10}, 0},
-		{"regular", []int{10, 10, 10, 10, 10, 10, 10, 10}, 11},
-		// Mean 10, σ 5: 10 + 4·5 = 30, and a tick.
+		{"too few for the spread: the peak alone, and half of it", []int{10, 10, 10, 10, 10, 10, 10}, 15},
+		{"regular: the peak", []int{10, 10, 10, 10, 10, 10, 10, 10}, 15},
+		// Mean 10, σ 5: 10 + 4·5 = 30, and a tick, above 1.5 peaks (22).
 		{"spread", []int{5, 15, 5, 15, 5, 15, 5, 15}, 31},
-		{"a gap beyond the bound counts as maxGap", []int{1 << 40, 0, 0, 0, 0, 0, 0, 0}, int((maxGap+4*isqrtCeil(7*maxGap*maxGap)+7)/8) + 1},
+		{"a gap beyond the bound counts as maxGap", []int{1 << 40, 0, 0, 0, 0, 0, 0, 0}, maxGap + maxGap/2},
 	}
 	for _, tt := range tests {
 		var a Arrivals
@@ -36,12 +36,54 @@ func TestArrivalsBound(t *testing.T) {
 	for range arrivalWindow {
 		a.Add(10)
 	}
-	if got := a.Bound(); got != 11 {
-		t.Errorf("after a window of regular gaps: Bound() = %d, want 11 (older gaps forgotten)", got)
+	// The spread forgot the long gaps; the peak fell by a tick after
+	// peakDecay shorter arrivals: 49, and half of it.
+	if got := a.Bound(); got != 73 {
+		t.Errorf("after a window of regular gaps: Bound() = %d, want 73 (the spread forgot, the peak decays)", got)
 	}
 	a.Reset()
-	if got := a.Bound(); got != 0 {
-		t.Errorf("after Reset: Bound() = %d, want 0", got)
+	if got := a.Bound(); got != 73 {
+		t.Errorf("after Reset: Bound() = %d, want 73 (the peak stays)", got)
+	}
+	for range peakDecay * (49 - 10) {
+		a.Add(10)
+	}
+	if got := a.Bound(); got != 15 {
+		t.Errorf("after the peak decayed: Bound() = %d, want 15", got)
+	}
+}
+
+// A host that stalls now and then: the stall raises the time-out for the
+// minutes after it, long after the window of gaps forgot it, so that the
+// next stall of the same length finds the follower waiting; on a quiet
+// host the time-out returns to the configured one.
+func TestArrivalsRememberStalls(t *testing.T) {
+	base := election.DefaultLeaderTimeoutTicks
+	hb := election.DefaultHeartbeatTicks
+	var a Arrivals
+	for range 100 {
+		a.Add(hb)
+	}
+	if got := a.Limit(base); got != base {
+		t.Fatalf("quiet: Limit = %d, want %d", got, base)
+	}
+	const stall = 100 // a second
+	a.Add(stall)
+	for range 150 { // fifteen seconds of heartbeats on time
+		a.Add(hb)
+	}
+	if got := a.Limit(base); got <= stall {
+		t.Errorf("15 s after a stall of %d ticks: Limit = %d, want above it", stall, got)
+	}
+	for range 2000 {
+		a.Add(hb)
+	}
+	if got := a.Limit(base); got != base {
+		t.Errorf("minutes later: Limit = %d, want %d", got, base)
+	}
+	a.Add(1 << 20)
+	if got := a.Limit(base); got != election.MaxAdaptiveTimeoutFactor*base {
+		t.Errorf("after a gap beyond every bound: Limit = %d, want the bound %d", got, election.MaxAdaptiveTimeoutFactor*base)
 	}
 }
 
@@ -91,18 +133,23 @@ func TestLeaderTimeoutFollowsArrivals(t *testing.T) {
 		t.Errorf("spread heartbeats: timed out after %d ticks, want %d", at, want)
 	}
 
+	bound := election.MaxAdaptiveTimeoutFactor * base
 	wild := newTestCore(t, 4)
-	// Gaps that spread further as the time-out grows with them.
+	// Gaps that spread further as the time-out grows with them; Arrivals'
+	// test checks the bound.
 	follow(wild, append(slices.Repeat([]int{1, base - 1}, 10), slices.Repeat([]int{1, 2*base + 5}, 16)...)...)
-	if at, _ := silence(wild, 10*base); at != maxTimeoutFactor*base {
-		t.Errorf("wild heartbeats: timed out after %d ticks, want the bound %d", at, maxTimeoutFactor*base)
+	if limit, at := wild.Limit(), 0; limit <= 2*base+5 || limit > bound {
+		t.Errorf("wild heartbeats: limit %d, want above the longest gap %d and at most %d", limit, 2*base+5, bound)
+	} else if at, _ = silence(wild, 2*bound); at != limit {
+		t.Errorf("wild heartbeats: timed out after %d ticks, want %d", at, limit)
 	}
 
-	// Another leader: what was learnt of the last one is forgotten.
+	// Another leader: the spread of the last one is forgotten, its
+	// peak (15 ticks, the host's) is not.
 	busy.Claimed(9, 9, 3, true) // follows again after the time-out
 	busy.Ready()
-	if at, _ := silence(busy, 10*base); at != base {
-		t.Errorf("a new leadership: timed out after %d ticks, want %d", at, base)
+	if at, _ := silence(busy, 10*base); at != 15+15/2 {
+		t.Errorf("a new leadership: timed out after %d ticks, want %d", at, 15+15/2)
 	}
 }
 
@@ -156,8 +203,9 @@ func TestProbeBeforeSuspicion(t *testing.T) {
 	if !slices.Equal(rd.Events, []election.Event{{Kind: election.ProbeAnswered, Leader: 9, Term: 3}}) {
 		t.Errorf("answer heard: events %v, want the probe answered", rd.Events)
 	}
-	if at, sent := silence(f, base); at != base || len(sent) != 1 {
-		t.Errorf("after the answer: timed out after %d ticks with %v sent, want %d ticks and one probe", at, sent, base)
+	// The answer came after 16 ticks of silence: the peak.
+	if at, sent := silence(f, 2*base); at != 16+16/2 || len(sent) != 1 {
+		t.Errorf("after the answer: timed out after %d ticks with %v sent, want %d ticks and one probe", at, sent, 16+16/2)
 	}
 
 	// No answer: the time-out comes when it would have without the probe.
@@ -181,14 +229,16 @@ func TestSilenceFromArrival(t *testing.T) {
 	c.Claimed(9, 9, 3, true)
 	c.Done()
 	c.Ready()
-	if at, _ := silence(c, 2*base); at != late+base {
-		t.Errorf("heard %d ticks ahead of the machine: timed out after %d ticks, want %d", late, at, late+base)
+	limit := c.Limit()
+	if at, _ := silence(c, 4*base); at != late+limit {
+		t.Errorf("heard %d ticks ahead of the machine: timed out after %d ticks, want %d", late, at, late+limit)
 	}
 	c.Arrived(int(c.now) - 5) // an arrival before the current tick counts from it
 	c.Claimed(9, 9, 3, true)
 	c.Done()
 	c.Ready()
-	if at, _ := silence(c, 2*base); at != base {
-		t.Errorf("heard in an earlier tick: timed out after %d ticks, want %d", at, base)
+	limit = c.Limit()
+	if at, _ := silence(c, 4*base); at != limit {
+		t.Errorf("heard in an earlier tick: timed out after %d ticks, want %d", at, limit)
 	}
 }

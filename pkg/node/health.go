@@ -48,10 +48,13 @@ const (
 type health struct {
 	members []uint64    // sorted
 	heard   []time.Time // arrival of the last message accepted from each member
-	// The largest of each in the longest leader time-out.
-	timerLag, loopLag, stateWrite recent
+	// The largest of each in the longest leader time-out; deadlineLate is
+	// how late the loop reached the machine's deadlines as a follower or
+	// candidate.
+	timerLag, loopLag, stateWrite, deadlineLate recent
 	// late is how late the loop reached the machine's last deadline as a
-	// follower or candidate.
+	// follower or candidate, or, within the longest leader time-out of a
+	// deadline reached late, that one.
 	late time.Duration
 	// withheld is how long the node withheld that deadline before it gave
 	// it; 0 if it did not.
@@ -77,11 +80,12 @@ func (h *health) atDeadline(leader uint64, now time.Time) {
 
 func newHealth(members []uint64, span time.Duration, start time.Time) health {
 	return health{
-		members:    members,
-		heard:      make([]time.Time, len(members)),
-		timerLag:   newRecent(span, start),
-		loopLag:    newRecent(span, start),
-		stateWrite: newRecent(span, start),
+		members:      members,
+		heard:        make([]time.Time, len(members)),
+		timerLag:     newRecent(span, start),
+		loopLag:      newRecent(span, start),
+		stateWrite:   newRecent(span, start),
+		deadlineLate: newRecent(span, start),
 	}
 }
 
@@ -103,10 +107,11 @@ func (h *health) heardAgo(id uint64, now time.Time) (time.Duration, bool) {
 }
 
 // wasLate reports whether, within the longest leader time-out before now,
-// the node fired a timer, handled a message or wrote its state later or
-// slower than bound.
+// the node fired a timer, handled a message, reached a deadline or wrote
+// its state later or slower than bound.
 func (h *health) wasLate(now time.Time, bound time.Duration) bool {
-	return h.timerLag.max(now) > bound || h.loopLag.max(now) > bound || h.stateWrite.max(now) > bound
+	return h.timerLag.max(now) > bound || h.loopLag.max(now) > bound || h.stateWrite.max(now) > bound ||
+		h.deadlineLate.max(now) > bound
 }
 
 // recent keeps the largest duration noted within span, to within a

@@ -185,12 +185,19 @@ func (n *Node) withhold(now time.Time, d int) bool {
 		return false
 	}
 	late := max(0, now.Sub(n.realAt(d)))
-	n.health.late, n.health.withheld = late, 0
 	if late <= n.lateBound() {
+		if n.health.deadlineLate.max(now) <= n.lateBound() {
+			// Within the longest leader time-out of a deadline reached
+			// late, its evidence stays: a time-out after an expired
+			// hold is reported with the lateness that caused the hold.
+			n.health.late, n.health.withheld = late, 0
+		}
 		return false
 	}
+	n.health.late, n.health.withheld = late, 0
+	n.health.deadlineLate.note(now, late)
 	n.drv.Settle()
-	n.held = hold{deadline: d, began: now, until: now.Add(n.ticks(n.cfg.Election.Timing.HeartbeatTicks + lateTicks)), last: d}
+	n.held = hold{deadline: d, began: now, until: now.Add(n.holdFor(late)), last: d}
 	n.log.Debug("late for a deadline: withheld for a heartbeat interval", "late", late, "until", n.held.until.Sub(now))
 	if n.pending() == 0 {
 		// Only with nothing queued: a loop that is behind has what to
@@ -200,23 +207,36 @@ func (n *Node) withhold(now time.Time, d int) bool {
 	return true
 }
 
+// holdFor is how long a node that reached a deadline late by late
+// withholds it: one heartbeat interval and the late bound, as any stall
+// needs, and as long again as the node itself was stalled, because the
+// leader stalled with it on the same host (or behind the same congested
+// server) and needs as long to catch up, its own backlog first. The
+// extra is bounded by the longest adaptive time-out
+// (election.MaxAdaptiveTimeoutFactor).
+func (n *Node) holdFor(late time.Duration) time.Duration {
+	t := n.cfg.Election.Timing
+	return n.ticks(t.HeartbeatTicks+lateTicks) + min(late, n.ticks(election.MaxAdaptiveTimeoutFactor*t.LeaderTimeoutTicks))
+}
+
 // release ends the hold, at at: heard if an event moved the deadline,
-// else because it expired. When the deadline moved, a node whose
-// algorithm has no leases (Bully, the ring) does not count the time it
-// withheld the deadline, its own lateness, against what comes next: its
-// machine's clock resumes at the deadline's tick, so the leader heard in
-// the hold has the whole time-out again. With leases (Paxos, byzantine)
-// the machine's clock must keep pace with real time, which the lease
-// argument bounds: it catches up (as after settle).
+// else because it expired. A node whose algorithm has no leases (Bully,
+// the ring) does not count the time it withheld the deadline, its own
+// lateness, against what comes next: its machine's clock resumes at the
+// deadline's tick, so that a leader heard in the hold has the whole
+// time-out again, and a deadline that expired starts its next wait
+// (Bully's T for an Answer) now instead of finding it spent. With leases
+// (Paxos, byzantine) the machine's clock must keep pace with real time,
+// which the lease argument bounds: it catches up (as after settle).
 func (n *Node) release(at time.Time, heard bool) {
 	h := n.held
 	n.held.deadline = 0
 	if !heard {
 		n.metrics.withheld.WithLabelValues(withheldExpired).Inc()
 		n.health.withheld = at.Sub(h.began)
-		return
+	} else {
+		n.metrics.withheld.WithLabelValues(withheldHeard).Inc()
 	}
-	n.metrics.withheld.WithLabelValues(withheldHeard).Inc()
 	if !n.cfg.Algorithm.Leases() {
 		if skip := at.Sub(n.realAt(h.deadline - 1)); skip > 0 {
 			n.offset += skip

@@ -128,15 +128,27 @@ func TestWithheldDeadlineTakesAClosedConnectionAtOnce(t *testing.T) {
 	})
 }
 
-// A hold that nothing ends expires after a heartbeat interval and the
-// bound, once the loop has handled what arrived within it, and the
-// machine times out; a leader, and a node on time, never withhold.
+// A hold that nothing ends expires after a heartbeat interval, the
+// bound and as long as the node was late, once the loop has handled what
+// arrived within it, and the machine times out: at once with leases,
+// and without them a tick later, its clock resumed at the deadline so
+// that the deadline's next wait starts then; a leader, and a node on
+// time, never withhold.
 func TestWithheldDeadlineExpires(t *testing.T) {
+	for _, c := range []struct {
+		algorithm protocol.Algorithm
+		skips     bool
+	}{{protocol.Bully, true}, {protocol.Paxos, false}} {
+		t.Run(string(c.algorithm), func(t *testing.T) { testWithheldDeadlineExpires(t, c.algorithm, c.skips) })
+	}
+}
+
+func testWithheldDeadlineExpires(t *testing.T, algorithm protocol.Algorithm, skips bool) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &follower{timeout: 50}
-		n := lateNode(t, protocol.Bully, m, 100*time.Millisecond)
+		n := lateNode(t, algorithm, m, 100*time.Millisecond)
 		n.advance(time.Now())
-		grace := time.Duration(testTiming.HeartbeatTicks+lateTicks) * DefaultTick
+		grace := time.Duration(testTiming.HeartbeatTicks+lateTicks)*DefaultTick + 100*time.Millisecond
 		time.Sleep(grace - time.Nanosecond)
 		n.advance(time.Now())
 		if m.timedOut != 0 {
@@ -151,8 +163,18 @@ func TestWithheldDeadlineExpires(t *testing.T) {
 		}
 		n.advance(time.Now())
 		grace += time.Second - time.Nanosecond // noticed that late
-		if m.timedOut != 50 || n.health.withheld != grace || counted(t, n.metrics.withheld.WithLabelValues(withheldExpired)) != 1 {
-			t.Fatalf("timed out at tick %d after withholding %v; want tick 50 after %v", m.timedOut, n.health.withheld, grace)
+		if n.health.withheld != grace || counted(t, n.metrics.withheld.WithLabelValues(withheldExpired)) != 1 {
+			t.Fatalf("withheld %v, want %v, and one expired hold", n.health.withheld, grace)
+		}
+		if skips {
+			if m.timedOut != 0 || m.now != 49 {
+				t.Fatalf("hold expired: timed out at tick %d, machine at tick %d; want the clock resumed at tick 49", m.timedOut, m.now)
+			}
+			time.Sleep(DefaultTick)
+			n.advance(time.Now())
+		}
+		if m.timedOut != 50 {
+			t.Fatalf("timed out at tick %d after the hold expired; want tick 50", m.timedOut)
 		}
 		if n.health.late != 100*time.Millisecond {
 			t.Errorf("late %v, want 100ms", n.health.late)

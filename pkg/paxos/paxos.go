@@ -359,7 +359,7 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 
 // limit is the follower's leader time-out now: LeaderTimeoutTicks, raised
 // by the spread of the leader's renewals (core.Arrivals), at most
-// election.MaxLeaderTimeoutFactor times as long.
+// election.MaxAdaptiveTimeoutFactor times as long.
 func (m *Machine) limit() int {
 	return m.arrivals.Limit(m.timing.LeaderTimeoutTicks)
 }
@@ -370,15 +370,31 @@ func (m *Machine) limit() int {
 // one. It is Phase 2 again with the ballot a majority promised: an
 // acceptor that has promised a higher ballot since refuses it, and the
 // lease counts, as every lease does, from the new proposal's sending, so
-// the lease argument holds as for a renewal. If no majority accepts
-// within the coordinator time-out, the node campaigns with a new ballot.
+// the lease argument holds as for a renewal. A Nack of a higher ballot
+// ends the resume (onNack); if no majority accepts within resumeTicks,
+// the node campaigns with a new ballot.
 func (m *Machine) resume() {
 	if m.c.Left() || m.ballot == 0 {
 		return
 	}
 	m.phase, m.resuming, m.rounds = proposing, true, m.rounds[:0]
-	m.wait = m.timing.CoordinatorTicks // as long as a campaign's Phase 2 may take
+	m.wait = m.resumeTicks()
 	m.propose()
+}
+
+// resumeTicks is how long a leader whose lease ran out proposes again
+// under its ballot before it campaigns with a new one: as long as its
+// followers may wait for it (election.MaxAdaptiveTimeoutFactor leader
+// time-outs) and a campaign's Phase 2. The lease lapses when the
+// leader's host stalled, and the runtime gives a stall's ticks at once
+// when it ends; a shorter wait would run out within them, and the leader
+// would campaign, with a new term, while its followers still waited for
+// it. Campaigning sooner would not help: a majority that does not
+// answer a proposal does not answer a Prepare either, and a follower
+// that campaigns makes the acceptors refuse the resume with a Nack,
+// which ends it at once.
+func (m *Machine) resumeTicks() int {
+	return election.MaxAdaptiveTimeoutFactor*m.timing.LeaderTimeoutTicks + m.timing.CoordinatorTicks
 }
 
 // Unreachable records that a peer cannot be reached.

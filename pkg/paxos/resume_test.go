@@ -51,6 +51,47 @@ func TestLeaderResumesInItsTerm(t *testing.T) {
 	}
 }
 
+// A leader whose host stalled gets the stall's ticks at once when it
+// ends: its lease lapses within them, and the resume must outlast them,
+// or the leader would campaign with a new ballot (a new term) before any
+// answer to its resumed proposals could arrive. It goes on proposing
+// under its ballot, and leads on in the same term when a majority
+// accepts; after resumeTicks without a majority it campaigns.
+func TestResumeOutlastsAStall(t *testing.T) {
+	m := elect(t)
+	stall := 10 * timing.LeaderTimeoutTicks // two seconds with the defaults
+	rd := ticks(m, stall)
+	for _, p := range rd.Messages {
+		if p.Type == protocol.TypePrepare || p.Term != 5 {
+			t.Fatalf("within a stall of %d ticks: sent %v, want only proposals of ballot 5", stall, show(rd.Messages))
+		}
+	}
+	last := rd.Messages[len(rd.Messages)-1]
+	if last.Type != protocol.TypePropose || last.Candidate != 0 {
+		t.Fatalf("after the stall: last sent %v, want a resumed proposal", last)
+	}
+	for _, id := range []uint64{2, 4} {
+		a := msg(protocol.TypeAccepted, id, 9, 5)
+		a.Seq = last.Seq
+		m.Step(a)
+	}
+	rd = m.Ready()
+	if st := m.Status(); st.Role != election.Leader || st.Term != 5 || rd.Claimed != 0 {
+		t.Fatalf("accepted after the stall: status %+v, claimed %d; want leader of term 5, no claim", st, rd.Claimed)
+	}
+
+	// Nobody answers: it campaigns after resumeTicks, and not before.
+	m = elect(t)
+	rd = ticks(m, timing.LeaderLeaseTicks+m.resumeTicks()-1)
+	if slices.ContainsFunc(rd.Messages, func(p protocol.Message) bool { return p.Type == protocol.TypePrepare }) {
+		t.Fatalf("within resumeTicks: sent %v, want no campaign", show(rd.Messages))
+	}
+	rd = ticks(m, 1)
+	if !slices.ContainsFunc(rd.Messages, func(p protocol.Message) bool { return p.Type == protocol.TypePrepare && p.Term > 5 }) {
+		t.Errorf("after resumeTicks without a majority: sent %v, want a campaign with a new ballot", show(rd.Messages))
+	}
+}
+
 // An acceptor that promised a higher ballot while the lease lapsed
 // refuses the resumed proposal: without a majority the node does not
 // lead, and campaigns with a new ballot when an idle node would.

@@ -158,8 +158,9 @@ type Machine struct {
 	tc            *certify.TimeoutCertificate // of the term before
 	heard         int                         // last sign of the term's leader
 	// arrivals follows the gaps between the certified rounds of the
-	// term's leader (roundAt: the last, in term roundTerm): the leader
-	// time-out follows them (limit).
+	// term's leader (roundAt: the last, in term roundTerm), and, in the
+	// leader itself, the gaps after which it led again in the same term
+	// (updateLease): the leader time-out follows them (limit).
 	arrivals     core.Arrivals
 	roundAt      int
 	roundTerm    uint64
@@ -322,7 +323,7 @@ func (m *Machine) Tick() {
 
 // limit is the leader time-out now: LeaderTimeoutTicks, raised by the
 // spread of the leader's certified rounds (core.Arrivals), at most
-// election.MaxLeaderTimeoutFactor times as long. Only the rounds of the
+// election.MaxAdaptiveTimeoutFactor times as long. Only the rounds of the
 // term's designated leader, with the certificate this member holds,
 // count: a liar cannot lengthen it except as that leader.
 func (m *Machine) limit() int {
@@ -873,8 +874,16 @@ func (m *Machine) updateLease() {
 		}
 	}
 	if lease > m.now {
+		if !m.leading && m.roundTerm == m.term() && m.leaderSeen != noTick && m.leaderSeen < m.now {
+			// Leading again in the same term after the lease ran out
+			// (its host stalled, or its quorum's answers came late):
+			// the leader's own time-out of its term follows these gaps,
+			// as its followers' follows its rounds.
+			m.arrivals.Add(m.now - m.leaderSeen)
+		}
 		m.leaseUntil, m.leaderSeen = lease, m.now
 		if !m.leading {
+			m.roundTerm = m.term()
 			m.leading = true
 			if !m.claimed {
 				m.claimed = true

@@ -123,3 +123,35 @@ func TestNoProofForTheTermJustBelow(t *testing.T) {
 		t.Errorf("in term 3, a time-out of term 1 answered with %d proofs, want 1", got)
 	}
 }
+
+// A leader whose lease ran out in a stall of its own and that led again
+// in the same term learns from it, as its followers learn from its late
+// rounds: its own time-out of its term grows with the gap, so that the
+// next stall as long does not make it give its term up.
+func TestLeaderLearnsFromItsOwnLapses(t *testing.T) {
+	c := newSteadyCluster(t)
+	leader := c.ms[4]
+	base := leader.timing.LeaderTimeoutTicks
+	if got := leader.limit(); got != base {
+		t.Fatalf("steady leader: limit %d, want %d", got, base)
+	}
+	term := leader.Status().Term
+	// Its host stalls: it ticks alone, and what it sends is lost.
+	stall := leader.timing.LeaderLeaseTicks + base*9/10
+	for range stall {
+		leader.Tick()
+		leader.Ready()
+	}
+	if st := leader.Status(); st.Role == election.Leader {
+		t.Fatalf("after a stall of %d ticks: %+v, want the lease lapsed", stall, st)
+	}
+	for range 2 * leader.timing.HeartbeatTicks {
+		c.tick()
+	}
+	if st := leader.Status(); st.Role != election.Leader || st.Term != term {
+		t.Fatalf("after the stall: %+v, want the leader of term %d again", st, term)
+	}
+	if got := leader.limit(); got <= base {
+		t.Errorf("after leading again: limit %d, want above %d", got, base)
+	}
+}

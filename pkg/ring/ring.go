@@ -154,6 +154,7 @@ func (m *Machine) Tick() {
 		return
 	}
 	m.tickPending()
+	leader := m.c.Leader()
 	timedOut := m.c.Tick() // a leader's heartbeat, a follower's time-out
 	switch m.c.Role() {
 	case election.Leader:
@@ -166,7 +167,7 @@ func (m *Machine) Tick() {
 		}
 	case election.Follower:
 		if timedOut {
-			m.suspect()
+			m.suspectSilent(leader)
 		}
 	case election.Candidate:
 		if m.participating && m.holding() {
@@ -199,6 +200,23 @@ func (m *Machine) suspect() {
 	m.c.Defer(false)
 	m.participating = false
 	m.wait = (higher + 1) * m.timing.AnswerTicks
+}
+
+// suspectSilent reacts to a leader that fell silent (its time-out, not
+// its connection's end nor its Resign): as suspect, except that the
+// highest live node's round goes to the silent leader first, its
+// successor, and waits T for its Ack, as for any successor. A live
+// leader that was only late (a busy host) acknowledges and re-asserts
+// itself in its own term (onElection): no new term, no takeover and
+// takeback. A hung leader does not acknowledge, is skipped, and is
+// replaced T after its time-out.
+func (m *Machine) suspectSilent(leader uint64) {
+	if leader != 0 && m.c.HigherAliveCount() == 0 {
+		m.c.MarkAlive(leader) // tried again; skipped if it does not answer
+		m.initiate()
+		return
+	}
+	m.suspect()
 }
 
 // resigned reacts to the resignation of the leader, which every follower

@@ -314,3 +314,64 @@ func ticks(m *Machine, n int) election.Ready {
 	}
 	return all
 }
+
+// The highest follower of a leader that only fell silent sends its round
+// to the leader first, its successor, and waits T for its Ack: a late
+// leader acknowledges and re-asserts itself in its own term, and the
+// follower follows it again without a new term. A leader that does not
+// acknowledge is skipped after T, and the round goes on without it.
+func TestSilentLeaderGetsTheRoundFirst(t *testing.T) {
+	T := election.DefaultAnswerTicks
+	follower := func(term uint64) *Machine {
+		m, err := New(election.Config{ID: 4, Members: members, Timing: election.DefaultTiming(len(members)),
+			Found: election.Leadership{Leader: 9, Term: term}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Start()
+		m.Ready()
+		return m
+	}
+	f := follower(3) // 4's successor is 9
+	r := ticks(f, election.DefaultLeaderTimeoutTicks)
+	got := show(r.Messages)
+	if len(got) == 0 || got[len(got)-1] != "election→9:4" {
+		t.Fatalf("after the time-out: sent %v, want the round to the silent leader 9", got)
+	}
+	round := r.Messages[len(r.Messages)-1]
+
+	// The late leader acknowledges, and re-asserts itself with a
+	// heartbeat in its term.
+	l := newNode(t, 9)
+	l.Start()
+	l.Ready()
+	ticks(l, election.DefaultTiming(len(members)).CoordinatorTicks+1)
+	if st := l.Status(); st.Role != election.Leader {
+		t.Fatalf("the leader: status %+v", st)
+	}
+	term := l.Status().Term
+	ticks(l, election.DefaultHeartbeatTicks)
+	round.Term = term
+	l.Step(round)
+	ans := l.Ready()
+	if ans.Claimed != 0 || l.Status().Term != term {
+		t.Fatalf("the late leader: claimed %d, term %d; want its term %d kept", ans.Claimed, l.Status().Term, term)
+	}
+	f2 := follower(term)
+	ticks(f2, election.DefaultLeaderTimeoutTicks)
+	for _, m := range ans.Messages {
+		if m.To == 0 || m.To == 4 {
+			f2.Step(m)
+		}
+	}
+	after := ticks(f2, 2*T)
+	if st := f2.Status(); st.Leader != 9 || st.Term != term || st.Role != election.Follower || after.Claimed != 0 {
+		t.Errorf("the follower after the Ack and heartbeat: status %+v, claimed %d; want a follower of 9 in term %d", st, after.Claimed, term)
+	}
+
+	// A hung leader: skipped after T, the round goes on to 2.
+	r = ticks(f, T)
+	if got := show(r.Messages); !slices.Contains(got, "election→2:4") {
+		t.Errorf("no Ack from 9 within T: sent %v, want the round to 2", got)
+	}
+}

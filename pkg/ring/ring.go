@@ -34,7 +34,9 @@
 //     milliseconds) every hop outlasts T: each skip sends the round on
 //     twice, and skips of live successors multiplied the rounds without
 //     end; the wait learns the delays instead. Followers suspect a leader
-//     whose heartbeats stop and initiate an election.
+//     whose heartbeats stop and initiate an election; the highest of
+//     them sends its round to the silent leader first, which, if it was
+//     only late, acknowledges and re-asserts itself in its own term.
 //   - Recovery. A node that starts initiates at once; so does every node
 //     whose leader resigned, and a node that hears a lower node claim the
 //     lead. A participant that sees no Elected within CoordinatorTicks (its

@@ -111,6 +111,9 @@ type Machine struct {
 	// timedOut are the successors skipped for want of an Ack, until a
 	// message from them shows whether they were alive.
 	timedOut map[uint64]bool
+	// silent is the leader that fell silent, whose Ack the round it was
+	// sent first waits T for, and no longer (suspectSilent).
+	silent uint64
 }
 
 // round identifies an election round by its candidate and by the Seq its
@@ -124,8 +127,9 @@ type leadership struct{ leader, term uint64 }
 
 // pending is a ring message waiting for its Ack.
 type pending struct {
-	msg  protocol.Message
-	left int // ticks before the receiver is skipped
+	msg    protocol.Message
+	left   int  // ticks before the receiver is skipped
+	silent bool // sent to a leader that fell silent (suspectSilent)
 }
 
 var _ election.Machine = (*Machine)(nil)
@@ -215,7 +219,9 @@ func (m *Machine) suspect() {
 func (m *Machine) suspectSilent(leader uint64) {
 	if leader != 0 && m.c.HigherAliveCount() == 0 {
 		m.c.MarkAlive(leader) // tried again; skipped if it does not answer
+		m.silent = leader
 		m.initiate()
+		m.silent = 0
 		return
 	}
 	m.suspect()
@@ -500,7 +506,13 @@ func (m *Machine) forward(msg protocol.Message) {
 		m.forwarded = append(m.forwarded, round{msg.Candidate, msg.Seq})
 	}
 	m.c.Send(msg)
-	m.pending = append(m.pending, pending{msg: msg, left: m.waitFor(to)})
+	wait, silent := m.waitFor(to), to == m.silent
+	if silent {
+		// T, as Bully's highest node waits for a silent leader's Answer:
+		// it had its time-out and the probe to answer already.
+		wait = m.timing.AnswerTicks
+	}
+	m.pending = append(m.pending, pending{msg: msg, left: wait, silent: silent})
 }
 
 func (m *Machine) ack(msg protocol.Message) {
@@ -536,8 +548,14 @@ func (m *Machine) tickPending() {
 		}
 		// reroute resends every message pending to that node, with a
 		// fresh wait.
+		// A silent leader skipped teaches nothing about the wait for
+		// Acks: if it was alive, its time-out said so already, and a
+		// leader that was stopped and resumed seconds later would
+		// double the wait for every later round (and failover).
 		to := m.pending[i].msg.To
-		m.timedOut[to] = true
+		if !m.pending[i].silent {
+			m.timedOut[to] = true
+		}
 		m.reroute(to)
 	}
 }

@@ -374,4 +374,13 @@ func TestSilentLeaderGetsTheRoundFirst(t *testing.T) {
 	if got := show(r.Messages); !slices.Contains(got, "election→2:4") {
 		t.Errorf("no Ack from 9 within T: sent %v, want the round to 2", got)
 	}
+	// The leader, stopped, resumes later: that teaches nothing about the
+	// wait for its Acks, which stays T (doubled, it would lengthen every
+	// later round through it, and the next failover).
+	ticks(f, 10*election.DefaultLeaderTimeoutTicks)
+	f.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 9, Term: term + 3})
+	f.Ready()
+	if w := f.waitFor(9); w != T {
+		t.Errorf("after the skipped leader was heard again: waits %d ticks for its Ack, want T = %d", w, T)
+	}
 }

@@ -431,7 +431,7 @@ func newNode(cfg Config) (*Node, error) {
 		metrics: newMetrics(),
 	}
 	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
-	n.health = newHealth(members, n.ticks(election.MaxLeaderTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
+	n.health = newHealth(members, n.ticks(election.MaxAdaptiveTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
 	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "election_inbox_pending",
 		Help: "Events waiting in the node's two lanes for the loop.",

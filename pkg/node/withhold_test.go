@@ -197,3 +197,25 @@ func testWithheldDeadlineExpires(t *testing.T, algorithm protocol.Algorithm, ski
 		})
 	}
 }
+
+// A stall of the node seen longer before a time-out than the learnt
+// time-out's bound (MaxLeaderTimeoutFactor) but within the longest
+// adaptive one still makes the time-out the node's own lateness
+// (node_late): the evidence covers as long as a follower may wait for
+// its leader.
+func TestLatenessCountsWithinTheLongestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := lateNode(t, protocol.Bully, &follower{timeout: 50}, 0)
+		bound := n.lateBound()
+		n.health.timerLag.note(time.Now(), 3*bound)
+		ago := n.ticks(2 * election.MaxLeaderTimeoutFactor * testTiming.LeaderTimeoutTicks)
+		time.Sleep(ago)
+		if !n.health.wasLate(time.Now(), bound) {
+			t.Errorf("a timer %v late %v ago: not counted as late", 3*bound, ago)
+		}
+		time.Sleep(n.ticks(election.MaxAdaptiveTimeoutFactor * testTiming.LeaderTimeoutTicks))
+		if n.health.wasLate(time.Now(), bound) {
+			t.Errorf("a timer late longer ago than the longest time-out: still counted as late")
+		}
+	})
+}

@@ -198,7 +198,7 @@ func (n *Node) withhold(now time.Time, d int) bool {
 	n.health.deadlineLate.note(now, late)
 	n.drv.Settle()
 	n.held = hold{deadline: d, began: now, until: now.Add(n.holdFor(late)), last: d}
-	n.log.Debug("late for a deadline: withheld for a heartbeat interval", "late", late, "until", n.held.until.Sub(now))
+	n.log.Debug("late for a deadline: withheld", "late", late, "for", n.held.until.Sub(now))
 	if n.pending() == 0 {
 		// Only with nothing queued: a loop that is behind has what to
 		// handle first, and a flush would wait behind the same backlog.

@@ -111,9 +111,6 @@ type Machine struct {
 	// timedOut are the successors skipped for want of an Ack, until a
 	// message from them shows whether they were alive.
 	timedOut map[uint64]bool
-	// silent is the leader that fell silent, whose Ack the round it was
-	// sent first waits T for, and no longer (suspectSilent).
-	silent uint64
 }
 
 // round identifies an election round by its candidate and by the Seq its
@@ -219,9 +216,14 @@ func (m *Machine) suspect() {
 func (m *Machine) suspectSilent(leader uint64) {
 	if leader != 0 && m.c.HigherAliveCount() == 0 {
 		m.c.MarkAlive(leader) // tried again; skipped if it does not answer
-		m.silent = leader
 		m.initiate()
-		m.silent = 0
+		for i := range m.pending {
+			if p := &m.pending[i]; p.msg.To == leader {
+				// T, as Bully's highest node waits for a silent leader's
+				// Answer: it had its time-out and the probe to answer.
+				p.left, p.silent = m.timing.AnswerTicks, true
+			}
+		}
 		return
 	}
 	m.suspect()
@@ -506,13 +508,7 @@ func (m *Machine) forward(msg protocol.Message) {
 		m.forwarded = append(m.forwarded, round{msg.Candidate, msg.Seq})
 	}
 	m.c.Send(msg)
-	wait, silent := m.waitFor(to), to == m.silent
-	if silent {
-		// T, as Bully's highest node waits for a silent leader's Answer:
-		// it had its time-out and the probe to answer already.
-		wait = m.timing.AnswerTicks
-	}
-	m.pending = append(m.pending, pending{msg: msg, left: wait, silent: silent})
+	m.pending = append(m.pending, pending{msg: msg, left: m.waitFor(to)})
 }
 
 func (m *Machine) ack(msg protocol.Message) {

@@ -677,8 +677,9 @@ func (c *Core) Heartbeat() {
 
 // Limit is the leader time-out now: LeaderTimeoutTicks, raised by what
 // the node learnt (the timeout doubled after a suspicion that proved
-// wrong) and by the spread of its leader's arrivals (Arrivals.Bound),
-// and never above maxTimeoutFactor times LeaderTimeoutTicks.
+// wrong, up to maxTimeoutFactor times LeaderTimeoutTicks) and by its
+// leader's arrivals (Arrivals.Limit, up to
+// election.MaxAdaptiveTimeoutFactor times).
 func (c *Core) Limit() int {
 	return max(c.timeout, c.arrivals.Limit(c.timing.LeaderTimeoutTicks))
 }

@@ -18,7 +18,8 @@ import "github.com/baton-election/baton/pkg/election"
 // host stalls again and again, every ten or twenty seconds, each time for
 // as long as before (docs/fault-model.md, "Busy hosts"). So Arrivals
 // also keeps the longest recent gap (the peak), which falls back by a
-// 32nd every peakDecay shorter arrivals, and bounds the time-out below by
+// 32nd every peakDecay ticks of shorter arrivals, and bounds the time-out
+// below by
 // one and a half peaks: a follower that saw its leader's messages pause
 // for a second expects it again for the next minutes, while on a quiet
 // host the peak is a heartbeat interval and changes nothing. The peak is
@@ -28,7 +29,7 @@ type Arrivals struct {
 	n    int // gaps recorded, at most arrivalWindow
 	next int // where the next gap goes
 	peak int // the longest recent gap, decaying
-	calm int // shorter arrivals since the peak last rose or fell
+	calm int // ticks of shorter arrivals since the peak last rose or fell
 }
 
 const (
@@ -45,12 +46,14 @@ const (
 	// maxGap bounds a recorded gap: a gap of more than this many ticks
 	// is recorded as this many.
 	maxGap = 1 << 16
-	// peakDecay is how many arrivals shorter than the peak lower it by a
-	// 32nd (at least a tick): with a heartbeat every ten ticks, one and a
-	// half peaks cover a stall as long as the peak for 40 s, and a peak
-	// of three seconds falls back to the heartbeat interval in about
-	// five minutes.
-	peakDecay = 32
+	// peakDecay is how many ticks of arrivals shorter than the peak
+	// lower it by a 32nd (at least a tick), whatever the heartbeat
+	// interval: with 10 ms ticks, a 32nd every 6.4 s. One and a half
+	// peaks then cover a stall as long as the peak for about 80 s (the
+	// busiest hosts measured stalled again within one to two minutes),
+	// and a peak of three seconds falls back to a leader time-out of
+	// 200 ms in about nine minutes of quiet.
+	peakDecay = 640
 )
 
 // Add records a gap of gap ticks between two arrivals from the leader.
@@ -59,13 +62,12 @@ func (a *Arrivals) Add(gap int) {
 	a.gaps[a.next] = gap
 	a.next = (a.next + 1) % arrivalWindow
 	a.n = min(a.n+1, arrivalWindow)
-	switch {
-	case gap >= a.peak:
+	if gap >= a.peak {
 		a.peak, a.calm = gap, 0
-	case a.calm+1 >= peakDecay:
-		a.peak, a.calm = a.peak-max(1, a.peak/32), 0
-	default:
-		a.calm++
+		return
+	}
+	for a.calm += gap; a.calm >= peakDecay && a.peak > 0; a.calm -= peakDecay {
+		a.peak -= max(1, a.peak/32)
 	}
 }
 

@@ -50,3 +50,83 @@ func TestGrantCountsFromArrival(t *testing.T) {
 		t.Errorf("Prepare on the grant's last tick: got %v, want a nack", got)
 	}
 }
+
+// A follower that times its leader out and then hears it renew again,
+// with its ballot or a new one, learns the silence it did not wait out:
+// its time-out afterwards covers one as long, so the next stall of the
+// same host does not fire it again. A silence ended by another leader,
+// or by the leader's return after its connection closed, teaches nothing.
+func TestFollowerLearnsADisprovedSuspicion(t *testing.T) {
+	renew := func(m *Machine, from, ballot uint64) {
+		p := msg(protocol.TypePropose, from, 0, ballot)
+		p.Candidate, p.Seq = from, 1
+		m.Step(p)
+		m.Ready()
+	}
+	follower := func() *Machine {
+		m := newNode(t, 4, election.HardState{})
+		m.Start()
+		m.Ready()
+		for range 10 {
+			renew(m, 9, 5)
+			ticks(m, timing.HeartbeatTicks)
+		}
+		if got := m.limit(); got != timing.LeaderTimeoutTicks {
+			t.Fatalf("renewed every heartbeat: limit %d, want the leader time-out %d", got, timing.LeaderTimeoutTicks)
+		}
+		return m
+	}
+	silence := 3 * timing.LeaderTimeoutTicks
+
+	m := follower()
+	rd := ticks(m, silence-timing.HeartbeatTicks)
+	if !slices.ContainsFunc(rd.Events, func(e election.Event) bool { return e.Kind == election.LeaderTimedOut }) {
+		t.Fatalf("silent for %d ticks: events %v, want the leader timed out", silence, rd.Events)
+	}
+	renew(m, 9, 10) // alive after all, under a new ballot
+	if got := m.limit(); got < silence+silence/2 {
+		t.Errorf("after a suspicion the leader's renewal disproved: limit %d, want at least 1.5 × the %d-tick silence", got, silence)
+	}
+
+	m = follower()
+	ticks(m, silence-timing.HeartbeatTicks)
+	renew(m, 8, 8) // another leader
+	renew(m, 9, 10)
+	if got := m.limit(); got != timing.LeaderTimeoutTicks {
+		t.Errorf("another leader in between: limit %d, want the leader time-out %d", got, timing.LeaderTimeoutTicks)
+	}
+
+	m = follower()
+	m.PeerDown(9)
+	m.Ready()
+	ticks(m, silence-timing.HeartbeatTicks)
+	renew(m, 9, 10)
+	if got := m.limit(); got != timing.LeaderTimeoutTicks {
+		t.Errorf("back after its connection closed: limit %d, want the leader time-out %d", got, timing.LeaderTimeoutTicks)
+	}
+}
+
+// A renewal handed over before the ticks of the node's own stall, in
+// which it arrived (the runtime settling at a late deadline), counts the
+// leader as heard from its arrival: the stall's ticks, given after it,
+// do not time the leader out just after its renewal.
+func TestLeaderHeardFromTheRenewalsArrival(t *testing.T) {
+	m := newNode(t, 4, election.HardState{})
+	m.Start()
+	m.Ready()
+	p := msg(protocol.TypePropose, 9, 0, 5)
+	p.Candidate, p.Seq = 9, 1
+	m.Step(p)
+	m.Ready()
+	const stall = 8 // ticks the node was late; the next renewal arrived in the last
+	p.Seq = 2
+	m.StepAt(p, m.now+stall)
+	m.Ready()
+	rd := ticks(m, stall+timing.LeaderTimeoutTicks-1)
+	if slices.ContainsFunc(rd.Events, func(e election.Event) bool { return e.Kind == election.LeaderTimedOut }) {
+		t.Errorf("a leader time-out less than the time-out after the renewal's arrival: events %v, want no time-out", rd.Events)
+	}
+	if rd = ticks(m, 1); !slices.ContainsFunc(rd.Events, func(e election.Event) bool { return e.Kind == election.LeaderTimedOut }) {
+		t.Errorf("the time-out after the renewal's arrival: events %v, want the leader timed out", rd.Events)
+	}
+}

@@ -165,3 +165,32 @@ func TestFollowerProbesItsLeader(t *testing.T) {
 		t.Errorf("after the answer: status %+v, events %v; want 9 still followed", st, rd.Events)
 	}
 }
+
+// A follower that accepts its leader's proposal under the ballot it
+// follows, resumed after the leader's lease lapsed (a proposal that
+// names no leader), counts the leader as heard: it is alive and about to
+// lead on in its term, and a follower that timed it out meanwhile would
+// campaign with a new ballot, a new term, for nothing.
+func TestFollowerWaitsForAResumingLeader(t *testing.T) {
+	m := newNode(t, 4, election.HardState{})
+	m.Start()
+	m.Ready()
+	p := msg(protocol.TypePropose, 9, 0, 5)
+	p.Candidate, p.Seq = 9, 1
+	m.Step(p)
+	m.Ready()
+	ticks(m, timing.LeaderTimeoutTicks-5)
+	resume := msg(protocol.TypePropose, 9, 0, 5)
+	resume.Seq = 2
+	m.Step(resume)
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"accepted→9:5"}) {
+		t.Fatalf("the resumed proposal: sent %v, want an acceptance", got)
+	}
+	rd := ticks(m, timing.LeaderTimeoutTicks-1)
+	if slices.ContainsFunc(rd.Events, func(e election.Event) bool { return e.Kind == election.LeaderTimedOut }) {
+		t.Errorf("within the time-out of the resumed proposal: events %v, want no time-out", rd.Events)
+	}
+	if st := m.Status(); st.Leader != 9 || st.Term != 5 {
+		t.Errorf("status %+v, want leader 9 of term 5", st)
+	}
+}

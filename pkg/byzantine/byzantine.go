@@ -158,12 +158,14 @@ type Machine struct {
 	tc            *certify.TimeoutCertificate // of the term before
 	heard         int                         // last sign of the term's leader
 	// arrivals follows the gaps between the certified rounds of the
-	// term's leader (roundAt: the last, in term roundTerm), and, in the
-	// leader itself, the gaps after which it led again in the same term
-	// (updateLease): the leader time-out follows them (limit).
+	// term's leader (roundAt: the last, in term roundTerm, from
+	// roundFrom; see countRound), and, in the leader itself, the gaps
+	// after which it led again in the same term (updateLease): the
+	// leader time-out follows them (limit).
 	arrivals     core.Arrivals
 	roundAt      int
 	roundTerm    uint64
+	roundFrom    uint64
 	leaderSeen   int // last tick the certified leader of the term was known alive (noTick: not since the certificate)
 	grant        grant
 	seq          uint64
@@ -296,7 +298,15 @@ func (m *Machine) Tick() {
 	t := m.term()
 	if m.designated(t) == m.id && m.quit != t {
 		if m.leading {
-			m.heard, m.leaderSeen = m.now, m.now
+			m.leaderSeen = m.now
+		}
+		if m.leading || m.cert != nil {
+			// A certified leader whose lease lapsed does not give its term
+			// up for it: it goes on proposing, and leads again when a
+			// quorum answers. Its followers time it out if it is silent
+			// to them, and it joins them when f+1 do (checkTimeouts). Were
+			// it to sign, one follower late with it would make the f+1.
+			m.heard = m.now
 		}
 		if m.now-m.lastPropose() >= m.timing.HeartbeatTicks {
 			m.propose()
@@ -435,6 +445,9 @@ func (m *Machine) Unreachable(uint64) {}
 // PeerDown times out the current term at once if its leader went down
 // (unless this member just did, on the leader's Resign).
 func (m *Machine) PeerDown(id uint64) {
+	if id == m.roundFrom {
+		m.roundFrom = 0 // it left: its next round follows a restart
+	}
 	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
 		return
 	}
@@ -745,21 +758,20 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 	if m.cert == nil && len(m.votes) > 0 {
 		m.lastVote = m.now // its voters grant the lease again in answer to this round
 	}
+	// The leader is heard from when its round arrived: later than the
+	// current tick when the node hands over, before the ticks of its
+	// own stall, a round that came in during it (StepAt). Counted from
+	// the current tick, the stall's ticks would time the leader out
+	// just after its round.
 	if m.cert != nil {
-		m.leaderSeen = m.now // its certified leader is alive
+		m.leaderSeen = arrived // its certified leader is alive
 	}
 	if m.quit == t && msg.Cert == nil {
 		return // a candidacy it gave up on: no more grants to it
 	}
 	if m.cert != nil {
-		m.heard = m.now
-		switch {
-		case m.roundTerm != t:
-			m.arrivals.Reset()
-		case m.now > m.roundAt:
-			m.arrivals.Add(m.now - m.roundAt)
-		}
-		m.roundAt, m.roundTerm = m.now, t
+		m.heard = arrived
+		m.countRound(msg.From, t, arrived)
 	}
 	if m.cert != nil && msg.Cert == nil {
 		m.status(msg.From) // the leader lacks its certificate: here it is
@@ -771,6 +783,29 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 		return
 	}
 	m.vote(msg.Seq, arrived)
+}
+
+// countRound counts a certified round of term t from its leader, arrived
+// in tick at, in the arrivals: the gap since the leader's last round, also when that was in
+// an earlier term that this member gave up for its silence, and the
+// leader leads the new term again. A suspicion disproved by the same
+// leader's next round is the stall the time-out must learn most:
+// forgotten with the term, it would fire again at the next one. A gap
+// is not counted after another leader's round, after the leader's
+// connection closed (a restart, not a stall), nor beyond the longest
+// adaptive time-out (a pause no time-out should wait out): the gaps
+// start again from this round. Only the designated leader of t, with
+// its certificate, gets here: a liar cannot lengthen the time-out but
+// as a leader.
+func (m *Machine) countRound(from, t uint64, at int) {
+	gap := at - m.roundAt
+	switch {
+	case m.roundFrom != from || gap > election.MaxAdaptiveTimeoutFactor*m.timing.LeaderTimeoutTicks:
+		m.arrivals.Reset()
+	case gap > 0:
+		m.arrivals.Add(gap)
+	}
+	m.roundAt, m.roundTerm, m.roundFrom = max(m.roundAt, at), t, from
 }
 
 func (m *Machine) onVote(msg protocol.Message) {
@@ -883,7 +918,7 @@ func (m *Machine) updateLease() {
 		}
 		m.leaseUntil, m.leaderSeen = lease, m.now
 		if !m.leading {
-			m.roundTerm = m.term()
+			m.roundTerm, m.roundFrom = m.term(), m.id
 			m.leading = true
 			if !m.claimed {
 				m.claimed = true

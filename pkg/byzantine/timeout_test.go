@@ -155,3 +155,134 @@ func TestLeaderLearnsFromItsOwnLapses(t *testing.T) {
 		t.Errorf("after leading again: limit %d, want above %d", got, base)
 	}
 }
+
+// A certified leader whose lease lapsed (its quorum's answers late, or
+// its host stalled) does not give its term up for it: it signs no
+// time-out of its own term, however long the lapse, and leads again in
+// the same term once a quorum answers. Were it to sign, one follower
+// that timed it out beside it would make the f+1 time-outs that every
+// member joins.
+func TestCertifiedLeaderKeepsItsTermThroughALapse(t *testing.T) {
+	c := newSteadyCluster(t)
+	leader := c.ms[4]
+	term := leader.Status().Term
+	// Its host stalls: it ticks alone, and what it sends is lost.
+	stall := leader.timing.LeaderLeaseTicks + 3*election.MaxAdaptiveTimeoutFactor*leader.timing.LeaderTimeoutTicks
+	for range stall {
+		leader.Tick()
+		if n := timeoutsOf(leader.Ready().Messages, term); n != 0 {
+			t.Fatalf("lease lapsed for %d ticks: signed a time-out of its own term %d", leader.now, term)
+		}
+	}
+	if st := leader.Status(); st.Role == election.Leader {
+		t.Fatalf("after a stall of %d ticks: %+v, want the lease lapsed", stall, st)
+	}
+	for range 2 * leader.timing.HeartbeatTicks {
+		c.tick()
+	}
+	if st := leader.Status(); st.Role != election.Leader || st.Term != term {
+		t.Fatalf("after the stall: %+v, want the leader of term %d again", st, term)
+	}
+}
+
+// A follower that gave its leader's term up for its silence, and whose
+// leader leads again in a later term (here 4 leads terms 1 and 5 of
+// four members), learns the silence from the leader's first certified
+// round there: its time-out afterwards covers one as long, so the next
+// stall of the same host does not fire it again. A certified round of
+// another leader in between teaches it nothing.
+func TestFollowerLearnsADisprovedSuspicion(t *testing.T) {
+	const n = 4
+	certOf := func(term, leader uint64) *certify.Certificate {
+		var votes []certify.SignedStatement
+		for _, id := range []uint64{1, 2, 3} {
+			votes = append(votes, *signedVote(t, n, id, term, leader))
+		}
+		c, err := certify.NewCertificate(votes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	var seq uint64
+	round := func(m *Machine, term, leader uint64) {
+		seq++
+		m.Step(protocol.Message{Type: protocol.TypeBzPropose, From: leader, Term: term, Seq: seq, Cert: certOf(term, leader)})
+		m.Ready()
+	}
+	tick := func(m *Machine, k int) {
+		for range k {
+			m.Tick()
+			m.Ready()
+		}
+	}
+	for _, other := range []bool{false, true} {
+		m := newTestMachine(t, n, 1)
+		base := m.timing.LeaderTimeoutTicks
+		for range 10 {
+			round(m, 1, 4)
+			tick(m, m.timing.HeartbeatTicks)
+		}
+		if got := m.limit(); got != base {
+			t.Fatalf("a round every heartbeat: limit %d, want %d", got, base)
+		}
+		silence := 3 * base
+		tick(m, silence-m.timing.HeartbeatTicks)
+		if m.quit != 1 {
+			t.Fatalf("silent for %d ticks: gave up term %d, want 1", silence, m.quit)
+		}
+		for x := uint64(1); x <= 4; x++ {
+			m.Step(protocol.Message{Type: protocol.TypeBzStatus, From: 2, To: 1, Term: x + 1, TC: timeoutCert(t, n, x, 1, 2, 3)})
+			m.Ready()
+			if x == 1 && other {
+				round(m, 2, 3)
+			}
+		}
+		if st := m.Status(); st.Term != 5 {
+			t.Fatalf("on the time-out certificates: term %d, want 5", st.Term)
+		}
+		round(m, 5, 4)
+		got := m.limit()
+		switch {
+		case !other && got < silence+silence/2:
+			t.Errorf("the leader of term 1 certified in term 5: limit %d, want at least 1.5 × the %d-tick silence", got, silence)
+		case other && got != base:
+			t.Errorf("another leader's round in between: limit %d, want %d", got, base)
+		}
+	}
+}
+
+// A round handed over before the ticks of the member's own stall, in
+// which it arrived (the runtime settling at a late deadline), counts the
+// leader as heard from its arrival: the stall's ticks, given after it,
+// do not time the leader out just after its round.
+func TestLeaderHeardFromTheRoundsArrival(t *testing.T) {
+	c := newSteadyCluster(t)
+	m := c.ms[1]
+	for range m.timing.HeartbeatTicks {
+		c.tick()
+	}
+	leader := c.ms[4]
+	var round protocol.Message
+	for range leader.timing.HeartbeatTicks {
+		leader.Tick()
+		for _, msg := range leader.Ready().Messages {
+			if msg.Type == protocol.TypeBzPropose {
+				round = msg
+			}
+		}
+	}
+	if round.Type != protocol.TypeBzPropose || round.Cert == nil {
+		t.Fatalf("the leader's round: %+v, want a certified Propose", round)
+	}
+	const stall = 8 // ticks the member was late; the round arrived in the last
+	m.StepAt(round, m.now+stall)
+	m.Ready()
+	term := m.Status().Term
+	for range stall + m.limit() - 1 {
+		m.Tick()
+		if n := timeoutsOf(m.Ready().Messages, term); n != 0 {
+			t.Fatalf("%d ticks after the round's arrival, within the time-out: timed the term out", m.now)
+		}
+	}
+}

@@ -180,6 +180,7 @@ type Machine struct {
 		at   int
 	}
 	probed   bool
+	vouch    int    // tick the leader it follows was last heard renewing or resuming (vouches)
 	wait     int    // ticks until the next campaign; 0: none scheduled
 	blocked  uint64 // the holder of the lease that stalled our campaign
 	released uint64 // the last node heard releasing its lease
@@ -553,6 +554,8 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 		// would only stall its own campaign and the lower one's alike (a
 		// refusal is always safe; the lower one backs off).
 		reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised}
+	} else if wait := m.vouches(msg.From, msg.Term); wait > 0 {
+		reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised, Candidate: m.c.Leader(), Wait: wait}
 	} else {
 		reply = m.acceptPrepare(msg.From, msg.Inc, msg.Term)
 	}
@@ -567,6 +570,29 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 		m.handOver(msg.From)
 	}
 	m.backOff()
+}
+
+// vouches is how many ticks more this acceptor vouches for the leader it
+// follows against the Prepare of ballot b from candidate from: 0 if it
+// does not. It vouches while it would not even probe the leader yet
+// (its time-out less the probe's lead, ProbeLead), the leader being
+// higher than the candidate: a candidate whose own time-out fired
+// alone (its host stalled, or the leader's renewals reached it late)
+// finds no majority, and hears the leader renew instead of making a new
+// term. This is Raft's pre-vote, asked with the Prepare itself. A
+// refusal is always safe. When the leader fails, its followers stop
+// hearing it at once and each stops vouching about when the candidate
+// times it out (on a quiet host, a probe's lead before); a closed
+// connection or a resignation makes the leader undefined, and nothing
+// vouches for it. A higher candidate takes over a live lower leader, as
+// the highest live ID must.
+func (m *Machine) vouches(from, b uint64) int {
+	l := m.c.Leader()
+	if l == 0 || from >= l || l == m.id || b <= m.acc.state.Promised {
+		return 0
+	}
+	limit := m.limit()
+	return max(0, m.vouch+limit-core.ProbeLead(m.timing, limit)-m.now)
 }
 
 // acceptPrepare decides an acceptor's answer to Prepare(b) from process inc
@@ -659,6 +685,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 			// it rather than campaign with a new ballot; a resume that
 			// finds no majority ends within resumeTicks, in a campaign.
 			m.heard = max(m.heard, m.now+m.late)
+			m.vouch = max(m.vouch, m.now+m.late)
 		}
 		return
 	}
@@ -684,6 +711,9 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		// on (its renewals are accepted), and it could never follow it.
 		// Follow refuses a term below this node's.
 		m.c.Follow(msg.From, msg.Term)
+	}
+	if m.c.Leader() == msg.From {
+		m.vouch = max(m.vouch, at)
 	}
 	switch {
 	case msg.From > m.id:

@@ -194,3 +194,69 @@ func TestFollowerWaitsForAResumingLeader(t *testing.T) {
 		t.Errorf("status %+v, want leader 9 of term 5", st)
 	}
 }
+
+// An acceptor that hears its leader renew vouches for it: it refuses the
+// Prepare of a lower candidate, naming the leader and how long it will
+// go on vouching, until its own time-out less a probe's lead has passed
+// since the last renewal, also after the lease it granted ended (its
+// time-out grew with the leader's stalls); then it promises. A candidate
+// above the leader, or any candidate once the leader's connection
+// closed, gets its promise once the grant ended.
+func TestAcceptorVouchesForItsLeader(t *testing.T) {
+	follower := func(leader, ballot uint64) *Machine {
+		m := newNode(t, 2, election.HardState{})
+		m.Start()
+		m.Ready()
+		var seq uint64
+		renew := func(gap int) {
+			ticks(m, gap)
+			seq++
+			p := msg(protocol.TypePropose, leader, 0, ballot)
+			p.Candidate, p.Seq = leader, seq
+			m.Step(p)
+			m.Ready()
+		}
+		for range 3 {
+			for range 5 {
+				renew(timing.HeartbeatTicks)
+			}
+			renew(timing.LeaderTimeoutTicks - 1) // a stall, within the time-out
+		}
+		renew(timing.HeartbeatTicks)
+		return m
+	}
+	m := follower(9, 5)
+	limit := m.limit()
+	vouching := limit - timing.AnswerTicks
+	if vouching <= timing.LeaseTicks+1 {
+		t.Fatalf("after a stall: limit %d, want more than the lease and a probe's lead", limit)
+	}
+	after := timing.LeaseTicks + 1 // the grant ended
+	ticks(m, after)
+	m.Step(msg(protocol.TypePrepare, 4, 0, 7))
+	rd := m.Ready()
+	if got := show(rd.Messages); !slices.Equal(got, []string{"nack→4:5"}) || rd.Messages[0].Candidate != 9 || rd.Messages[0].Wait != vouching-after {
+		t.Fatalf("Prepare of a lower candidate %d ticks after a renewal: sent %+v, want a nack naming 9 with %d ticks to wait", after, rd.Messages, vouching-after)
+	}
+	ticks(m, vouching-after)
+	m.Step(msg(protocol.TypePrepare, 4, 0, 12))
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"promise→4:12"}) {
+		t.Errorf("Prepare once it no longer vouches: sent %v, want a promise", got)
+	}
+
+	m = follower(8, 4)
+	ticks(m, after)
+	m.Step(msg(protocol.TypePrepare, 9, 0, 5))
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"promise→9:5"}) {
+		t.Errorf("Prepare of a candidate above the leader: sent %v, want a promise", got)
+	}
+
+	m = follower(9, 5)
+	m.PeerDown(9)
+	m.Ready()
+	ticks(m, after)
+	m.Step(msg(protocol.TypePrepare, 4, 0, 7))
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"promise→4:7"}) {
+		t.Errorf("Prepare after the leader's connection closed: sent %v, want a promise", got)
+	}
+}

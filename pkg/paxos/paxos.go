@@ -21,7 +21,9 @@
 //     be valid, promises b (stored before it answers) and reports the last
 //     proposal it accepted (Promise); otherwise it refuses (Nack) with the
 //     ballot it promised and, if it holds a lease, its holder and how long
-//     it lasts.
+//     it lasts. It also refuses, naming the leader, while it still hears a
+//     leader above the candidate (vouches: a pre-vote asked with the
+//     Prepare); refusing is always safe.
 //   - Phase 2. With promises from a majority, the candidate broadcasts
 //     Propose(b): itself as the leader of ballot b. An acceptor that has
 //     promised nothing higher accepts (stored before it answers), which

@@ -137,20 +137,7 @@ func TestLeaderLearnsFromItsOwnLapses(t *testing.T) {
 	}
 	term := leader.Status().Term
 	// Its host stalls: it ticks alone, and what it sends is lost.
-	stall := leader.timing.LeaderLeaseTicks + base*9/10
-	for range stall {
-		leader.Tick()
-		leader.Ready()
-	}
-	if st := leader.Status(); st.Role == election.Leader {
-		t.Fatalf("after a stall of %d ticks: %+v, want the lease lapsed", stall, st)
-	}
-	for range 2 * leader.timing.HeartbeatTicks {
-		c.tick()
-	}
-	if st := leader.Status(); st.Role != election.Leader || st.Term != term {
-		t.Fatalf("after the stall: %+v, want the leader of term %d again", st, term)
-	}
+	lapseAndLeadAgain(t, c, leader.timing.LeaderLeaseTicks+base*9/10, term, func([]protocol.Message) {})
 	if got := leader.limit(); got <= base {
 		t.Errorf("after leading again: limit %d, want above %d", got, base)
 	}
@@ -168,11 +155,23 @@ func TestCertifiedLeaderKeepsItsTermThroughALapse(t *testing.T) {
 	term := leader.Status().Term
 	// Its host stalls: it ticks alone, and what it sends is lost.
 	stall := leader.timing.LeaderLeaseTicks + 3*election.MaxAdaptiveTimeoutFactor*leader.timing.LeaderTimeoutTicks
-	for range stall {
-		leader.Tick()
-		if n := timeoutsOf(leader.Ready().Messages, term); n != 0 {
+	lapseAndLeadAgain(t, c, stall, term, func(sent []protocol.Message) {
+		if n := timeoutsOf(sent, term); n != 0 {
 			t.Fatalf("lease lapsed for %d ticks: signed a time-out of its own term %d", leader.now, term)
 		}
+	})
+}
+
+// lapseAndLeadAgain stalls the steady cluster's leader, 4, for stall
+// ticks (it ticks alone, and what it sends, handed to each, is lost),
+// checks that its lease lapsed, then that it leads term again within
+// two heartbeat intervals of the cluster's ticks.
+func lapseAndLeadAgain(t *testing.T, c *steadyCluster, stall int, term uint64, each func(sent []protocol.Message)) {
+	t.Helper()
+	leader := c.ms[4]
+	for range stall {
+		leader.Tick()
+		each(leader.Ready().Messages)
 	}
 	if st := leader.Status(); st.Role == election.Leader {
 		t.Fatalf("after a stall of %d ticks: %+v, want the lease lapsed", stall, st)

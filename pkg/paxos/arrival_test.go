@@ -111,13 +111,7 @@ func TestFollowerLearnsADisprovedSuspicion(t *testing.T) {
 // leader as heard from its arrival: the stall's ticks, given after it,
 // do not time the leader out just after its renewal.
 func TestLeaderHeardFromTheRenewalsArrival(t *testing.T) {
-	m := newNode(t, 4, election.HardState{})
-	m.Start()
-	m.Ready()
-	p := msg(protocol.TypePropose, 9, 0, 5)
-	p.Candidate, p.Seq = 9, 1
-	m.Step(p)
-	m.Ready()
+	m, p := renewedFollower(t)
 	const stall = 8 // ticks the node was late; the next renewal arrived in the last
 	p.Seq = 2
 	m.StepAt(p, m.now+stall)
@@ -129,4 +123,18 @@ func TestLeaderHeardFromTheRenewalsArrival(t *testing.T) {
 	if rd = ticks(m, 1); !slices.ContainsFunc(rd.Events, func(e election.Event) bool { return e.Kind == election.LeaderTimedOut }) {
 		t.Errorf("the time-out after the renewal's arrival: events %v, want the leader timed out", rd.Events)
 	}
+}
+
+// renewedFollower returns node 4 after a renewal of leader 9's ballot 5
+// (round 1), and that renewal.
+func renewedFollower(t *testing.T) (*Machine, protocol.Message) {
+	t.Helper()
+	m := newNode(t, 4, election.HardState{})
+	m.Start()
+	m.Ready()
+	p := msg(protocol.TypePropose, 9, 0, 5)
+	p.Candidate, p.Seq = 9, 1
+	m.Step(p)
+	m.Ready()
+	return m, p
 }

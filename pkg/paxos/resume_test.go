@@ -172,13 +172,7 @@ func TestFollowerProbesItsLeader(t *testing.T) {
 // lead on in its term, and a follower that timed it out meanwhile would
 // campaign with a new ballot, a new term, for nothing.
 func TestFollowerWaitsForAResumingLeader(t *testing.T) {
-	m := newNode(t, 4, election.HardState{})
-	m.Start()
-	m.Ready()
-	p := msg(protocol.TypePropose, 9, 0, 5)
-	p.Candidate, p.Seq = 9, 1
-	m.Step(p)
-	m.Ready()
+	m, _ := renewedFollower(t)
 	ticks(m, timing.LeaderTimeoutTicks-5)
 	resume := msg(protocol.TypePropose, 9, 0, 5)
 	resume.Seq = 2

@@ -158,14 +158,12 @@ type Machine struct {
 	tc            *certify.TimeoutCertificate // of the term before
 	heard         int                         // last sign of the term's leader
 	// arrivals follows the gaps between the certified rounds of the
-	// term's leader (roundAt: the last, in term roundTerm, from
-	// roundFrom; see countRound), and, in the leader itself, the gaps
-	// after which it led again in the same term (updateLease): the
-	// leader time-out follows them (limit).
+	// term's leader (the last in term roundTerm; core.Arrivals.Heard,
+	// also across terms the same leader leads), and, in the leader
+	// itself, the gaps after which it led again in the same term
+	// (updateLease): the leader time-out follows them (limit).
 	arrivals     core.Arrivals
-	roundAt      int
 	roundTerm    uint64
-	roundFrom    uint64
 	leaderSeen   int // last tick the certified leader of the term was known alive (noTick: not since the certificate)
 	grant        grant
 	seq          uint64
@@ -445,9 +443,7 @@ func (m *Machine) Unreachable(uint64) {}
 // PeerDown times out the current term at once if its leader went down
 // (unless this member just did, on the leader's Resign).
 func (m *Machine) PeerDown(id uint64) {
-	if id == m.roundFrom {
-		m.roundFrom = 0 // it left: its next round follows a restart
-	}
+	m.arrivals.Forget(id) // it left: its next round follows a restart
 	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
 		return
 	}
@@ -770,8 +766,10 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 		return // a candidacy it gave up on: no more grants to it
 	}
 	if m.cert != nil {
-		m.heard = arrived
-		m.countRound(msg.From, t, arrived)
+		// Only the designated leader of t, with its certificate, gets
+		// here: a liar cannot lengthen the time-out but as a leader.
+		m.heard, m.roundTerm = arrived, t
+		m.arrivals.Heard(msg.From, arrived, m.timing.LeaderTimeoutTicks)
 	}
 	if m.cert != nil && msg.Cert == nil {
 		m.status(msg.From) // the leader lacks its certificate: here it is
@@ -783,29 +781,6 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 		return
 	}
 	m.vote(msg.Seq, arrived)
-}
-
-// countRound counts a certified round of term t from its leader, arrived
-// in tick at, in the arrivals: the gap since the leader's last round, also when that was in
-// an earlier term that this member gave up for its silence, and the
-// leader leads the new term again. A suspicion disproved by the same
-// leader's next round is the stall the time-out must learn most:
-// forgotten with the term, it would fire again at the next one. A gap
-// is not counted after another leader's round, after the leader's
-// connection closed (a restart, not a stall), nor beyond the longest
-// adaptive time-out (a pause no time-out should wait out): the gaps
-// start again from this round. Only the designated leader of t, with
-// its certificate, gets here: a liar cannot lengthen the time-out but
-// as a leader.
-func (m *Machine) countRound(from, t uint64, at int) {
-	gap := at - m.roundAt
-	switch {
-	case m.roundFrom != from || gap > election.MaxAdaptiveTimeoutFactor*m.timing.LeaderTimeoutTicks:
-		m.arrivals.Reset()
-	case gap > 0:
-		m.arrivals.Add(gap)
-	}
-	m.roundAt, m.roundTerm, m.roundFrom = max(m.roundAt, at), t, from
 }
 
 func (m *Machine) onVote(msg protocol.Message) {
@@ -918,7 +893,8 @@ func (m *Machine) updateLease() {
 		}
 		m.leaseUntil, m.leaderSeen = lease, m.now
 		if !m.leading {
-			m.roundTerm, m.roundFrom = m.term(), m.id
+			m.roundTerm = m.term()
+			m.arrivals.Forget(0) // this member leads: the next round it hears starts the gaps again
 			m.leading = true
 			if !m.claimed {
 				m.claimed = true

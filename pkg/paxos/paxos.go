@@ -174,13 +174,9 @@ type Machine struct {
 	// Follower and candidate.
 	heard int // tick the leader, or a higher node's campaign, was last heard
 	// arrivals follows the gaps between the leader's renewals (its
-	// time-out follows them, see limit); renewed is the last renewal
-	// counted, and who sent it; probed: this silence's Probe is out.
+	// time-out follows them, see limit; core.Arrivals.Heard); probed:
+	// this silence's Probe is out.
 	arrivals core.Arrivals
-	renewed  struct {
-		from uint64 // 0: none to measure the next gap from
-		at   int
-	}
 	probed   bool
 	vouch    int    // tick the leader it follows was last heard renewing or resuming (vouches)
 	wait     int    // ticks until the next campaign; 0: none scheduled
@@ -419,9 +415,7 @@ func (m *Machine) Unreachable(id uint64) {
 // saves the time-out on top of them. (A leader cut off from NATS but alive
 // keeps its lease until it ends, and no longer.)
 func (m *Machine) PeerDown(id uint64) {
-	if id == m.renewed.from {
-		m.renewed.from = 0 // it left: its next renewal follows a restart
-	}
+	m.arrivals.Forget(id) // it left: its next renewal follows a restart
 	if m.c.PeerDown(id) && m.phase == idle && m.wait == 0 {
 		m.suspect()
 	}
@@ -698,7 +692,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 	// in during it (StepAt). Counted from the current tick, the stall's
 	// ticks would time the leader out just after its renewal.
 	at := m.now + m.late
-	m.renewal(msg.From, at)
+	m.arrivals.Heard(msg.From, at, m.timing.LeaderTimeoutTicks)
 	if m.probed && m.c.Leader() == msg.From {
 		m.c.ProbeAnswered()
 	}
@@ -727,26 +721,6 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		// A lower node leads while this one is alive: take over.
 		m.campaign()
 	}
-}
-
-// renewal counts a renewal of leader from, arrived in tick at, in the
-// leader's arrivals: the gap since its last renewal, also when this node
-// timed it out meanwhile, and when it renews under a new ballot. A suspicion that a
-// renewal of the same leader disproves is the stall the time-out must
-// learn most: forgotten with the term, it would fire again at the next
-// one. A gap is not counted after another leader's renewal, after the
-// leader's connection closed (a restart, not a stall), nor beyond the
-// longest adaptive time-out (a pause no time-out should wait out): the
-// gaps start again from this renewal.
-func (m *Machine) renewal(from uint64, at int) {
-	gap := at - m.renewed.at
-	switch {
-	case m.renewed.from != from || gap > election.MaxAdaptiveTimeoutFactor*m.timing.LeaderTimeoutTicks:
-		m.arrivals.Reset()
-	case gap > 0:
-		m.arrivals.Add(gap)
-	}
-	m.renewed.from, m.renewed.at = from, max(m.renewed.at, at)
 }
 
 // acceptPropose decides an acceptor's answer to Propose(b) from process inc
@@ -794,7 +768,7 @@ func (m *Machine) accepted(from, seq uint64) {
 		case m.now >= m.leaseUntil:
 		case m.phase == proposing:
 			m.phase, m.wait = leading, 0
-			m.renewed.from = 0 // the leader it followed was not leading meanwhile
+			m.arrivals.Forget(0) // the leader it followed was not leading meanwhile
 			if !m.resuming || !m.c.Resume(m.ballot) {
 				m.c.Lead(m.ballot)
 			}
@@ -868,9 +842,7 @@ func (m *Machine) onResign(msg protocol.Message) {
 	if msg.Candidate == 0 {
 		m.c.MarkDeparted(msg.From) // it left; a hand-over names its successor
 	}
-	if msg.From == m.renewed.from {
-		m.renewed.from = 0 // it resigned: its next renewal follows a new election
-	}
+	m.arrivals.Forget(msg.From) // it resigned: its next renewal follows a new election
 	switch {
 	case m.c.Leader() == msg.From:
 		m.c.Forget(false)

@@ -30,6 +30,10 @@ type Arrivals struct {
 	next int // where the next gap goes
 	peak int // the longest recent gap, decaying
 	calm int // ticks of shorter arrivals since the peak last rose or fell
+	// The last message Heard: its leader (0: none to measure from) and
+	// the tick it arrived in.
+	from uint64
+	at   int
 }
 
 const (
@@ -68,6 +72,35 @@ func (a *Arrivals) Add(gap int) {
 	}
 	for a.calm += gap; a.calm >= peakDecay && a.peak > 0; a.calm -= peakDecay {
 		a.peak -= max(1, a.peak/32)
+	}
+}
+
+// Heard counts a message of leader from that arrived in tick at: the gap
+// since the last message Heard, also when the follower timed the leader
+// out meanwhile and the leader came back under a new ballot or term. A
+// suspicion that the same leader's next message disproves is the stall
+// the time-out must learn most: forgotten with the term, it would fire
+// again at the next one. The gaps start again (Reset) after another
+// leader's message, after Forget, and after a gap beyond the longest
+// adaptive time-out over base (a pause no time-out should wait out).
+func (a *Arrivals) Heard(from uint64, at, base int) {
+	gap := at - a.at
+	switch {
+	case a.from != from || gap > election.MaxAdaptiveTimeoutFactor*base:
+		a.Reset()
+	case gap > 0:
+		a.Add(gap)
+	}
+	a.from, a.at = from, max(a.at, at)
+}
+
+// Forget makes the next message Heard start the gaps again, whoever
+// sends it, if the last one came from leader from (0: whoever sent it):
+// the leader left, resigned, or another one (the follower itself) led
+// meanwhile.
+func (a *Arrivals) Forget(from uint64) {
+	if from == 0 || from == a.from {
+		a.from = 0
 	}
 }
 

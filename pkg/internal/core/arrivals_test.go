@@ -249,3 +249,45 @@ func TestSilenceFromArrival(t *testing.T) {
 		t.Errorf("heard in an earlier tick: timed out after %d ticks, want %d", at, limit)
 	}
 }
+
+// Heard measures each gap from the same leader's last message, also
+// across a silence that fired the time-out; another leader's message,
+// Forget, or a gap beyond the bound start the gaps again.
+func TestArrivalsHeard(t *testing.T) {
+	const base = 20
+	var a Arrivals
+	at := 0
+	for range 10 {
+		at += 5
+		a.Heard(9, at, base)
+	}
+	at += 3 * base // a silence, then the same leader again
+	a.Heard(9, at, base)
+	if got := a.Limit(base); got < 3*base+3*base/2 {
+		t.Errorf("the same leader after a %d-tick silence: Limit = %d, want at least 1.5 × it", 3*base, got)
+	}
+	for _, tc := range []struct {
+		name string
+		next func(a *Arrivals, at int) int
+	}{
+		{"another leader in between", func(a *Arrivals, at int) int { a.Heard(8, at+1, base); return at + 1 }},
+		{"Forget of the leader", func(a *Arrivals, at int) int { a.Forget(9); return at }},
+		{"Forget of whoever", func(a *Arrivals, at int) int { a.Forget(0); return at }},
+		{"beyond the bound", func(a *Arrivals, at int) int { return at + 2*election.MaxAdaptiveTimeoutFactor*base }},
+	} {
+		var a Arrivals
+		a.Heard(9, 0, base)
+		at := tc.next(&a, 0) + 3*base
+		a.Heard(9, at, base)
+		if got := a.Limit(base); got != base {
+			t.Errorf("%s: Limit = %d, want %d", tc.name, got, base)
+		}
+	}
+	var b Arrivals
+	b.Heard(9, 0, base)
+	b.Forget(8) // another leader's departure
+	b.Heard(9, 3*base, base)
+	if got := b.Limit(base); got < 3*base+3*base/2 {
+		t.Errorf("after Forget of another leader: Limit = %d, want at least 1.5 × the silence", got)
+	}
+}

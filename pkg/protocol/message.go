@@ -34,6 +34,24 @@ const MaxPayload = 1024
 // signatures. A message of any other type is still held to MaxPayload.
 const MaxCertifiedPayload = 64 << 10
 
+// MaxPresencePayload is the largest encoded Presence a node accepts, in
+// bytes: it may carry the sender's credential.
+const MaxPresencePayload = 4 << 10
+
+// MaxCredential bounds the credential a Presence carries, in bytes.
+const MaxCredential = 3 << 10
+
+// MaxMemberID is the largest ID of a member of a cluster with dynamic
+// membership. Terms are partitioned by ID there (the member with ID i
+// owns the terms t with (t−1) mod MaxMemberID = i−1), so that no two
+// members ever claim the same term whoever joins or leaves; a bounded ID
+// also bounds everything a node keeps per member it hears of.
+const MaxMemberID = 1 << 16
+
+// DynamicMember reports whether id can be a member of a cluster with
+// dynamic membership: 1 to MaxMemberID.
+func DynamicMember(id uint64) bool { return id >= 1 && id <= MaxMemberID }
+
 // MaxTerm is the largest valid term: 2^62. A message, announcement or stored
 // state with a larger term is invalid, so that no arithmetic on a term can
 // wrap round. A node never claims a term above it; a cluster that reaches it
@@ -156,12 +174,21 @@ const (
 	// TypeBzEvidence is broadcast by a member that holds Evidence that
 	// another member lied.
 	TypeBzEvidence Type = "bz_evidence"
+
+	// TypePresence says that a member of a cluster with dynamic membership
+	// is present. Broadcast when the member starts and then every
+	// presence interval; sent to one member in answer to the broadcast
+	// of a member it had not heard before, so that a member that joins
+	// learns who is present within a round trip. Term is the sender's
+	// highest term; Cred, with member credentials, the sender's
+	// credential (a NATS user JWT issued by the cluster's authority).
+	TypePresence Type = "presence"
 )
 
 // Types lists every message type, in a fixed order (for metrics and docs).
 var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale, TypeProbe,
 	TypePrepare, TypePromise, TypePropose, TypeAccepted, TypeNack,
-	TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence}
+	TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence, TypePresence}
 
 // Certified reports whether t is one of the byzantine algorithm's types,
 // which may carry signed statements and certificates.
@@ -234,6 +261,11 @@ type Message struct {
 	// captured before the receiver restarted cannot be replayed to its new
 	// incarnation.
 	ToInc uint64 `json:"ti,omitempty"`
+
+	// Cred is, on a Presence of a member with a credential, that
+	// credential: a NATS user JWT issued by the cluster's authority that
+	// names the member's cluster, ID and public key.
+	Cred string `json:"cred,omitempty"`
 }
 
 // String renders a message compactly for logs and simulator traces.
@@ -317,11 +349,14 @@ func Decode(data []byte) (Message, error) {
 		return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxCertifiedPayload)
 	}
 	if len(data) > MaxPayload {
-		// Only the byzantine algorithm's types may be larger.
+		// Only the byzantine algorithm's types, and a Presence up to
+		// MaxPresencePayload, may be larger.
 		var head struct {
 			Type Type `json:"type"`
 		}
-		if json.Unmarshal(data, &head) != nil || !Certified(head.Type) {
+		ok := json.Unmarshal(data, &head) == nil &&
+			(Certified(head.Type) || head.Type == TypePresence && len(data) <= MaxPresencePayload)
+		if !ok {
 			return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxPayload)
 		}
 	}
@@ -351,10 +386,15 @@ func Decode(data []byte) (Message, error) {
 // the fields its type needs are set, and it addresses a single receiver
 // exactly when its type is point-to-point.
 func Validate(m Message, members []uint64) error {
-	isMember := func(id uint64) bool {
+	return ValidateFor(m, func(id uint64) bool {
 		_, ok := slices.BinarySearch(members, id)
 		return ok
-	}
+	})
+}
+
+// ValidateFor is Validate for a membership given by isMember: for a
+// cluster with dynamic membership, DynamicMember.
+func ValidateFor(m Message, isMember func(uint64) bool) error {
 	if !isMember(m.From) {
 		return reject(ReasonNotMember, "sender %d is not a member", m.From)
 	}
@@ -421,6 +461,16 @@ func Validate(m Message, members []uint64) error {
 		if m.To == 0 {
 			return reject(ReasonInvalidField, "nack needs a receiver")
 		}
+	case TypePresence:
+		if m.Candidate != 0 || m.Seq != 0 || m.Hops != 0 {
+			return reject(ReasonInvalidField, "presence carries only a term and a credential")
+		}
+		if len(m.Cred) > MaxCredential {
+			return reject(ReasonInvalidField, "credential of %d bytes, at most %d", len(m.Cred), MaxCredential)
+		}
+	}
+	if m.Type != TypePresence && m.Cred != "" {
+		return reject(ReasonInvalidField, "credential on a %s", m.Type)
 	}
 	if err := validateCertified(m, isMember); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 //	election.<cluster>.bz_<type>     the byzantine broadcasts (bz_propose, bz_vote, bz_timeout, bz_hello, bz_evidence)
 //	election.<cluster>.order         the oral messages of the agreement on a leader's orders (order.go)
 //	election.<cluster>.decided       the members' signed decisions on those orders
+//	election.<cluster>.presence      dynamic membership: members say they are present
 const (
 	// Root is the first token of every subject.
 	Root = "election"
@@ -40,6 +41,7 @@ const (
 	KindQuery       = "query"
 	KindPrepare     = "prepare"
 	KindPropose     = "propose"
+	KindPresence    = "presence"
 	// KindEvidence is the subject of TypeBzEvidence: members broadcast
 	// there the evidence that another member lied.
 	KindEvidence = string(TypeBzEvidence)
@@ -75,7 +77,7 @@ func InboxSubject(cluster string, id uint64) string {
 // never broadcast.
 func BroadcastSubject(cluster string, t Type) string {
 	switch t {
-	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose:
+	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose, TypePresence:
 		return Root + "." + cluster + "." + string(t)
 	case TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence:
 		return Root + "." + cluster + "." + string(t)
@@ -90,7 +92,7 @@ var CertifiedBroadcastTypes = []Type{TypeBzPropose, TypeBzVote, TypeBzTimeout, T
 
 // BroadcastTypes lists the message types that are broadcast by Bully, the
 // ring and Paxos (see CertifiedBroadcastTypes for the byzantine ones).
-var BroadcastTypes = []Type{TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose}
+var BroadcastTypes = []Type{TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose, TypePresence}
 
 // BroadcastSubjects lists the broadcast subjects of a cluster.
 func BroadcastSubjects(cluster string) []string {
@@ -108,7 +110,7 @@ func BroadcastSubjectsOf(cluster string, a Algorithm) []string {
 	if a != Byzantine {
 		return BroadcastSubjects(cluster)
 	}
-	subjects := []string{BroadcastSubject(cluster, TypeResign)}
+	subjects := []string{BroadcastSubject(cluster, TypeResign), BroadcastSubject(cluster, TypePresence)}
 	for _, t := range CertifiedBroadcastTypes {
 		subjects = append(subjects, BroadcastSubject(cluster, t))
 	}

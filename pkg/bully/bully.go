@@ -138,6 +138,7 @@ func New(cfg election.Config) (*Machine, error) {
 // (election.Config.Found): it follows that leader, since its election
 // would end with it.
 func (m *Machine) Start() {
+	m.c.Announce()
 	switch {
 	case m.c.Left():
 	case m.c.FollowFound():
@@ -183,7 +184,7 @@ func (m *Machine) Tick() {
 		case m.deferred && m.answered:
 			// A higher node holds its election: wait for its Coordinator.
 			m.deferred = false
-			m.wait = m.timing.CoordinatorTicks
+			m.wait = m.c.CoordinatorTicks()
 		case m.deferred:
 			m.elect(false, true)
 		case m.answered:
@@ -210,9 +211,9 @@ func (m *Machine) coldStart() bool {
 // Due is how many ticks until the next Tick can have an effect.
 func (m *Machine) Due() int {
 	if !m.c.Left() && m.c.Role() == election.Candidate {
-		return max(1, m.wait)
+		return max(1, min(m.wait, m.c.PresenceDue()))
 	}
-	return m.c.Due()
+	return min(m.c.Due(), m.c.PresenceDue())
 }
 
 // StepAt handles a message that arrived in tick arrived of this node's
@@ -247,7 +248,7 @@ func (m *Machine) Step(msg protocol.Message) {
 	case protocol.TypeAnswer:
 		if m.c.Role() == election.Candidate && msg.From > id {
 			m.answered = true
-			m.wait = m.timing.CoordinatorTicks
+			m.wait = m.c.CoordinatorTicks()
 		}
 	case protocol.TypeCoordinator, protocol.TypeHeartbeat:
 		m.heardLeader = true
@@ -283,7 +284,7 @@ func (m *Machine) higherElection(msg protocol.Message) {
 	}
 	if m.c.Role() == election.Candidate {
 		m.answered = true
-		m.wait = m.timing.CoordinatorTicks
+		m.wait = m.c.CoordinatorTicks()
 	}
 }
 
@@ -303,8 +304,9 @@ func (m *Machine) lowerElection(msg protocol.Message) {
 	case election.Candidate:
 		m.answer(msg.From)
 	case election.Follower:
-		if l := m.c.Leader(); l > m.id {
-			// A live higher leader hears the same Election and re-asserts.
+		if l := m.c.Leader(); l > m.id || l != 0 && m.c.KeepLeader() {
+			// A live higher leader, or one kept whatever its ID, hears
+			// the same Election and re-asserts.
 			m.answer(msg.From)
 			return
 		}
@@ -345,6 +347,10 @@ func (m *Machine) Ready() election.Ready { return m.c.Ready() }
 
 // Status returns the node's view.
 func (m *Machine) Status() election.SoftState { return m.c.Status() }
+
+// Members returns the members, this node included, sorted: with dynamic
+// membership, those present. It implements election.Membership.
+func (m *Machine) Members() []uint64 { return m.c.Members() }
 
 // suspect reacts to the failure or resignation of the leader: the highest
 // live node claims at once; every other node defers its election by T for
@@ -397,7 +403,7 @@ func (m *Machine) elect(wait, forget bool) {
 func (m *Machine) lead() {
 	term := m.c.Claim()
 	if term == 0 {
-		m.wait = m.timing.CoordinatorTicks
+		m.wait = m.c.CoordinatorTicks()
 		return
 	}
 	m.answered = false

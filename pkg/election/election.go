@@ -198,6 +198,13 @@ const (
 	// that a majority accepted again under the same ballot. Not a new
 	// leadership: nothing is claimed or announced anew.
 	LeaderResumed
+	// MemberJoined: with dynamic membership, Member is present (a message
+	// of a member the node did not count as present arrived).
+	MemberJoined
+	// MemberLeft: with dynamic membership, Member is no longer present:
+	// it resigned, its connection closed, or nothing came from it for
+	// the member time-out (Timing.PresenceTicks·MemberTimeoutFactor).
+	MemberLeft
 )
 
 // String names the event kind for logs.
@@ -221,6 +228,10 @@ func (k EventKind) String() string {
 		return "probe_answered"
 	case LeaderResumed:
 		return "leader_resumed"
+	case MemberJoined:
+		return "member_joined"
+	case MemberLeft:
+		return "member_left"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -231,7 +242,8 @@ type Event struct {
 	// Leader and Term name the leadership the event is about (zero for
 	// ElectionStarted).
 	Leader, Term uint64
-	// Member is the member a MemberLied event convicts; 0 otherwise.
+	// Member is the member a MemberLied event convicts, or the member a
+	// MemberJoined or MemberLeft event is about; 0 otherwise.
 	Member uint64
 }
 
@@ -281,6 +293,15 @@ type Machine interface {
 	Ready() Ready
 	// Status returns the node's view of the election.
 	Status() SoftState
+}
+
+// Membership is implemented by a machine that can run with dynamic
+// membership (Config.Dynamic).
+type Membership interface {
+	// Members returns the members the node counts as present, itself
+	// included, sorted. The caller must not modify the slice; the
+	// machine replaces it, never changes it, when members join or leave.
+	Members() []uint64
 }
 
 // ArrivalStepper is implemented by a machine whose safety depends on when a
@@ -333,7 +354,28 @@ type Timing struct {
 	// (LeaderLease) that it ends, in real time, before any acceptor's grant
 	// does, whatever the clocks' rates within the drift bound.
 	LeaderLeaseTicks int
+	// PresenceTicks is, with dynamic membership, how often a member that
+	// has broadcast nothing else says it is present. A member heard from
+	// for no message for MemberTimeoutFactor times as long is no longer
+	// counted as present. Only dynamic membership uses it.
+	PresenceTicks int
 }
+
+// MemberTimeoutFactor: with dynamic membership, a member from which no
+// message arrived for this many presence intervals has left (it hangs,
+// or its departure was missed).
+const MemberTimeoutFactor = 4
+
+// DefaultPresenceTicks is the default presence interval: 1 s in ticks of
+// 10 ms. A member that dies or leaves is seen gone at once (its
+// connection closes, or it resigns); the interval bounds how long a hung
+// member that does not lead stays counted, 4 s with the default.
+const DefaultPresenceTicks = 100
+
+// MaxDynamicMembers bounds how many members a node of a cluster with
+// dynamic membership counts as present: a member heard beyond it is
+// not counted until another leaves.
+const MaxDynamicMembers = 1024
 
 // MaxLeaderTimeoutFactor bounds how far Bully and the ring raise their
 // leader time-out when a leader they timed out proves to have been alive:
@@ -408,6 +450,19 @@ type Config struct {
 	// it (protocol.Message.Inc): Paxos tells a leader from another process
 	// with its ID by it. Zero when unknown.
 	Incarnation uint64
+	// Dynamic makes the membership dynamic: the members are those present,
+	// as their messages show (protocol.TypePresence), and Members lists
+	// only those known at start (at least ID). Terms are partitioned by
+	// ID (protocol.MaxMemberID) instead of by position in Members, so that
+	// they stay unique whoever joins or leaves. Every ID must be
+	// protocol.DynamicMember.
+	Dynamic bool
+	// KeepLeader, with Dynamic, makes a node that joins follow the leader
+	// it finds whatever their IDs, and a follower never challenge a lower
+	// leader: the leader is kept until it leaves, and then the highest
+	// present ID leads. Without it a node that joins with an ID above
+	// the leader's takes over, as a node that recovers does.
+	KeepLeader bool
 	// Found is the leadership the node found when it started: the answer
 	// of the cluster's leader to a query (the runtime asks before it
 	// starts the machine), so a leader that was alive a moment ago. Zero
@@ -447,6 +502,19 @@ func (c Config) Validate() ([]uint64, error) {
 	}
 	if _, ok := slices.BinarySearch(members, c.ID); !ok {
 		return nil, fmt.Errorf("%w: own ID %d is not a member", ErrMembers, c.ID)
+	}
+	if c.Dynamic {
+		if last := members[len(members)-1]; !protocol.DynamicMember(last) {
+			return nil, fmt.Errorf("%w: ID %d above %d, the largest of dynamic membership", ErrMembers, last, protocol.MaxMemberID)
+		}
+		if len(members) > MaxDynamicMembers {
+			return nil, fmt.Errorf("%w: %d members, at most %d", ErrMembers, len(members), MaxDynamicMembers)
+		}
+		if c.Timing.PresenceTicks < 1 {
+			return nil, fmt.Errorf("%w: the presence interval must be at least one tick: %+v", ErrTiming, c.Timing)
+		}
+	} else if c.KeepLeader {
+		return nil, fmt.Errorf("%w: keeping the leader needs dynamic membership", ErrMembers)
 	}
 	t := c.Timing
 	switch {
@@ -499,5 +567,6 @@ func DefaultTiming(n int) Timing {
 		CoordinatorTicks:   (max(n, 1) + 1) * DefaultAnswerTicks,
 		LeaseTicks:         DefaultLease(n),
 		LeaderLeaseTicks:   LeaderLease(DefaultLease(n), DefaultMaxDrift),
+		PresenceTicks:      DefaultPresenceTicks,
 	}
 }

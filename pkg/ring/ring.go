@@ -97,7 +97,6 @@ import (
 type Machine struct {
 	c             *core.Core
 	id            uint64
-	members       []uint64 // sorted
 	timing        election.Timing
 	participating bool
 	forwarded     []round    // rounds sent on while participating
@@ -137,19 +136,47 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	members, _ := cfg.Validate() // valid: NewCore checked it
-	return &Machine{c: c, id: cfg.ID, members: members, timing: cfg.Timing, ackWait: make(map[uint64]int), timedOut: make(map[uint64]bool)}, nil
+	return &Machine{c: c, id: cfg.ID, timing: cfg.Timing, ackWait: make(map[uint64]int), timedOut: make(map[uint64]bool)}, nil
 }
 
 // Start initiates an election at once, as a recovered node must, unless
 // the node found a live leader with a higher ID when it started
 // (election.Config.Found): it follows that leader, since the round would
 // end with it.
+//
+// With dynamic membership the node first says it is present, and a node
+// that does not follow a found leader waits T for the others' answers
+// before it initiates: a round needs the successors.
 func (m *Machine) Start() {
-	if !m.c.Left() && !m.c.FollowFound() {
+	if m.c.Left() {
+		return
+	}
+	m.c.Announce()
+	switch {
+	case m.c.FollowFound():
+	case m.c.Dynamic():
+		m.c.Defer(true)
+		m.participating = false
+		m.wait = m.timing.AnswerTicks
+	default:
 		m.initiate()
 	}
 }
+
+// maxHops is how many hops a ring message may have made: two rounds of
+// the members (the Election's round to the largest ID and the Elected
+// round). With dynamic membership a member's count may lag the others',
+// so the bound is two rounds of the most members there may be.
+func (m *Machine) maxHops() int {
+	if m.c.Dynamic() {
+		return 2 * election.MaxDynamicMembers
+	}
+	return 2 * len(m.c.Members())
+}
+
+// Members returns the members, this node included, sorted: with dynamic
+// membership, those present. It implements election.Membership.
+func (m *Machine) Members() []uint64 { return m.c.Members() }
 
 // Tick advances the node's clock.
 func (m *Machine) Tick() {
@@ -240,7 +267,7 @@ func (m *Machine) resigned() {
 	}
 	m.c.Defer(false)
 	m.participating = false
-	m.wait = m.timing.CoordinatorTicks
+	m.wait = m.c.CoordinatorTicks()
 }
 
 // Due is how many ticks until the next Tick can have an effect.
@@ -248,7 +275,7 @@ func (m *Machine) Due() int {
 	if m.c.Left() {
 		return 1 << 30
 	}
-	due := m.c.Due() // a leader's heartbeat, a follower's time-out
+	due := min(m.c.Due(), m.c.PresenceDue()) // a leader's heartbeat, a follower's time-out, the membership's clock
 	if (m.participating || m.c.Role() == election.Candidate) && !(m.participating && m.holding()) {
 		due = min(due, m.wait) // a participant's wait for Elected, or a deferred node's
 	}
@@ -350,13 +377,13 @@ func (m *Machine) initiate() {
 	m.c.ForgetGone()
 	m.participating = true
 	m.forwarded = m.forwarded[:0]
-	m.wait = m.timing.CoordinatorTicks
+	m.wait = m.c.CoordinatorTicks()
 	m.forward(protocol.Message{Type: protocol.TypeElection, Candidate: m.id, Term: m.c.MaxTerm()})
 }
 
 func (m *Machine) onElection(msg protocol.Message) {
 	id := m.id
-	if msg.Hops > 2*len(m.members) {
+	if msg.Hops > m.maxHops() {
 		return // circled too long: its candidate is gone
 	}
 	candidate := msg.Candidate
@@ -398,7 +425,7 @@ func (m *Machine) onElection(msg protocol.Message) {
 		m.c.ForgetGone()
 		m.participating = true
 		m.forwarded = m.forwarded[:0]
-		m.wait = m.timing.CoordinatorTicks
+		m.wait = m.c.CoordinatorTicks()
 		next.Candidate = max(candidate, id)
 		if next.Candidate == id {
 			next.Seq = 0 // a round of this node's own
@@ -414,7 +441,7 @@ func (m *Machine) onElection(msg protocol.Message) {
 }
 
 func (m *Machine) onElected(msg protocol.Message) {
-	if msg.Candidate == m.id || msg.Hops > 2*len(m.members) {
+	if msg.Candidate == m.id || msg.Hops > m.maxHops() {
 		return // the round is complete, or its leader is gone
 	}
 	was := m.participating
@@ -481,7 +508,7 @@ func (m *Machine) reassert() {
 // skipped stops here: its candidate is gone, and the round would only
 // circle until its hops ran out.
 func (m *Machine) forward(msg protocol.Message) {
-	members := m.members
+	members := m.c.Members()
 	self, _ := slices.BinarySearch(members, m.id)
 	to := uint64(0)
 	for i := 1; i < len(members); i++ {

@@ -86,6 +86,14 @@ type Core struct {
 	// SameClaimant).
 	claimInc map[uint64]uint64
 
+	// With dynamic membership (election.Config.Dynamic), presence holds
+	// the members present, members is its list and terms are owned by
+	// ID; sincePresence counts the ticks since this node last broadcast
+	// anything (a presence is due after PresenceTicks of them).
+	presence      *Presence
+	sincePresence int
+	keepLeader    bool
+
 	saved   election.HardState // the term part of the hard state last handed to the driver
 	out     []protocol.Message
 	claimed uint64
@@ -101,7 +109,14 @@ func NewCore(cfg election.Config) (*Core, error) {
 		return nil, err
 	}
 	index, _ := slices.BinarySearch(members, cfg.ID)
+	var presence *Presence
+	if cfg.Dynamic {
+		presence = NewPresence(cfg.ID, members, cfg.Timing, 0)
+		members = presence.Members()
+	}
 	return &Core{
+		presence:   presence,
+		keepLeader: cfg.KeepLeader,
 		id:       cfg.ID,
 		members:  members,
 		index:    index,
@@ -138,7 +153,7 @@ func (c *Core) FoundLeader() uint64 { return c.found.Leader }
 // end with that leader.
 func (c *Core) FollowFound() bool {
 	f := c.found
-	if c.left || f.Leader <= c.id || f.Term > c.maxTerm+TermBurst || !c.follow(f.Leader, f.Term) {
+	if c.left || f.Leader == c.id || f.Leader < c.id && !c.keepLeader || f.Term > c.maxTerm+TermBurst || !c.follow(f.Leader, f.Term) {
 		return false
 	}
 	c.MarkAlive(f.Leader)
@@ -192,6 +207,9 @@ func (c *Core) report(kind election.EventKind, leader, term uint64) {
 func (c *Core) Send(m protocol.Message) {
 	m.V = protocol.Version
 	m.From = c.id
+	if m.To == 0 {
+		c.sincePresence = 0 // every member hears this one
+	}
 	c.out = append(c.out, m)
 }
 
@@ -242,7 +260,10 @@ func (c *Core) raise(term uint64) bool {
 // CountTick counts a tick of this node's clock for an algorithm that
 // keeps its own leader and follower clocks (Paxos): it only refills the
 // term credit. Bully and the ring call Tick instead.
-func (c *Core) CountTick() { c.now++ }
+func (c *Core) CountTick() {
+	c.now++
+	c.tickPresence()
+}
 
 // Tick counts a tick of this node's clock, as CountTick does, and
 // advances the clock of its role: a leader broadcasts a heartbeat when
@@ -252,6 +273,7 @@ func (c *Core) CountTick() { c.now++ }
 // candidate's clock is its algorithm's.
 func (c *Core) Tick() (timedOut bool) {
 	c.now++
+	c.tickPresence()
 	switch c.role {
 	case election.Leader:
 		c.tickLeader()
@@ -281,6 +303,15 @@ func (c *Core) Receive(m protocol.Message) bool {
 	}
 	if m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator || m.Type == protocol.TypePropose {
 		c.claimInc[m.From] = m.Inc
+	}
+	if c.presence != nil && m.Type != protocol.TypeResign {
+		joined, answer := c.presence.Heard(m.From, m.Inc, c.now, m.Type == protocol.TypePresence && m.To == 0)
+		if joined {
+			c.membersChanged(election.MemberJoined, m.From)
+		}
+		if answer {
+			c.Send(protocol.Message{Type: protocol.TypePresence, To: m.From, Term: c.maxTerm})
+		}
 	}
 	if m.Type != protocol.TypeResign {
 		delete(c.gone, m.From)
@@ -347,6 +378,7 @@ func (c *Core) PeerDown(id uint64) (leader bool) {
 		return false
 	}
 	c.MarkDeparted(id)
+	c.memberLeft(id)
 	if id != c.leader || c.role == election.Leader {
 		return false
 	}
@@ -379,6 +411,9 @@ func (c *Core) HigherAliveCount() int {
 func (c *Core) nextTerm() uint64 {
 	n := uint64(len(c.members))
 	own := uint64(c.index) + 1
+	if c.presence != nil {
+		n, own = protocol.MaxMemberID, c.id
+	}
 	t := c.maxTerm - c.maxTerm%n + own
 	if t <= c.maxTerm {
 		t += n
@@ -553,6 +588,9 @@ func (c *Core) Owner(term uint64) uint64 {
 	if term == 0 {
 		return 0
 	}
+	if c.presence != nil {
+		return (term-1)%protocol.MaxMemberID + 1
+	}
 	return c.members[(term-1)%uint64(len(c.members))]
 }
 
@@ -568,7 +606,7 @@ func (c *Core) Claimed(sender, leader, term uint64, broadcast bool) Verdict {
 	case term < c.term:
 		c.ReplyStale(sender, broadcast)
 		return Rejected
-	case leader < c.id:
+	case leader < c.id && !c.keepLeader:
 		// Even under the term this node accepted before (it may have been
 		// restored from disk): the highest live ID wins.
 		return Challenged
@@ -630,6 +668,7 @@ func (c *Core) Resigned(m protocol.Message) bool {
 		return false
 	}
 	c.MarkDeparted(m.From)
+	c.memberLeft(m.From)
 	if m.From != c.leader || m.Term != c.term {
 		return false
 	}

@@ -110,6 +110,12 @@ func (n *Node) record(ev election.Event) {
 	case election.LeaderResumed:
 		n.metrics.resumed.Inc()
 		n.log.Info("leading again in the same term", "term", ev.Term)
+	case election.MemberJoined:
+		n.metrics.membership.WithLabelValues("joined").Inc()
+		n.log.Info("member joined", "member", ev.Member, "members", n.currentMembers())
+	case election.MemberLeft:
+		n.metrics.membership.WithLabelValues("left").Inc()
+		n.log.Info("member left", "member", ev.Member, "members", n.currentMembers())
 	case election.MemberLied:
 		n.metrics.membersLied.Inc()
 		n.log.Warn("member lied: it signed two contradicting statements", "member", ev.Member, "term", ev.Term)

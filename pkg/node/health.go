@@ -48,6 +48,11 @@ const (
 type health struct {
 	members []uint64    // sorted
 	heard   []time.Time // arrival of the last message accepted from each member
+	// dynamic: with dynamic membership, heardOf holds what heard holds
+	// for a static membership, for at most election.MaxDynamicMembers
+	// members.
+	dynamic bool
+	heardOf map[uint64]time.Time
 	// The largest of each in the longest leader time-out; deadlineLate is
 	// how late the loop reached the machine's deadlines as a follower or
 	// candidate.
@@ -72,15 +77,19 @@ type health struct {
 // the tick of a deadline of a follower or candidate of leader.
 func (h *health) atDeadline(leader uint64, now time.Time) {
 	h.deadline.leader, h.deadline.at, h.deadline.heard = leader, now, time.Time{}
-	if i, ok := slices.BinarySearch(h.members, leader); ok {
+	if h.dynamic {
+		h.deadline.heard = h.heardOf[leader]
+	} else if i, ok := slices.BinarySearch(h.members, leader); ok {
 		h.deadline.heard = h.heard[i]
 	}
 	h.deadline.late, h.deadline.withheld = h.late, h.withheld
 }
 
-func newHealth(members []uint64, span time.Duration, start time.Time) health {
+func newHealth(members []uint64, dynamic bool, span time.Duration, start time.Time) health {
 	return health{
 		members:      members,
+		dynamic:      dynamic,
+		heardOf:      make(map[uint64]time.Time),
 		heard:        make([]time.Time, len(members)),
 		timerLag:     newRecent(span, start),
 		loopLag:      newRecent(span, start),
@@ -91,6 +100,12 @@ func newHealth(members []uint64, span time.Duration, start time.Time) health {
 
 // heardFrom notes a message accepted from member id at at.
 func (h *health) heardFrom(id uint64, at time.Time) {
+	if h.dynamic {
+		if _, ok := h.heardOf[id]; ok || len(h.heardOf) < election.MaxDynamicMembers {
+			h.heardOf[id] = at
+		}
+		return
+	}
 	if i, ok := slices.BinarySearch(h.members, id); ok {
 		h.heard[i] = at
 	}
@@ -99,6 +114,10 @@ func (h *health) heardFrom(id uint64, at time.Time) {
 // heardAgo is how long ago, at now, a message of member id arrived; false
 // if none did.
 func (h *health) heardAgo(id uint64, now time.Time) (time.Duration, bool) {
+	if h.dynamic {
+		at, ok := h.heardOf[id]
+		return now.Sub(at), ok
+	}
 	i, ok := slices.BinarySearch(h.members, id)
 	if !ok || h.heard[i].IsZero() {
 		return 0, false
@@ -221,7 +240,7 @@ func (n *Node) evidence(now time.Time) []any {
 // heard ("never" if it was not).
 func (n *Node) peersHeard(now time.Time) slog.Attr {
 	var attrs []any
-	for _, id := range n.members {
+	for _, id := range n.currentMembers() {
 		if id == n.id {
 			continue
 		}
@@ -237,3 +256,13 @@ func (n *Node) peersHeard(now time.Time) slog.Attr {
 
 // pending is how many events wait in the lanes.
 func (n *Node) pending() int { return len(n.lanes.Claims()) + len(n.lanes.Others()) }
+
+// currentMembers are the members as the node sees them now: with
+// dynamic membership those present (the machine's), else the configured
+// ones. Called by the loop.
+func (n *Node) currentMembers() []uint64 {
+	if n.membership != nil {
+		return n.membership.Members()
+	}
+	return n.members
+}

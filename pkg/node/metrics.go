@@ -23,6 +23,7 @@ type metrics struct {
 	term              prometheus.Gauge
 	connectionEvents  prometheus.Gauge
 	leaderDisconnects prometheus.Counter
+	membership        *prometheus.CounterVec
 	peerDisconnects   prometheus.Counter
 	leaderFlaps       prometheus.Counter // flaps.go
 	suspicions        *prometheus.CounterVec
@@ -99,6 +100,10 @@ func newMetrics() *metrics {
 			Name: "election_leader_disconnects_total",
 			Help: "Times this node, as a follower, stopped following its leader because a connection event reported the leader's connection closed.",
 		}),
+		membership: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "election_membership_changes_total",
+			Help: "With dynamic membership, members this node counted as joined or left, by change: joined, left.",
+		}, []string{"change"}),
 		peerDisconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "election_peer_disconnects_total",
 			Help: "Connection events that reported a member's connection closed.",
@@ -150,7 +155,7 @@ func newMetrics() *metrics {
 	}))
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
 		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.signatureChecks, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects,
-		m.suspicions, m.probes, m.resumed, m.withheld, m.timerLag, m.loopLag, m.stateWrite)
+		m.membership, m.suspicions, m.probes, m.resumed, m.withheld, m.timerLag, m.loopLag, m.stateWrite)
 	// Every label value exists from the start, so a rate is defined before
 	// the first event.
 	for _, t := range protocol.Types {

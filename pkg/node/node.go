@@ -289,6 +289,7 @@ type Node struct {
 	// currentAnnounced: current has been announced.
 	currentAnnounced bool
 	certifier        certifier      // the machine, if it certifies its leaders
+	membership       election.Membership // the machine, with dynamic membership
 	drv              *driver.Driver // drives the machine
 	store            *store
 	flaps            flapTracker   // the leaderships seen, for flaps.go
@@ -318,6 +319,7 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		Algorithm:        cfg.Algorithm,
 		ID:               n.id,
 		Members:          n.members,
+		Dynamic:          cfg.Election.Dynamic,
 		MaxPayload:       maxPayload,
 		Signer:           cfg.Signer,
 		Keys:             cfg.Keys,
@@ -431,7 +433,7 @@ func newNode(cfg Config) (*Node, error) {
 		metrics: newMetrics(),
 	}
 	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
-	n.health = newHealth(members, n.ticks(election.MaxAdaptiveTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
+	n.health = newHealth(members, cfg.Election.Dynamic, n.ticks(election.MaxAdaptiveTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
 	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "election_inbox_pending",
 		Help: "Events waiting in the node's two lanes for the loop.",
@@ -590,6 +592,9 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	}
 	n.drv = drv
 	n.certifier, _ = machine.(certifier)
+	if cfg.Dynamic {
+		n.membership, _ = machine.(election.Membership)
+	}
 	n.setView(machine.Status(), time.Time{}, nil, false)
 	n.log.Info("state restored", "dir", n.cfg.DataDir, "term", saved.Term, "max_term", saved.MaxTerm,
 		"leader_found", learned.Leader, "leader_term", learned.Term, "last_announced_term", learned.Last,

@@ -75,6 +75,9 @@ func (n *Node) setView(st election.SoftState, leaseUntil time.Time, leading *pro
 		Term:      st.Term,
 		State:     st.Role.String(),
 	}
+	if n.membership != nil {
+		s.Members = n.membership.Members() // replaced, never changed, by the machine
+	}
 	if st.Leader != 0 {
 		leader := st.Leader
 		s.Leader = &leader

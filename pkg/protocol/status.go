@@ -28,6 +28,10 @@ type Status struct {
 	// LeaseRemainingMS is, while this node leads under a lease (Paxos),
 	// how long the lease still holds, in milliseconds; absent otherwise.
 	LeaseRemainingMS *int64 `json:"lease_remaining_ms,omitempty"`
+	// Members are, with dynamic membership, the IDs of the members
+	// present as the node sees them, itself included, sorted; absent
+	// with a static membership.
+	Members []uint64 `json:"members,omitempty"`
 }
 
 // ETag names the leadership view of a status (leader, term and state),

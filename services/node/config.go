@@ -35,7 +35,8 @@ type Config struct {
 	ID uint64 `env:"NODE_ID,required,notEmpty"`
 	// Peers are the comma-separated IDs of every member, this node
 	// included. Every member must be configured with the same set.
-	Peers string `env:"NODE_PEERS,required,notEmpty"`
+	// Required with static membership; not used with dynamic.
+	Peers string `env:"NODE_PEERS"`
 	// Algorithm is the election algorithm: bully, ring, paxos or byzantine.
 	Algorithm string `env:"ELECTION_ALGORITHM" envDefault:"bully"`
 	// Cluster is the cluster name, [A-Za-z0-9_-]+. Clusters with different
@@ -111,10 +112,19 @@ type Config struct {
 	// Secret is read only to refuse it: the shared secret was replaced
 	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
+	// Membership is static (the members are NODE_PEERS) or dynamic (the
+	// members are the nodes of the cluster that are present).
+	Membership string `env:"ELECTION_MEMBERSHIP" envDefault:"static"`
+	// KeepLeader, with dynamic membership, keeps the current leader
+	// until it leaves: a node that joins with a higher ID follows it
+	// instead of taking over.
+	KeepLeader bool `env:"ELECTION_KEEP_LEADER" envDefault:"false"`
+	// PresenceInterval, with dynamic membership, is how often a member
+	// that broadcasts nothing else says it is present (rounded down to
+	// whole ticks); a member silent for 4 intervals is no longer counted.
+	PresenceInterval time.Duration `env:"ELECTION_PRESENCE_INTERVAL" envDefault:"1s"`
 	// Later variables of the contract that this node does not implement
-	// yet, read only to refuse them rather than ignore them: members that
-	// come and go, and many elections in one process.
-	Membership string `env:"ELECTION_MEMBERSHIP"`
+	// yet, read only to refuse them rather than ignore them.
 	Voters     string `env:"ELECTION_VOTERS"`
 	CredsFile  string `env:"ELECTION_CREDS_FILE"`
 	Authority  string `env:"ELECTION_AUTHORITY"`
@@ -209,7 +219,7 @@ func (c *Config) validate() error {
 	if c.ID == 0 {
 		return invalid("NODE_ID", "must be a positive integer, got 0")
 	}
-	if c.members, err = parsePeers(c.Peers, c.ID); err != nil {
+	if c.members, err = c.parseMembers(); err != nil {
 		return err
 	}
 	if err := c.loadKeys(); err != nil {
@@ -465,7 +475,15 @@ func (c *Config) ticks() (election.Timing, error) {
 	if coordinator < answer {
 		return t, invalid("ELECTION_COORDINATOR_TIMEOUT", "%v is shorter than T = 2·t_max + t_process = %v", coordinator, answer)
 	}
+	presence := 0
+	if c.dynamic() {
+		if c.PresenceInterval < c.Tick {
+			return t, invalid("ELECTION_PRESENCE_INTERVAL", "%v is shorter than one tick (ELECTION_TICK=%v)", c.PresenceInterval, c.Tick)
+		}
+		presence = int(c.PresenceInterval / c.Tick)
+	}
 	t = election.Timing{
+		PresenceTicks:      presence,
 		HeartbeatTicks:     int(c.HeartbeatInterval / c.Tick),
 		LeaderTimeoutTicks: up(c.LeaderTimeout),
 		AnswerTicks:        up(answer),
@@ -554,10 +572,14 @@ func (c *Config) newLogger(w io.Writer) *slog.Logger {
 func (c *Config) refuseUnimplemented() error {
 	const later = "not implemented by this version of the node"
 	switch {
-	case c.Membership != "" && c.Membership != "static":
-		return invalid("ELECTION_MEMBERSHIP", "%q: only static membership (NODE_PEERS) is %s", c.Membership, "implemented; dynamic membership is "+later)
+	case c.Membership != MembershipStatic && c.Membership != MembershipDynamic:
+		return invalid("ELECTION_MEMBERSHIP", "%q is not static or dynamic", c.Membership)
+	case c.dynamic() && (c.Algorithm == string(protocol.Paxos) || c.Algorithm == string(protocol.Byzantine)):
+		return invalid("ELECTION_MEMBERSHIP", "dynamic membership with %s is %s: use bully or ring, or static membership", c.Algorithm, later)
+	case c.KeepLeader && !c.dynamic():
+		return invalid("ELECTION_KEEP_LEADER", "true needs dynamic membership (ELECTION_MEMBERSHIP=dynamic): a static cluster's highest live ID leads")
 	case c.Voters != "":
-		return invalid("ELECTION_VOTERS", "set, but dynamic membership is %s", later)
+		return invalid("ELECTION_VOTERS", "set, but voters of dynamic Paxos are %s", later)
 	case c.CredsFile != "":
 		return invalid("ELECTION_CREDS_FILE", "set, but credentials of dynamic membership are %s: use ELECTION_KEY_FILE and ELECTION_KEYS_FILE", later)
 	case c.Authority != "":
@@ -568,4 +590,32 @@ func (c *Config) refuseUnimplemented() error {
 		return invalid("ELECTION_RANK", "%q: only id (the highest ID leads) is implemented", c.Rank)
 	}
 	return nil
+}
+
+// The values of ELECTION_MEMBERSHIP.
+const (
+	MembershipStatic  = "static"
+	MembershipDynamic = "dynamic"
+)
+
+// dynamic reports whether the membership is dynamic.
+func (c *Config) dynamic() bool { return c.Membership == MembershipDynamic }
+
+// parseMembers returns the members the node knows at start: NODE_PEERS
+// with static membership; with dynamic membership, itself alone (NODE_PEERS
+// must not be set: the members are those present).
+func (c *Config) parseMembers() ([]uint64, error) {
+	if !c.dynamic() {
+		if strings.TrimSpace(c.Peers) == "" {
+			return nil, invalid("NODE_PEERS", "required with static membership (ELECTION_MEMBERSHIP=static, the default), but not set")
+		}
+		return parsePeers(c.Peers, c.ID)
+	}
+	if c.Peers != "" {
+		return nil, invalid("NODE_PEERS", "set, but with dynamic membership the members are those present: unset it")
+	}
+	if !protocol.DynamicMember(c.ID) {
+		return nil, invalid("NODE_ID", "%d is above %d, the largest ID of dynamic membership", c.ID, protocol.MaxMemberID)
+	}
+	return []uint64{c.ID}, nil
 }

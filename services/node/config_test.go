@@ -234,7 +234,13 @@ func TestKeyConfiguration(t *testing.T) {
 		says string
 	}{
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "replaced by member keys"},
-		{with("ELECTION_MEMBERSHIP", "dynamic"), "ELECTION_MEMBERSHIP", "not implemented"},
+		{with("ELECTION_MEMBERSHIP", "dynamic"), "NODE_PEERS", "with dynamic membership the members are those present"},
+		{with("ELECTION_MEMBERSHIP", "sometimes"), "ELECTION_MEMBERSHIP", `"sometimes" is not static or dynamic`},
+		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_ALGORITHM", "paxos"), "ELECTION_MEMBERSHIP", "not implemented"},
+		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "NODE_ID", "65537"), "NODE_ID", "above 65536"},
+		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_PRESENCE_INTERVAL", "1ms"), "ELECTION_PRESENCE_INTERVAL", "shorter than one tick"},
+		{with("NODE_PEERS", "-"), "NODE_PEERS", "required with static membership"},
+		{with("ELECTION_KEEP_LEADER", "true"), "ELECTION_KEEP_LEADER", "needs dynamic membership"},
 		{with("ELECTION_VOTERS", "1,2,3"), "ELECTION_VOTERS", "not implemented"},
 		{with("ELECTION_CREDS_FILE", "m.creds"), "ELECTION_CREDS_FILE", "not implemented"},
 		{with("ELECTION_AUTHORITY", "A"), "ELECTION_AUTHORITY", "not implemented"},

@@ -77,6 +77,10 @@ type Config struct {
 	Algorithm protocol.Algorithm
 	ID        uint64
 	Members   []uint64
+	// Dynamic: the membership is dynamic, so any ID that
+	// protocol.DynamicMember allows may be a member's (Members holds the
+	// members known at start).
+	Dynamic bool
 	// MaxPayload bounds a received message's size; protocol.MaxPayload if
 	// zero.
 	MaxPayload int

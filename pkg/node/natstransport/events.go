@@ -181,6 +181,9 @@ func (c *connections) down(id uint64, start time.Time, connect bool) bool {
 
 // isMember reports whether id is a member of the cluster.
 func (a *Adapter) isMember(id uint64) bool {
+	if a.cfg.Dynamic {
+		return protocol.DynamicMember(id)
+	}
 	_, found := slices.BinarySearch(a.cfg.Members, id)
 	return found
 }

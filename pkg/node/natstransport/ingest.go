@@ -30,7 +30,7 @@ func (a *Adapter) onMessage(msg *nats.Msg) {
 		a.drop(reason, msg.Subject, err)
 		return
 	}
-	if !a.senders.admit(m.From, transport.Claim(m), len(a.cfg.Members), time.Now()) {
+	if !a.senders.admit(m.From, transport.Claim(m), a.memberCount(), time.Now()) {
 		a.drop(ReasonSenderLimit, msg.Subject, nil)
 		return
 	}
@@ -63,7 +63,7 @@ func (a *Adapter) check(msg *nats.Msg) (protocol.Message, error) {
 	if err := protocol.CheckRoute(a.cfg.Cluster, msg.Subject, m); err != nil {
 		return m, err
 	}
-	if err := protocol.Validate(m, a.cfg.Members); err != nil {
+	if err := protocol.ValidateFor(m, a.isMember); err != nil {
 		return m, err
 	}
 	if err := protocol.CheckAddressee(m, a.self.Incarnation, a.self.Started); err != nil {
@@ -185,4 +185,17 @@ func (r *replies) take(subject string, now time.Time) bool {
 	at, ok := r.sent[subject]
 	delete(r.sent, subject)
 	return ok && now.Sub(at) <= replyWindow
+}
+
+// dynamicShareMembers is the membership size that each sender's share of
+// the lanes is counted for with dynamic membership, where the size
+// changes: the shares of a static cluster of that many members.
+const dynamicShareMembers = 32
+
+// memberCount is the membership size the senders' shares are counted for.
+func (a *Adapter) memberCount() int {
+	if a.cfg.Dynamic {
+		return max(dynamicShareMembers, len(a.cfg.Members))
+	}
+	return len(a.cfg.Members)
 }

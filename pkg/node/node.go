@@ -288,9 +288,9 @@ type Node struct {
 	current *protocol.Announcement // the last leadership this node claimed
 	// currentAnnounced: current has been announced.
 	currentAnnounced bool
-	certifier        certifier      // the machine, if it certifies its leaders
+	certifier        certifier           // the machine, if it certifies its leaders
 	membership       election.Membership // the machine, with dynamic membership
-	drv              *driver.Driver // drives the machine
+	drv              *driver.Driver      // drives the machine
 	store            *store
 	flaps            flapTracker   // the leaderships seen, for flaps.go
 	health           health        // the evidence of its suspicions

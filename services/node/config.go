@@ -125,11 +125,11 @@ type Config struct {
 	PresenceInterval time.Duration `env:"ELECTION_PRESENCE_INTERVAL" envDefault:"1s"`
 	// Later variables of the contract that this node does not implement
 	// yet, read only to refuse them rather than ignore them.
-	Voters     string `env:"ELECTION_VOTERS"`
-	CredsFile  string `env:"ELECTION_CREDS_FILE"`
-	Authority  string `env:"ELECTION_AUTHORITY"`
-	Clusters   string `env:"ELECTION_CLUSTERS"`
-	Rank       string `env:"ELECTION_RANK"`
+	Voters    string `env:"ELECTION_VOTERS"`
+	CredsFile string `env:"ELECTION_CREDS_FILE"`
+	Authority string `env:"ELECTION_AUTHORITY"`
+	Clusters  string `env:"ELECTION_CLUSTERS"`
+	Rank      string `env:"ELECTION_RANK"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.

@@ -457,6 +457,11 @@ type Config struct {
 	// they stay unique whoever joins or leaves. Every ID must be
 	// protocol.DynamicMember.
 	Dynamic bool
+	// Voters are, with Dynamic and Paxos, the members whose acceptors
+	// form the quorums (a majority of them decides); every other member
+	// is a candidate that may lead but does not vote. They need not be
+	// present, nor include ID. Empty without Dynamic: every member votes.
+	Voters []uint64
 	// KeepLeader, with Dynamic, makes a node that joins follow the leader
 	// it finds whatever their IDs, and a follower never challenge a lower
 	// leader: the leader is kept until it leaves, and then the highest
@@ -513,8 +518,11 @@ func (c Config) Validate() ([]uint64, error) {
 		if c.Timing.PresenceTicks < 1 {
 			return nil, fmt.Errorf("%w: the presence interval must be at least one tick: %+v", ErrTiming, c.Timing)
 		}
-	} else if c.KeepLeader {
-		return nil, fmt.Errorf("%w: keeping the leader needs dynamic membership", ErrMembers)
+		if err := validVoters(c.Voters); err != nil {
+			return nil, err
+		}
+	} else if c.KeepLeader || len(c.Voters) > 0 {
+		return nil, fmt.Errorf("%w: voters and keeping the leader need dynamic membership", ErrMembers)
 	}
 	t := c.Timing
 	switch {
@@ -570,3 +578,26 @@ func DefaultTiming(n int) Timing {
 		PresenceTicks:      DefaultPresenceTicks,
 	}
 }
+
+// validVoters checks a voter set of dynamic membership: IDs of
+// protocol.DynamicMember, each once, at most MaxVoters of them.
+func validVoters(voters []uint64) error {
+	if len(voters) > MaxVoters {
+		return fmt.Errorf("%w: %d voters, at most %d", ErrMembers, len(voters), MaxVoters)
+	}
+	sorted := slices.Clone(voters)
+	slices.Sort(sorted)
+	for i, id := range sorted {
+		if !protocol.DynamicMember(id) {
+			return fmt.Errorf("%w: voter %d outside 1..%d", ErrMembers, id, protocol.MaxMemberID)
+		}
+		if i > 0 && sorted[i-1] == id {
+			return fmt.Errorf("%w: voter %d appears twice", ErrMembers, id)
+		}
+	}
+	return nil
+}
+
+// MaxVoters bounds the voters of a dynamic Paxos cluster: every renewal
+// waits for a majority of them.
+const MaxVoters = 101

@@ -97,6 +97,7 @@ package paxos
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/internal/core"
@@ -118,6 +119,9 @@ const maxRounds = 8
 
 // errNoLease is returned by New for a timing without a lease.
 var errNoLease = errors.New("paxos: the timing has no lease (LeaseTicks)")
+
+// errNoVoters is returned by New for a dynamic membership without voters.
+var errNoVoters = errors.New("paxos: dynamic membership needs voters (election.Config.Voters)")
 
 // round is one Propose of the current ballot: when it was sent and who
 // accepted it.
@@ -141,9 +145,15 @@ type acceptor struct {
 
 // Machine is one node running Paxos. It implements election.Machine.
 type Machine struct {
-	c        *core.Core
-	id       uint64
-	members  []uint64 // sorted
+	c  *core.Core
+	id uint64
+	// voters are the members whose acceptors form the quorums, sorted:
+	// every member with a static membership, election.Config.Voters with
+	// a dynamic one; voter: this node is one of them, and acts as an
+	// acceptor (a candidate that is not a voter only proposes and
+	// learns).
+	voters   []uint64
+	voter    bool
 	timing   election.Timing
 	inc      uint64 // this run's incarnation
 	restored bool   // its state came from its own disk
@@ -196,9 +206,17 @@ func New(cfg election.Config) (*Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	members, _ := cfg.Validate() // valid: NewCore checked it
+	voters, _ := cfg.Validate() // valid: NewCore checked it
+	if cfg.Dynamic {
+		if len(cfg.Voters) == 0 {
+			return nil, errNoVoters
+		}
+		voters = slices.Clone(cfg.Voters)
+		slices.Sort(voters)
+	}
+	_, voter := slices.BinarySearch(voters, cfg.ID)
 	return &Machine{
-		c: c, id: cfg.ID, members: members, timing: cfg.Timing,
+		c: c, id: cfg.ID, voters: voters, voter: voter, timing: cfg.Timing,
 		inc: cfg.Incarnation, restored: cfg.Restored,
 		acc: acceptor{state: cfg.State.Acceptor, saved: cfg.State.Acceptor},
 	}, nil
@@ -222,14 +240,26 @@ func (m *Machine) Start() {
 		m.acc.restartWait = m.now + m.timing.LeaseTicks + 1
 	}
 	m.heard = m.now
+	m.c.Announce()
 	if m.c.FollowFound() {
 		return // a live higher leader: its renewals will tell if it fails
 	}
 	m.suspect()
 }
 
-// quorum is the size of a majority of the members.
-func (m *Machine) quorum() int { return len(m.members)/2 + 1 }
+// quorum is the size of a majority of the voters.
+func (m *Machine) quorum() int { return len(m.voters)/2 + 1 }
+
+// isVoter reports whether id is one of the voters: only their promises,
+// acceptances and refusals count.
+func (m *Machine) isVoter(id uint64) bool {
+	_, ok := slices.BinarySearch(m.voters, id)
+	return ok
+}
+
+// Members returns the members, this node included, sorted: with dynamic
+// membership, those present. It implements election.Membership.
+func (m *Machine) Members() []uint64 { return m.c.Members() }
 
 // Tick advances the node's clock by one tick.
 func (m *Machine) Tick() {
@@ -288,7 +318,10 @@ func (m *Machine) Tick() {
 }
 
 // Due is how many ticks until the next Tick can have an effect.
-func (m *Machine) Due() int {
+func (m *Machine) Due() int { return min(m.due(), m.c.PresenceDue()) }
+
+// due is Due for the Paxos roles, without the membership's clock.
+func (m *Machine) due() int {
 	t := m.timing
 	switch {
 	case m.c.Left():
@@ -489,8 +522,10 @@ func (m *Machine) campaign() {
 	m.resuming = false
 	m.wait = m.timing.CoordinatorTicks // start again if this ballot stalls
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
-	if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
-		m.promised(m.id)
+	if m.voter {
+		if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
+			m.promised(m.id)
+		}
 	}
 }
 
@@ -508,8 +543,10 @@ func (m *Machine) startUpgrade() {
 	}
 	m.upgrade, m.upPromises, m.upSince = b, m.upPromises[:0], m.now
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
-	if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
-		m.upgradePromised(m.id)
+	if m.voter {
+		if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
+			m.upgradePromised(m.id)
+		}
 	}
 }
 
@@ -544,6 +581,22 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 	if m.c.Owner(msg.Term) != msg.From {
 		return // a ballot its sender does not own
 	}
+	if m.voter {
+		m.answerPrepare(msg)
+	}
+	if msg.From < m.id {
+		return
+	}
+	// A higher node campaigns: it leads when nothing is wrong.
+	m.heard = m.now
+	if m.phase == leading {
+		m.handOver(msg.From)
+	}
+	m.backOff()
+}
+
+// answerPrepare is the acceptor's answer to a Prepare.
+func (m *Machine) answerPrepare(msg protocol.Message) {
 	var reply protocol.Message
 	if msg.From < m.id && (m.phase == preparing || m.phase == proposing) {
 		// A candidate does not promise a lower candidate's ballot, which
@@ -557,15 +610,6 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 	}
 	reply.To = msg.From
 	m.c.Send(reply)
-	if msg.From < m.id {
-		return
-	}
-	// A higher node campaigns: it leads when nothing is wrong.
-	m.heard = m.now
-	if m.phase == leading {
-		m.handOver(msg.From)
-	}
-	m.backOff()
 }
 
 // vouches is how many ticks more this acceptor vouches for the leader it
@@ -659,22 +703,31 @@ func (m *Machine) propose() {
 		msg.Candidate = m.id
 	}
 	m.c.Send(msg)
-	if reply := m.acceptPropose(m.id, m.inc, m.ballot); reply.Type == protocol.TypeAccepted {
-		m.accepted(m.id, m.round)
+	if m.voter {
+		if reply := m.acceptPropose(m.id, m.inc, m.ballot); reply.Type == protocol.TypeAccepted {
+			m.accepted(m.id, m.round)
+		}
 	}
 }
 
 // onPropose is the acceptor's Phase 2, and the learner's view of the
 // leader.
 func (m *Machine) onPropose(msg protocol.Message) {
-	reply := m.acceptPropose(msg.From, msg.Inc, msg.Term)
-	reply.To, reply.Seq = msg.From, msg.Seq
-	if reply.Type == protocol.TypeAccepted {
-		reply.Candidate = msg.Candidate // a renewal's acceptance says so
+	// ok: this acceptor accepted the proposal; a candidate that does not
+	// vote takes one it could have accepted: its proposer owns its
+	// ballot, which is not below this node's term.
+	ok := m.c.Owner(msg.Term) == msg.From && msg.Term >= m.c.Term()
+	if m.voter {
+		reply := m.acceptPropose(msg.From, msg.Inc, msg.Term)
+		reply.To, reply.Seq = msg.From, msg.Seq
+		if reply.Type == protocol.TypeAccepted {
+			reply.Candidate = msg.Candidate // a renewal's acceptance says so
+		}
+		m.c.Send(reply)
+		ok = reply.Type == protocol.TypeAccepted
 	}
-	m.c.Send(reply)
 	if msg.Candidate == 0 {
-		if reply.Type == protocol.TypeAccepted && msg.From == m.c.Leader() && msg.Term == m.c.Term() {
+		if ok && msg.From == m.c.Leader() && msg.Term == m.c.Term() {
 			// The leader it follows, resuming under its ballot after its
 			// lease lapsed (its renewals answered late): alive, and
 			// about to lead on in the same term. Its followers wait for
@@ -697,7 +750,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		m.c.ProbeAnswered()
 	}
 	m.heard, m.probed = at, false
-	if (m.phase == idle || msg.From > m.id) && reply.Type == protocol.TypeAccepted {
+	if (m.phase == idle || msg.From > m.id) && ok {
 		// Not a lower node's while this one campaigns: it may still lead
 		// with its own ballot, below that term, and a node's term never
 		// goes backwards. And only a proposal this acceptor accepted: one
@@ -717,7 +770,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 			m.stopLeading() // our lease has ended, since theirs holds
 		}
 		m.phase, m.wait = idle, 0 // follow; its silence will tell
-	case m.phase == idle && m.wait == 0:
+	case m.phase == idle && m.wait == 0 && !m.c.KeepLeader():
 		// A lower node leads while this one is alive: take over.
 		m.campaign()
 	}
@@ -783,6 +836,9 @@ func (m *Machine) accepted(from, seq uint64) {
 
 // onNack learns what a refusal tells: a higher ballot, a lease held.
 func (m *Machine) onNack(msg protocol.Message) {
+	if !m.isVoter(msg.From) {
+		return // only the voters' refusals count
+	}
 	if m.phase == leading {
 		if msg.Term > m.ballot {
 			m.startUpgrade() // that acceptor refuses our renewals
@@ -841,6 +897,7 @@ func (m *Machine) onResign(msg protocol.Message) {
 	m.released = msg.From
 	if msg.Candidate == 0 {
 		m.c.MarkDeparted(msg.From) // it left; a hand-over names its successor
+		m.c.MemberLeft(msg.From)
 	}
 	m.arrivals.Forget(msg.From) // it resigned: its next renewal follows a new election
 	switch {

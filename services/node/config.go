@@ -123,9 +123,12 @@ type Config struct {
 	// that broadcasts nothing else says it is present (rounded down to
 	// whole ticks); a member silent for 4 intervals is no longer counted.
 	PresenceInterval time.Duration `env:"ELECTION_PRESENCE_INTERVAL" envDefault:"1s"`
+	// Voters, with paxos and dynamic membership, are the comma-separated
+	// IDs of the members whose acceptors form the quorums; the other
+	// members are candidates that lead but do not vote.
+	Voters string `env:"ELECTION_VOTERS"`
 	// Later variables of the contract that this node does not implement
 	// yet, read only to refuse them rather than ignore them.
-	Voters    string `env:"ELECTION_VOTERS"`
 	CredsFile string `env:"ELECTION_CREDS_FILE"`
 	Authority string `env:"ELECTION_AUTHORITY"`
 	Clusters  string `env:"ELECTION_CLUSTERS"`
@@ -141,6 +144,7 @@ type Config struct {
 	signer  *protocol.Signer
 	keys    *protocol.MemberKeys
 	members []uint64
+	voters  []uint64
 	urls    []string
 	timing  election.Timing
 	level   slog.Level
@@ -220,6 +224,9 @@ func (c *Config) validate() error {
 		return invalid("NODE_ID", "must be a positive integer, got 0")
 	}
 	if c.members, err = c.parseMembers(); err != nil {
+		return err
+	}
+	if c.voters, err = c.parseVoters(); err != nil {
 		return err
 	}
 	if err := c.loadKeys(); err != nil {
@@ -501,7 +508,7 @@ func (c *Config) ticks() (election.Timing, error) {
 		}
 		if c.Lease == 0 {
 			// The default: 200 ms, and 8 ms per member above 25.
-			c.Lease = time.Duration(election.DefaultLease(len(c.members))) * 10 * time.Millisecond
+			c.Lease = time.Duration(election.DefaultLease(max(len(c.members), len(c.voters)))) * 10 * time.Millisecond
 		}
 		t.LeaseTicks = int(c.Lease / c.Tick) // a grant rounded down is still safe: the leader's share comes from it
 		t.LeaderLeaseTicks = election.LeaderLease(t.LeaseTicks, c.MaxDrift)
@@ -574,12 +581,10 @@ func (c *Config) refuseUnimplemented() error {
 	switch {
 	case c.Membership != MembershipStatic && c.Membership != MembershipDynamic:
 		return invalid("ELECTION_MEMBERSHIP", "%q is not static or dynamic", c.Membership)
-	case c.dynamic() && (c.Algorithm == string(protocol.Paxos) || c.Algorithm == string(protocol.Byzantine)):
-		return invalid("ELECTION_MEMBERSHIP", "dynamic membership with %s is %s: use bully or ring, or static membership", c.Algorithm, later)
+	case c.dynamic() && c.Algorithm == string(protocol.Byzantine):
+		return invalid("ELECTION_MEMBERSHIP", "dynamic membership with %s is %s: use bully, ring or paxos, or static membership", c.Algorithm, later)
 	case c.KeepLeader && !c.dynamic():
 		return invalid("ELECTION_KEEP_LEADER", "true needs dynamic membership (ELECTION_MEMBERSHIP=dynamic): a static cluster's highest live ID leads")
-	case c.Voters != "":
-		return invalid("ELECTION_VOTERS", "set, but voters of dynamic Paxos are %s", later)
 	case c.CredsFile != "":
 		return invalid("ELECTION_CREDS_FILE", "set, but credentials of dynamic membership are %s: use ELECTION_KEY_FILE and ELECTION_KEYS_FILE", later)
 	case c.Authority != "":
@@ -618,4 +623,34 @@ func (c *Config) parseMembers() ([]uint64, error) {
 		return nil, invalid("NODE_ID", "%d is above %d, the largest ID of dynamic membership", c.ID, protocol.MaxMemberID)
 	}
 	return []uint64{c.ID}, nil
+}
+
+// parseVoters reads ELECTION_VOTERS: required with paxos and dynamic
+// membership, refused otherwise.
+func (c *Config) parseVoters() ([]uint64, error) {
+	needed := c.dynamic() && c.Algorithm == string(protocol.Paxos)
+	switch {
+	case !needed && c.Voters != "":
+		return nil, invalid("ELECTION_VOTERS", "set, but voters are for paxos with dynamic membership (with static membership every member of NODE_PEERS votes)")
+	case !needed:
+		return nil, nil
+	case strings.TrimSpace(c.Voters) == "":
+		return nil, invalid("ELECTION_VOTERS", "required with paxos and dynamic membership: the IDs of the members whose acceptors form the quorums, such as 1,2,3")
+	}
+	var voters []uint64
+	for raw := range strings.SplitSeq(c.Voters, ",") {
+		raw = strings.TrimSpace(raw)
+		id, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil || !protocol.DynamicMember(id) {
+			return nil, invalid("ELECTION_VOTERS", "%q is not an ID from 1 to %d", raw, protocol.MaxMemberID)
+		}
+		if slices.Contains(voters, id) {
+			return nil, invalid("ELECTION_VOTERS", "%d appears twice", id)
+		}
+		voters = append(voters, id)
+	}
+	if len(voters) > election.MaxVoters {
+		return nil, invalid("ELECTION_VOTERS", "%d voters, at most %d", len(voters), election.MaxVoters)
+	}
+	return voters, nil
 }

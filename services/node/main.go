@@ -122,7 +122,7 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 	n, err := node.New(nc, node.Config{
 		Cluster:          cfg.Cluster,
 		Algorithm:        protocol.Algorithm(cfg.Algorithm),
-		Election:         election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing, Dynamic: cfg.dynamic(), KeepLeader: cfg.KeepLeader},
+		Election:         election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing, Dynamic: cfg.dynamic(), Voters: cfg.voters, KeepLeader: cfg.KeepLeader},
 		DataDir:          cfg.DataDir,
 		Tick:             cfg.Tick,
 		Signer:           cfg.signer,

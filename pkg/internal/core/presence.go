@@ -201,6 +201,10 @@ func (c *Core) PresenceDue() int {
 	return max(1, min(c.timing.PresenceTicks-c.sincePresence, c.presence.Due(c.now)))
 }
 
+// MemberLeft records, with dynamic membership, that member id left (it
+// resigned: a Paxos node's own Resign handling calls it).
+func (c *Core) MemberLeft(id uint64) { c.memberLeft(id) }
+
 // memberLeft records, with dynamic membership, that member id left.
 func (c *Core) memberLeft(id uint64) {
 	if c.presence != nil && c.presence.Left(id) {

@@ -455,3 +455,43 @@ func ReadCreds(path string) (token string, kp nkeys.KeyPair, err error) {
 	}
 	return token, kp, nil
 }
+
+// Checker checks the credentials of one cluster's members against its
+// authorities: it implements protocol.CredentialChecker, so that
+// protocol.NewAuthorityKeys(checker, nil) are the member keys of a
+// cluster with member credentials, for whoever reads it (a node, an
+// application, the observer).
+type Checker struct {
+	// Authorities are the authority's public account keys (A…),
+	// ParseAuthorities's answer.
+	Authorities []string
+	// Cluster is the reader's own cluster: a credential of another
+	// cluster is refused.
+	Cluster string
+}
+
+// NewChecker returns the checker of cluster's credentials against
+// authorities, a comma-separated list of account public keys.
+func NewChecker(cluster, authorities string) (Checker, error) {
+	if err := protocol.ValidateCluster(cluster); err != nil {
+		return Checker{}, fmt.Errorf("%w: %v", ErrCredential, err)
+	}
+	keys, err := ParseAuthorities(authorities)
+	if err != nil {
+		return Checker{}, err
+	}
+	return Checker{Authorities: keys, Cluster: cluster}, nil
+}
+
+// CheckCredential implements protocol.CredentialChecker with Verify.
+func (c Checker) CheckCredential(token string, now time.Time) (uint64, string, time.Time, error) {
+	cred, err := Verify(token, c.Authorities, c.Cluster, now)
+	if err != nil {
+		return 0, "", time.Time{}, err
+	}
+	return cred.ID, cred.UserKey, cred.Expires, nil
+}
+
+// Keys returns the member keys of the checker's cluster: every key comes
+// from the credential a message carries (protocol.NewAuthorityKeys).
+func (c Checker) Keys() *protocol.MemberKeys { return protocol.NewAuthorityKeys(c, nil) }

@@ -66,6 +66,9 @@ type Signer struct {
 	idText string
 	kp     nkeys.KeyPair
 	public string
+	// credential, if not empty, is the member credential every signed
+	// message carries (CredentialHeader; WithCredential).
+	credential string
 }
 
 // NewSigner returns the signer of member id with the user key pair kp,
@@ -102,6 +105,9 @@ func (s *Signer) Header(subject string, payload []byte) nats.Header {
 	h := nats.Header{}
 	h.Set(SignerHeader, s.idText)
 	h.Set(SignatureHeader, base64.RawURLEncoding.EncodeToString(sig))
+	if s.credential != "" {
+		h.Set(CredentialHeader, s.credential)
+	}
 	return h
 }
 
@@ -119,6 +125,9 @@ type MemberKeys struct {
 	// (StatementPrefix lines); empty where it states nothing.
 	cluster   string
 	algorithm Algorithm
+	// auth, if not nil, takes the members' keys from their credentials
+	// (NewAuthorityKeys); keys is then empty.
+	auth *authority
 }
 
 // StatementPrefix starts a line of a member keys file that states what the
@@ -152,7 +161,7 @@ func (k *MemberKeys) State(cluster string, algorithm Algorithm) (*MemberKeys, er
 	if k == nil {
 		return nil, fmt.Errorf("%w: no keys", ErrKeys)
 	}
-	c := &MemberKeys{keys: k.keys, cluster: k.cluster, algorithm: k.algorithm}
+	c := &MemberKeys{keys: k.keys, cluster: k.cluster, algorithm: k.algorithm, auth: k.auth}
 	if cluster != "" {
 		if err := ValidateCluster(cluster); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrKeys, err)
@@ -346,7 +355,16 @@ func ReadSeedFile(path string) (nkeys.KeyPair, error) {
 
 // Check reports whether the keys are those of members, and, with a
 // signer, that the signer's public key is the one listed for its ID.
+//
+// With member credentials (Authority) no member is listed: it reports
+// whether the signer carries a credential.
 func (k *MemberKeys) Check(members []uint64, signer *Signer) error {
+	if k.Authority() {
+		if signer != nil && signer.credential == "" {
+			return fmt.Errorf("%w: the members' keys come from their credentials, but this node has none", ErrKeys)
+		}
+		return nil
+	}
 	ids := k.IDs()
 	for _, id := range ids {
 		if !slices.Contains(members, id) {
@@ -371,6 +389,9 @@ func (k *MemberKeys) Len() int {
 	if k == nil {
 		return 0
 	}
+	if k.auth != nil {
+		return len(k.auth.ids())
+	}
 	return len(k.keys)
 }
 
@@ -378,6 +399,9 @@ func (k *MemberKeys) Len() int {
 func (k *MemberKeys) IDs() []uint64 {
 	if k == nil {
 		return nil
+	}
+	if k.auth != nil {
+		return k.auth.ids()
 	}
 	ids := make([]uint64, 0, len(k.keys))
 	for id := range k.keys {
@@ -388,9 +412,15 @@ func (k *MemberKeys) IDs() []uint64 {
 }
 
 // PublicKey is member id's public key, if it has one.
+//
+// With member credentials, it is the key of member id's last message that
+// verified, if any did.
 func (k *MemberKeys) PublicKey(id uint64) (string, bool) {
 	if k == nil {
 		return "", false
+	}
+	if k.auth != nil {
+		return k.auth.publicKey(id)
 	}
 	m, ok := k.keys[id]
 	return m.public, ok
@@ -401,7 +431,13 @@ func (k *MemberKeys) PublicKey(id uint64) (string, bool) {
 // A missing, malformed or wrong signature, or a signer without a key, is a
 // *ValidationError with ReasonSignature. The caller then checks that the
 // message names the signer (CheckSigner).
+//
+// With member credentials (NewAuthorityKeys), the signer's key is the
+// one its credential binds, which the message carries (CredentialHeader).
 func (k *MemberKeys) Verify(subject string, payload []byte, h nats.Header) (uint64, error) {
+	if k.auth != nil {
+		return k.auth.verify(subject, payload, h)
+	}
 	signer, signature := h.Get(SignerHeader), h.Get(SignatureHeader)
 	if signer == "" || signature == "" {
 		return 0, reject(ReasonSignature, "message is not signed")

@@ -34,13 +34,6 @@ const MaxPayload = 1024
 // signatures. A message of any other type is still held to MaxPayload.
 const MaxCertifiedPayload = 64 << 10
 
-// MaxPresencePayload is the largest encoded Presence a node accepts, in
-// bytes: it may carry the sender's credential.
-const MaxPresencePayload = 4 << 10
-
-// MaxCredential bounds the credential a Presence carries, in bytes.
-const MaxCredential = 3 << 10
-
 // MaxMemberID is the largest ID of a member of a cluster with dynamic
 // membership. Terms are partitioned by ID there (the member with ID i
 // owns the terms t with (t−1) mod MaxMemberID = i−1), so that no two
@@ -180,8 +173,7 @@ const (
 	// presence interval; sent to one member in answer to the broadcast
 	// of a member it had not heard before, so that a member that joins
 	// learns who is present within a round trip. Term is the sender's
-	// highest term; Cred, with member credentials, the sender's
-	// credential (a NATS user JWT issued by the cluster's authority).
+	// highest term.
 	TypePresence Type = "presence"
 )
 
@@ -261,11 +253,6 @@ type Message struct {
 	// captured before the receiver restarted cannot be replayed to its new
 	// incarnation.
 	ToInc uint64 `json:"ti,omitempty"`
-
-	// Cred is, on a Presence of a member with a credential, that
-	// credential: a NATS user JWT issued by the cluster's authority that
-	// names the member's cluster, ID and public key.
-	Cred string `json:"cred,omitempty"`
 }
 
 // String renders a message compactly for logs and simulator traces.
@@ -349,14 +336,11 @@ func Decode(data []byte) (Message, error) {
 		return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxCertifiedPayload)
 	}
 	if len(data) > MaxPayload {
-		// Only the byzantine algorithm's types, and a Presence up to
-		// MaxPresencePayload, may be larger.
+		// Only the byzantine algorithm's types may be larger.
 		var head struct {
 			Type Type `json:"type"`
 		}
-		ok := json.Unmarshal(data, &head) == nil &&
-			(Certified(head.Type) || head.Type == TypePresence && len(data) <= MaxPresencePayload)
-		if !ok {
+		if json.Unmarshal(data, &head) != nil || !Certified(head.Type) {
 			return m, reject(ReasonOversized, "%d bytes exceeds %d", len(data), MaxPayload)
 		}
 	}
@@ -463,14 +447,8 @@ func ValidateFor(m Message, isMember func(uint64) bool) error {
 		}
 	case TypePresence:
 		if m.Candidate != 0 || m.Seq != 0 || m.Hops != 0 {
-			return reject(ReasonInvalidField, "presence carries only a term and a credential")
+			return reject(ReasonInvalidField, "presence carries only a term")
 		}
-		if len(m.Cred) > MaxCredential {
-			return reject(ReasonInvalidField, "credential of %d bytes, at most %d", len(m.Cred), MaxCredential)
-		}
-	}
-	if m.Type != TypePresence && m.Cred != "" {
-		return reject(ReasonInvalidField, "credential on a %s", m.Type)
 	}
 	if err := validateCertified(m, isMember); err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -127,12 +128,20 @@ type Config struct {
 	// IDs of the members whose acceptors form the quorums; the other
 	// members are candidates that lead but do not vote.
 	Voters string `env:"ELECTION_VOTERS"`
+	// CredsFile, with dynamic membership, is this member's credential: a
+	// NATS creds file (its user JWT, issued by the cluster's authority,
+	// and its user seed), as the keys command writes it. The node signs
+	// with the seed, adds the JWT to what it signs, and connects to NATS
+	// with the file unless NATS_USER, NATS_TOKEN or NATS_CREDS is set.
+	CredsFile string `env:"ELECTION_CREDS_FILE"`
+	// Authority is the cluster's authority: its public account key (A…),
+	// and its signing keys if it issues with them, comma-separated. The
+	// node checks every member's credential, and its own, with it alone.
+	Authority string `env:"ELECTION_AUTHORITY"`
 	// Later variables of the contract that this node does not implement
 	// yet, read only to refuse them rather than ignore them.
-	CredsFile string `env:"ELECTION_CREDS_FILE"`
-	Authority string `env:"ELECTION_AUTHORITY"`
-	Clusters  string `env:"ELECTION_CLUSTERS"`
-	Rank      string `env:"ELECTION_RANK"`
+	Clusters string `env:"ELECTION_CLUSTERS"`
+	Rank     string `env:"ELECTION_RANK"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.
@@ -227,6 +236,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if c.voters, err = c.parseVoters(); err != nil {
+		return err
+	}
+	if err := c.loadCredentials(); err != nil {
 		return err
 	}
 	if err := c.loadKeys(); err != nil {
@@ -336,7 +348,16 @@ func (c *Config) loadKeys() error {
 	if c.keys, err = protocol.ReadMemberKeysFile(c.KeysFile); err != nil {
 		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
 	}
-	if err := c.keys.Check(c.members, c.signer); err != nil {
+	members := c.members
+	if c.dynamic() {
+		// The members file lists the members that may join; this node
+		// must be one of them.
+		members = c.keys.IDs()
+		if !slices.Contains(members, c.ID) {
+			return invalid("ELECTION_KEYS_FILE", "%s: no key for member %d (NODE_ID)", c.KeysFile, c.ID)
+		}
+	}
+	if err := c.keys.Check(members, c.signer); err != nil {
 		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
 	}
 	return nil
@@ -372,9 +393,22 @@ func (c *Config) asNkeyUser() bool {
 	return c.signer != nil && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == "" && !c.nkeyRefused
 }
 
+// withCredential reports whether the node connects to NATS with its
+// member credential (ELECTION_CREDS_FILE): it has one and no other NATS
+// credentials are set.
+func (c *Config) withCredential() bool {
+	return c.CredsFile != "" && c.NATS.User == "" && c.NATS.Token == "" && c.NATS.Creds == ""
+}
+
 // keyOptions authenticate to NATS as the nkey user of the member key, if
 // the node connects so (asNkeyUser); nil otherwise.
 func (c *Config) keyOptions() []nats.Option {
+	if c.withCredential() {
+		// The server checks the credential itself, against the
+		// authority it trusts, and confines the member to its cluster's
+		// subjects and the inboxes.
+		return []nats.Option{nats.UserCredentials(c.CredsFile)}
+	}
 	if !c.asNkeyUser() {
 		return nil
 	}
@@ -585,10 +619,6 @@ func (c *Config) refuseUnimplemented() error {
 		return invalid("ELECTION_MEMBERSHIP", "dynamic membership with %s is %s: use bully, ring or paxos, or static membership", c.Algorithm, later)
 	case c.KeepLeader && !c.dynamic():
 		return invalid("ELECTION_KEEP_LEADER", "true needs dynamic membership (ELECTION_MEMBERSHIP=dynamic): a static cluster's highest live ID leads")
-	case c.CredsFile != "":
-		return invalid("ELECTION_CREDS_FILE", "set, but credentials of dynamic membership are %s: use ELECTION_KEY_FILE and ELECTION_KEYS_FILE", later)
-	case c.Authority != "":
-		return invalid("ELECTION_AUTHORITY", "set, but credentials of dynamic membership are %s: use ELECTION_KEY_FILE and ELECTION_KEYS_FILE", later)
 	case c.Clusters != "":
 		return invalid("ELECTION_CLUSTERS", "set, but many elections in one process are %s: run a node per cluster with ELECTION_CLUSTER", later)
 	case c.Rank != "" && c.Rank != "id":
@@ -653,4 +683,53 @@ func (c *Config) parseVoters() ([]uint64, error) {
 		return nil, invalid("ELECTION_VOTERS", "%d voters, at most %d", len(voters), election.MaxVoters)
 	}
 	return voters, nil
+}
+
+// loadCredentials reads ELECTION_CREDS_FILE and ELECTION_AUTHORITY: with
+// dynamic membership, instead of member keys, this member's credential
+// and the authority every member's is checked with.
+func (c *Config) loadCredentials() error {
+	switch {
+	case c.CredsFile == "" && c.Authority == "":
+		return nil
+	case c.CredsFile != "" && (c.KeyFile != "" || c.KeysFile != ""):
+		return invalid("ELECTION_CREDS_FILE", "set with ELECTION_KEY_FILE or ELECTION_KEYS_FILE: use the credential or the member keys, not both")
+	case c.CredsFile == "":
+		return invalid("ELECTION_CREDS_FILE", "required with ELECTION_AUTHORITY: a member signs what it publishes with its own credential")
+	case c.Authority == "":
+		return invalid("ELECTION_AUTHORITY", "required with ELECTION_CREDS_FILE: the authority's public key (A…) checks every member's credential")
+	case !c.dynamic():
+		return invalid("ELECTION_CREDS_FILE", "set, but credentials are for dynamic membership (ELECTION_MEMBERSHIP=dynamic); a static cluster uses ELECTION_KEY_FILE and ELECTION_KEYS_FILE")
+	}
+	checker, err := membercreds.NewChecker(c.Cluster, c.Authority)
+	if err != nil {
+		return invalid("ELECTION_AUTHORITY", "%v", err)
+	}
+	if err := checkSeedMode(c.CredsFile); err != nil {
+		var ce *configError
+		if errors.As(err, &ce) {
+			ce.name = "ELECTION_CREDS_FILE"
+		}
+		return err
+	}
+	token, kp, err := membercreds.ReadCreds(c.CredsFile)
+	if err != nil {
+		return invalid("ELECTION_CREDS_FILE", "%v", err)
+	}
+	cred, err := membercreds.Verify(token, checker.Authorities, c.Cluster, time.Now())
+	if err != nil {
+		return invalid("ELECTION_CREDS_FILE", "%s: %v", c.CredsFile, err)
+	}
+	if cred.ID != c.ID {
+		return invalid("ELECTION_CREDS_FILE", "%s is the credential of member %d, but NODE_ID is %d", c.CredsFile, cred.ID, c.ID)
+	}
+	signer, err := protocol.NewSigner(c.ID, kp)
+	if err != nil {
+		return invalid("ELECTION_CREDS_FILE", "%v", err)
+	}
+	if c.signer, err = signer.WithCredential(token); err != nil {
+		return invalid("ELECTION_CREDS_FILE", "%v", err)
+	}
+	c.keys = checker.Keys()
+	return nil
 }

@@ -245,8 +245,6 @@ func TestKeyConfiguration(t *testing.T) {
 		{with("NODE_PEERS", "-"), "NODE_PEERS", "required with static membership"},
 		{with("ELECTION_KEEP_LEADER", "true"), "ELECTION_KEEP_LEADER", "needs dynamic membership"},
 		{with("ELECTION_VOTERS", "1,2,3"), "ELECTION_VOTERS", "with static membership every member of NODE_PEERS votes"},
-		{with("ELECTION_CREDS_FILE", "m.creds"), "ELECTION_CREDS_FILE", "not implemented"},
-		{with("ELECTION_AUTHORITY", "A"), "ELECTION_AUTHORITY", "not implemented"},
 		{with("ELECTION_CLUSTERS", "shard-{0..3}"), "ELECTION_CLUSTERS", "not implemented"},
 		{with("ELECTION_RANK", "spread"), "ELECTION_RANK", "only id"},
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "docs/configuration.md#member-keys"},

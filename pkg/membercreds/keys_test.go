@@ -1,0 +1,73 @@
+package membercreds
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// TestAuthorityKeys: a reader that holds only the authority's key checks
+// a member's messages by the credential they carry, and learns nothing
+// from one that does not verify.
+func TestAuthorityKeys(t *testing.T) {
+	authority, authorityPub := newAccount(t)
+	other, _ := newAccount(t)
+	now := time.Now()
+	signer := func(issuer nkeys.KeyPair, id uint64, expires time.Duration) *protocol.Signer {
+		kp, pub := newUser(t)
+		token, err := Issue(issuer, "prod", id, pub, expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := must[*protocol.Signer](t)(protocol.NewSigner(id, kp))
+		return must[*protocol.Signer](t)(s.WithCredential(token))
+	}
+	checker := must[Checker](t)(NewChecker("prod", authorityPub))
+	keys := protocol.NewAuthorityKeys(checker, func() time.Time { return now })
+	if !keys.Authority() || keys.Len() != 0 {
+		t.Fatal("new authority keys must know no member")
+	}
+	subject := protocol.BroadcastSubject("prod", protocol.TypeHeartbeat)
+	payload := []byte(`{"v":2}`)
+	seven := signer(authority, 7, 0)
+	if id, err := keys.Verify(subject, payload, seven.Header(subject, payload)); err != nil || id != 7 {
+		t.Fatalf("member 7's message: %d, %v", id, err)
+	}
+	if pub, ok := keys.PublicKey(7); !ok || pub != seven.PublicKey() {
+		t.Fatalf("member 7's key: %q, %t", pub, ok)
+	}
+
+	unsigned := nats.Header{}
+	impostor := seven.Header(subject, payload)
+	impostor.Set(protocol.SignerHeader, "8") // 7's credential, claiming 8
+	stolen := signer(authority, 8, 0).Header(subject, payload)
+	stolen.Set(protocol.CredentialHeader, seven.Credential()) // 8 signs, with 7's credential
+	noCredKey, _ := newUser(t)
+	noCred := must[*protocol.Signer](t)(protocol.NewSigner(9, noCredKey))
+	for name, h := range map[string]nats.Header{
+		"unsigned":             unsigned,
+		"another signer":       impostor,
+		"another's credential": stolen,
+		"another authority":    signer(other, 10, 0).Header(subject, payload),
+		"expired":              signer(authority, 11, time.Nanosecond).Header(subject, payload),
+		"no credential":        noCred.Header(subject, payload),
+		"another subject":      seven.Header(protocol.BroadcastSubject("prod", protocol.TypeResign), payload),
+	} {
+		if _, err := keys.Verify(subject, payload, h); protocol.ReasonOf(err) != protocol.ReasonSignature {
+			t.Errorf("%s: %v, want a signature error", name, err)
+		}
+	}
+	if ids := keys.IDs(); len(ids) != 1 || ids[0] != 7 {
+		t.Fatalf("members learnt: %v, want only 7", ids)
+	}
+	if err := keys.Check(nil, noCred); err == nil {
+		t.Fatal("a node without a credential passed the check of authority keys")
+	}
+	if err := keys.Check(nil, seven); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -243,6 +243,11 @@ func Verify(token string, authorities []string, cluster string, now time.Time) (
 	if err != nil {
 		return Credential{}, fmt.Errorf("%w: not a user JWT signed by an account: %v", ErrCredential, err)
 	}
+	if claims.Version != 2 {
+		// Version 1 signs the claims alone; a reader written from the
+		// protocol checks version 2's signature over header and claims.
+		return Credential{}, fmt.Errorf("%w: claims of version %d, want 2", ErrCredential, claims.Version)
+	}
 	if !slices.Contains(authorities, claims.Issuer) {
 		return Credential{}, fmt.Errorf("%w: signed by %s, which is not an authority of the cluster", ErrCredential, claims.Issuer)
 	}

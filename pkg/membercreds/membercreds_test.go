@@ -60,6 +60,20 @@ func forge(t *testing.T, signer nkeys.KeyPair) string {
 	return header + "." + payload + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
+// forgeV1 signs a user JWT of claims version 1, whose signature covers
+// the claims alone, as the JWT library still reads them.
+func forgeV1(t *testing.T, signer nkeys.KeyPair) string {
+	_, user := newUser(t)
+	c := claimsFor("prod", 7, user)
+	c.Issuer = must[string](t)(signer.PublicKey())
+	c.Type = jwt.UserClaim
+	c.Version = 1
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"typ":"JWT","alg":"ed25519"}`))
+	payload := base64.RawURLEncoding.EncodeToString(must[[]byte](t)(json.Marshal(c)))
+	sig := must[[]byte](t)(signer.Sign([]byte(payload)))
+	return header + "." + payload + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
 // retouch replaces the payload of token by its claims altered by change,
 // keeping the signature.
 func retouch(t *testing.T, token string, change func(map[string]any)) string {
@@ -186,6 +200,7 @@ func TestVerify(t *testing.T) {
 		want        string // "" for accepted
 	}{
 		{"good", good, []string{authorityPublic}, "prod", now, ""},
+		{"claims of version 1", forgeV1(t, authority), []string{authorityPublic}, "prod", now, "version 1"},
 		{"among authorities", good, []string{otherPublic, authorityPublic}, "prod", now, ""},
 		{"wrong authority", good, []string{otherPublic}, "prod", now, "not an authority"},
 		{"no authorities", good, nil, "prod", now, "no authority"},

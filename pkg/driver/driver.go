@@ -204,6 +204,17 @@ func (d *Driver) PeerDown(id uint64) {
 	d.collect(false, false)
 }
 
+// Machine is the machine the driver drives.
+func (d *Driver) Machine() election.Machine { return d.m }
+
+// Do runs op on the machine, as an event: what it makes the machine do
+// is in the next Ready.
+func (d *Driver) Do(op func(election.Machine) error) error {
+	err := op(d.m)
+	d.collect(false, false)
+	return err
+}
+
 // Resign makes the machine leave; its last messages are in the next Ready.
 func (d *Driver) Resign() {
 	d.m.Resign()

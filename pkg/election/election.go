@@ -117,6 +117,11 @@ type HardState struct {
 	// restarts can still show others why it is in Term. At most
 	// MaxProofSize bytes; empty for the other algorithms.
 	Proof string `json:"proof,omitempty"`
+	// Voters is, for Paxos with dynamic membership, the newest voter
+	// configuration the node adopted (as an acceptor, before it answers
+	// under it; as a leader, before it proposes it); nil until it adopts
+	// one other than Config.Voters.
+	Voters *protocol.Voters `json:"voters,omitempty"`
 }
 
 // MaxProofSize bounds HardState.Proof.
@@ -159,6 +164,11 @@ func (h HardState) Validate() error {
 		return fmt.Errorf("%w: vote in term %d for %d", ErrState, h.Vote.Term, h.Vote.For)
 	case len(h.Proof) > MaxProofSize:
 		return fmt.Errorf("%w: proof of %d bytes, at most %d", ErrState, len(h.Proof), MaxProofSize)
+	}
+	if h.Voters != nil {
+		if err := h.Voters.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", ErrState, err)
+		}
 	}
 	return nil
 }
@@ -599,5 +609,5 @@ func validVoters(voters []uint64) error {
 }
 
 // MaxVoters bounds the voters of a dynamic Paxos cluster: every renewal
-// waits for a majority of them.
-const MaxVoters = 101
+// waits for a majority of them, and carries them.
+const MaxVoters = protocol.MaxVoters

@@ -10,8 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves GET /healthz, GET /status and GET /metrics.
-func (n *Node) Handler() http.Handler { return newHandler(n, n.metrics.registry) }
+// Handler serves GET /healthz, GET /status and GET /metrics, and POST
+// /voters (ChangeVoters; Paxos with dynamic membership).
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /voters", n.serveVoters)
+	mux.Handle("/", newHandler(n, n.metrics.registry))
+	return mux
+}
 
 // MaxStatusWait bounds the wait of GET /status?wait=.
 const MaxStatusWait = 5 * time.Minute

@@ -55,6 +55,11 @@ func (n *Node) loop(ctx context.Context) error {
 					return n.fail(err)
 				}
 				continue
+			case req := <-n.requests:
+				if err := n.changeVoters(req); err != nil {
+					return n.fail(err)
+				}
+				continue
 			case in = <-n.lanes.Claims():
 			case in = <-n.lanes.Others():
 			}

@@ -276,6 +276,8 @@ type Node struct {
 	lanes   *transport.Lanes
 
 	started atomic.Bool // Run was called
+	// requests carry ChangeVoters to the loop.
+	requests chan votersRequest
 	// view is the node's status, lease and leadership, published together
 	// (setView); never nil once New returns.
 	view atomic.Pointer[view]
@@ -426,11 +428,12 @@ func newNode(cfg Config) (*Node, error) {
 		cfg.Now = time.Now
 	}
 	n := &Node{
-		cfg:     cfg,
-		id:      cfg.Election.ID,
-		members: members,
-		log:     cfg.Logger,
-		metrics: newMetrics(),
+		cfg:      cfg,
+		id:       cfg.Election.ID,
+		members:  members,
+		log:      cfg.Logger,
+		metrics:  newMetrics(),
+		requests: make(chan votersRequest),
 	}
 	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
 	n.health = newHealth(members, cfg.Election.Dynamic, n.ticks(election.MaxAdaptiveTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())

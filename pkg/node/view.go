@@ -78,6 +78,9 @@ func (n *Node) setView(st election.SoftState, leaseUntil time.Time, leading *pro
 	if n.membership != nil {
 		s.Members = n.membership.Members() // replaced, never changed, by the machine
 	}
+	if vc, ok := n.membership.(voterChanger); ok {
+		s.Voters = vc.Voters() // replaced, never changed, by the machine
+	}
 	if st.Leader != 0 {
 		leader := st.Leader
 		s.Leader = &leader

@@ -129,6 +129,7 @@ type round struct {
 	seq    uint64
 	sentAt int
 	acks   []uint64
+	cfg    *protocol.Voters // the voters it was proposed under (dynamic membership)
 }
 
 // acceptor is the acceptor's state, which this package owns: what it
@@ -147,13 +148,14 @@ type acceptor struct {
 type Machine struct {
 	c  *core.Core
 	id uint64
-	// voters are the members whose acceptors form the quorums, sorted:
-	// every member with a static membership, election.Config.Voters with
-	// a dynamic one; voter: this node is one of them, and acts as an
-	// acceptor (a candidate that is not a voter only proposes and
-	// learns).
+	// voters are, with a static membership, the members, sorted: each
+	// acts as an acceptor and a majority decides. With a dynamic one the
+	// voters are cfg, the newest voter configuration this node adopted
+	// (see voters.go), and cfgSaved the one last handed to Ready; a
+	// member that does not vote only proposes and learns.
 	voters   []uint64
-	voter    bool
+	cfg      *protocol.Voters
+	cfgSaved *protocol.Voters
 	timing   election.Timing
 	inc      uint64 // this run's incarnation
 	restored bool   // its state came from its own disk
@@ -207,16 +209,15 @@ func New(cfg election.Config) (*Machine, error) {
 		return nil, err
 	}
 	voters, _ := cfg.Validate() // valid: NewCore checked it
+	var vc *protocol.Voters
 	if cfg.Dynamic {
-		if len(cfg.Voters) == 0 {
-			return nil, errNoVoters
+		if vc, err = startVoters(cfg); err != nil {
+			return nil, err
 		}
-		voters = slices.Clone(cfg.Voters)
-		slices.Sort(voters)
+		voters = nil
 	}
-	_, voter := slices.BinarySearch(voters, cfg.ID)
 	return &Machine{
-		c: c, id: cfg.ID, voters: voters, voter: voter, timing: cfg.Timing,
+		c: c, id: cfg.ID, voters: voters, cfg: vc, cfgSaved: cfg.State.Voters, timing: cfg.Timing,
 		inc: cfg.Incarnation, restored: cfg.Restored,
 		acc: acceptor{state: cfg.State.Acceptor, saved: cfg.State.Acceptor},
 	}, nil
@@ -247,14 +248,26 @@ func (m *Machine) Start() {
 	m.suspect()
 }
 
-// quorum is the size of a majority of the voters.
-func (m *Machine) quorum() int { return len(m.voters)/2 + 1 }
-
-// isVoter reports whether id is one of the voters: only their promises,
+// votes reports whether id is a voter: only the voters' promises,
 // acceptances and refusals count.
-func (m *Machine) isVoter(id uint64) bool {
+func (m *Machine) votes(id uint64) bool {
+	if m.cfg != nil {
+		return m.cfg.Votes(id)
+	}
 	_, ok := slices.BinarySearch(m.voters, id)
 	return ok
+}
+
+// voter reports whether this node is a voter, and acts as an acceptor.
+func (m *Machine) voter() bool { return m.votes(m.id) }
+
+// quorate reports whether ids, distinct voters, are a quorum: a majority
+// of the members, or of the voter configuration cfg.
+func (m *Machine) quorate(ids []uint64, cfg *protocol.Voters) bool {
+	if cfg != nil {
+		return cfg.Quorate(ids)
+	}
+	return len(ids) >= len(m.voters)/2+1
 }
 
 // Members returns the members, this node included, sorted: with dynamic
@@ -371,6 +384,9 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 	if !m.c.Receive(msg) {
 		return
 	}
+	if msg.Cfg != nil {
+		m.adopt(msg.Cfg) // stored before any answer under it
+	}
 	switch msg.Type {
 	case protocol.TypePrepare:
 		m.onPrepare(msg)
@@ -475,7 +491,7 @@ func (m *Machine) Resign() {
 // Ready.
 func (m *Machine) Ready() election.Ready {
 	r := m.c.Ready()
-	if r.State == nil && m.acc.state == m.acc.saved {
+	if r.State == nil && m.acc.state == m.acc.saved && m.cfg == m.cfgSaved {
 		return r
 	}
 	st := election.HardState{Term: m.c.Term(), MaxTerm: m.c.MaxTerm()}
@@ -484,6 +500,10 @@ func (m *Machine) Ready() election.Ready {
 	}
 	st.Acceptor = m.acc.state
 	m.acc.saved = m.acc.state
+	if m.cfg != nil && m.cfg.Version > 0 {
+		st.Voters = m.cfg
+	}
+	m.cfgSaved = m.cfg
 	r.State = &st
 	return r
 }
@@ -521,8 +541,8 @@ func (m *Machine) campaign() {
 	m.phase, m.ballot, m.promises, m.rounds, m.blocked = preparing, b, m.promises[:0], m.rounds[:0], 0
 	m.resuming = false
 	m.wait = m.timing.CoordinatorTicks // start again if this ballot stalls
-	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
-	if m.voter {
+	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b, Cfg: m.cfg})
+	if m.voter() {
 		if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
 			m.promised(m.id)
 		}
@@ -542,8 +562,8 @@ func (m *Machine) startUpgrade() {
 		return
 	}
 	m.upgrade, m.upPromises, m.upSince = b, m.upPromises[:0], m.now
-	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b})
-	if m.voter {
+	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b, Cfg: m.cfg})
+	if m.voter() {
 		if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
 			m.upgradePromised(m.id)
 		}
@@ -551,13 +571,16 @@ func (m *Machine) startUpgrade() {
 }
 
 func (m *Machine) upgradePromised(from uint64) {
+	if !m.votes(from) {
+		return
+	}
 	for _, id := range m.upPromises {
 		if id == from {
 			return
 		}
 	}
 	m.upPromises = append(m.upPromises, from)
-	if len(m.upPromises) < m.quorum() {
+	if !m.quorate(m.upPromises, m.cfg) {
 		return
 	}
 	// Propose under the new ballot; its acceptance by a majority extends
@@ -581,7 +604,7 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 	if m.c.Owner(msg.Term) != msg.From {
 		return // a ballot its sender does not own
 	}
-	if m.voter {
+	if m.voter() {
 		m.answerPrepare(msg)
 	}
 	if msg.From < m.id {
@@ -598,7 +621,11 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 // answerPrepare is the acceptor's answer to a Prepare.
 func (m *Machine) answerPrepare(msg protocol.Message) {
 	var reply protocol.Message
-	if msg.From < m.id && (m.phase == preparing || m.phase == proposing) {
+	if m.stale(msg.Cfg) {
+		// Older voters than ours: the candidate learns ours from the
+		// refusal.
+		reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised}
+	} else if msg.From < m.id && (m.phase == preparing || m.phase == proposing) {
 		// A candidate does not promise a lower candidate's ballot, which
 		// would only stall its own campaign and the lower one's alike (a
 		// refusal is always safe; the lower one backs off).
@@ -608,7 +635,7 @@ func (m *Machine) answerPrepare(msg protocol.Message) {
 	} else {
 		reply = m.acceptPrepare(msg.From, msg.Inc, msg.Term)
 	}
-	reply.To = msg.From
+	reply.To, reply.Cfg = msg.From, m.cfg
 	m.c.Send(reply)
 }
 
@@ -675,13 +702,16 @@ func (m *Machine) onPromise(msg protocol.Message) {
 }
 
 func (m *Machine) promised(from uint64) {
+	if !m.votes(from) {
+		return
+	}
 	for _, id := range m.promises {
 		if id == from {
 			return
 		}
 	}
 	m.promises = append(m.promises, from)
-	if len(m.promises) >= m.quorum() {
+	if m.quorate(m.promises, m.cfg) {
 		m.phase = proposing
 		m.wait = m.timing.CoordinatorTicks // start again if Phase 2 stalls
 		m.propose()
@@ -693,17 +723,17 @@ func (m *Machine) promised(from uint64) {
 func (m *Machine) propose() {
 	m.round++
 	m.sinceRenew = 0
-	r := round{seq: m.round, sentAt: m.now}
+	r := round{seq: m.round, sentAt: m.now, cfg: m.cfg}
 	if len(m.rounds) == maxRounds {
 		m.rounds = append(m.rounds[:0], m.rounds[1:]...)
 	}
 	m.rounds = append(m.rounds, r)
-	msg := protocol.Message{Type: protocol.TypePropose, Term: m.ballot, Seq: m.round}
+	msg := protocol.Message{Type: protocol.TypePropose, Term: m.ballot, Seq: m.round, Cfg: m.cfg}
 	if m.phase == leading {
 		msg.Candidate = m.id
 	}
 	m.c.Send(msg)
-	if m.voter {
+	if m.voter() {
 		if reply := m.acceptPropose(m.id, m.inc, m.ballot); reply.Type == protocol.TypeAccepted {
 			m.accepted(m.id, m.round)
 		}
@@ -716,12 +746,21 @@ func (m *Machine) onPropose(msg protocol.Message) {
 	// ok: this acceptor accepted the proposal; a candidate that does not
 	// vote takes one it could have accepted: its proposer owns its
 	// ballot, which is not below this node's term.
-	ok := m.c.Owner(msg.Term) == msg.From && msg.Term >= m.c.Term()
-	if m.voter {
-		reply := m.acceptPropose(msg.From, msg.Inc, msg.Term)
+	ok := m.c.Owner(msg.Term) == msg.From && msg.Term >= m.c.Term() && !m.stale(msg.Cfg)
+	if m.voter() {
+		var reply protocol.Message
+		if m.stale(msg.Cfg) {
+			// Older voters than ours: the proposer learns ours.
+			reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised, Cfg: m.cfg}
+		} else {
+			reply = m.acceptPropose(msg.From, msg.Inc, msg.Term)
+		}
 		reply.To, reply.Seq = msg.From, msg.Seq
-		if reply.Type == protocol.TypeAccepted {
+		switch reply.Type {
+		case protocol.TypeAccepted:
 			reply.Candidate = msg.Candidate // a renewal's acceptance says so
+		case protocol.TypeNack:
+			reply.Cfg = m.cfg
 		}
 		m.c.Send(reply)
 		ok = reply.Type == protocol.TypeAccepted
@@ -807,15 +846,19 @@ func (m *Machine) accepted(from, seq uint64) {
 		if r.seq != seq {
 			continue
 		}
+		if r.cfg != nil && !r.cfg.Votes(from) || r.cfg == nil && !m.votes(from) {
+			return // not a voter of the round's configuration
+		}
 		for _, id := range r.acks {
 			if id == from {
 				return
 			}
 		}
 		r.acks = append(r.acks, from)
-		if len(r.acks) < m.quorum() {
+		if !m.quorate(r.acks, r.cfg) {
 			return
 		}
+		defer m.chosen(r.cfg) // after the lease: r may move as rounds are proposed
 		m.leaseUntil = max(m.leaseUntil, r.sentAt+m.timing.LeaderLeaseTicks)
 		switch {
 		case m.now >= m.leaseUntil:
@@ -836,7 +879,7 @@ func (m *Machine) accepted(from, seq uint64) {
 
 // onNack learns what a refusal tells: a higher ballot, a lease held.
 func (m *Machine) onNack(msg protocol.Message) {
-	if !m.isVoter(msg.From) {
+	if !m.votes(msg.From) {
 		return // only the voters' refusals count
 	}
 	if m.phase == leading {

@@ -220,6 +220,10 @@ type Message struct {
 	// Wait is, in a Paxos Nack, how many more of the sender's ticks the
 	// lease it granted lasts; at most MaxWait.
 	Wait int `json:"wait,omitempty"`
+	// Cfg is, with dynamic membership, the sender's Paxos voter
+	// configuration: on a Prepare and a Propose the proposer's, on a
+	// Promise and a Nack the acceptor's.
+	Cfg *Voters `json:"cfg,omitempty"`
 
 	// The certified fields, only on the byzantine algorithm's types.
 
@@ -458,6 +462,21 @@ func ValidateFor(m Message, isMember func(uint64) bool) error {
 	}
 	if m.Type != TypeNack && m.Wait != 0 {
 		return reject(ReasonInvalidField, "wait on a %s", m.Type)
+	}
+	if m.Cfg != nil {
+		switch m.Type {
+		case TypePrepare, TypePromise, TypePropose, TypeNack:
+		default:
+			return reject(ReasonInvalidField, "voters on a %s", m.Type)
+		}
+		if err := m.Cfg.Validate(); err != nil {
+			return reject(ReasonInvalidField, "%v", err)
+		}
+		for _, id := range append(slices.Clone(m.Cfg.Voters), m.Cfg.Next...) {
+			if !isMember(id) {
+				return reject(ReasonNotMember, "voter %d is not a member", id)
+			}
+		}
 	}
 	return nil
 }

@@ -32,6 +32,10 @@ type Status struct {
 	// present as the node sees them, itself included, sorted; absent
 	// with a static membership.
 	Members []uint64 `json:"members,omitempty"`
+	// Voters is, for Paxos with dynamic membership, the voter
+	// configuration the node holds: "next" is present while the voters
+	// change.
+	Voters *Voters `json:"voters,omitempty"`
 }
 
 // ETag names the leadership view of a status (leader, term and state),

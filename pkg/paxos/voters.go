@@ -25,9 +25,11 @@ import (
 //
 // A node adopts every configuration newer than its own that a message
 // carries (higher version, or the same version under a higher ballot),
-// and stores it before it answers under it. An acceptor refuses a
-// Prepare or a Propose that carries an older configuration than its
-// own, with a Nack carrying its own, from which the proposer learns it.
+// and stores it before it answers under it. A Promise carries the
+// acceptor's configuration, so a candidate counts its promises under
+// the newest one they report. An acceptor also refuses a Prepare or a
+// Propose that carries an older configuration than its own, with a Nack
+// carrying its own, so that the proposer learns it at once.
 //
 // Why there are never two leaders across a change: a leader's lease
 // rests on the grants of a quorum of the configuration its round was
@@ -41,9 +43,11 @@ import (
 // configuration (or the joint one that leads to it), whose quorums
 // share an acceptor with the quorum that holds the leader's grant, and
 // that acceptor promises nothing while the grant may be valid. A leader
-// adopts a configuration from the promises of its Phase 1 too, so a
-// change chosen under an earlier leader is carried on, never replaced by
-// another of the same version.
+// adopts a configuration from the promises of its Phase 1, so a change
+// chosen under an earlier leader is carried on, never replaced by
+// another of the same version; and a leader whose ballot is older than
+// the one a configuration was chosen under has its proposals refused
+// for their ballot.
 
 // Errors of ChangeVoters.
 var (

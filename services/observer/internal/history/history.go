@@ -39,6 +39,14 @@
 // the file as a compaction does (Store.Apply). The caller counts what
 // was dropped.
 //
+// A cluster with dynamic membership also keeps who joined and left it,
+// as the observer saw it: member events (KindMember), numbered in the
+// order recorded (Seq, from 1, never reused). They are bounded like the
+// split brains: the last MaxMembership are kept, one more drops the
+// oldest, and compaction keeps them whatever the leaderships' floor.
+// Applying only member records appends them without copying the rest of
+// the cluster (Store.Apply).
+//
 // A leadership is a flap when the leader before it took back office less
 // than FlapWindow after it started (Cluster.Flap): leader A, then B, then
 // A again within a second of B's start, the mark of a spurious
@@ -70,6 +78,10 @@ const MaxFaulty = certify.MaxMembers
 // cannot grow the history.
 const MaxSplitBrains = 1000
 
+// MaxMembership bounds the member events (joins and leaves) recorded per
+// cluster. One more drops the oldest.
+const MaxMembership = 10000
+
 // FlapWindow is how soon a leader change must be reversed for the
 // leadership between to be a flap (Cluster.Flap).
 const FlapWindow = time.Second
@@ -94,6 +106,18 @@ const (
 	// KindFaulty: Member lied, as Evidence proves; At is when the
 	// observer recorded it.
 	KindFaulty Kind = "faulty"
+	// KindMember: Member joined or left the cluster (Event), for Reason,
+	// at At; Seq numbers the cluster's member events.
+	KindMember Kind = "member"
+)
+
+// MemberEventKind says whether a member joined or left (KindMember).
+type MemberEventKind string
+
+// The member events.
+const (
+	MemberJoined MemberEventKind = "joined"
+	MemberLeft   MemberEventKind = "left"
 )
 
 // EndReason says how the observer learnt that a leadership ended.
@@ -140,8 +164,15 @@ type Record struct {
 	Reason string `json:"reason,omitempty"`
 	// Leaders are the two nodes that acted as leader at once (Split).
 	Leaders []Acting `json:"leaders,omitempty"`
-	// Member is the member convicted (Faulty).
+	// Member is the member convicted (Faulty), or the one that joined
+	// or left (Member).
 	Member uint64 `json:"member,omitempty"`
+	// Event is whether Member joined or left (Member); Reason says how
+	// the observer learnt it.
+	Event MemberEventKind `json:"event,omitempty"`
+	// Seq numbers a cluster's member events (Member), from 1 in the
+	// order recorded. Cluster.Apply sets it on a record that has none.
+	Seq uint64 `json:"seq,omitempty"`
 	// Evidence is the proof of its lie (Faulty), its signatures checked
 	// before it was recorded.
 	Evidence *certify.Evidence `json:"evidence,omitempty"`
@@ -155,6 +186,20 @@ type Faulty struct {
 	// Evidence is the first proof seen: two contradicting statements
 	// signed with the member's key.
 	Evidence certify.Evidence
+}
+
+// MemberEvent is a member that joined or left a cluster with dynamic
+// membership, as the observer saw it.
+type MemberEvent struct {
+	// Seq numbers the cluster's member events, from 1 in the order
+	// recorded.
+	Seq    uint64
+	Member uint64
+	Event  MemberEventKind
+	// Reason is presence (a join), resign, disconnected or silent (a
+	// leave).
+	Reason string
+	At     time.Time
 }
 
 // Leadership is one leader's time in office.
@@ -201,8 +246,14 @@ type Cluster struct {
 	// Faulty are the members proven to have lied, in the order recorded,
 	// one entry per member, at most MaxFaulty; compaction keeps them.
 	Faulty []Faulty
+	// Membership are the member events, in increasing Seq, at most
+	// MaxMembership; compaction keeps them.
+	Membership []MemberEvent
+	// memberSeq is the Seq of the last member event recorded.
+	memberSeq uint64
 	// stale counts the lines of the cluster's file that the state no
-	// longer holds: split brains and faulty members dropped for the caps.
+	// longer holds: split brains, faulty members and member events
+	// dropped for the caps.
 	stale int
 	// flaps counts the flaps among Leaderships (Flaps).
 	flaps int
@@ -247,7 +298,7 @@ func (c *Cluster) Index(term uint64) (int, bool) {
 
 // accepts reports whether r would change the cluster: the dedup rule.
 func (c *Cluster) accepts(r Record) bool {
-	if r.Kind != KindSplit && r.Kind != KindFaulty && r.Term < c.Floor {
+	if r.Kind != KindSplit && r.Kind != KindFaulty && r.Kind != KindMember && r.Term < c.Floor {
 		return false // compacted away
 	}
 	switch r.Kind {
@@ -274,17 +325,30 @@ func (c *Cluster) accepts(r Record) bool {
 		}
 		_, known := c.FaultyMember(r.Member)
 		return !known
+	case KindMember:
+		return r.Member != 0 && (r.Event == MemberJoined || r.Event == MemberLeft) && r.Reason != "" && r.Seq > c.memberSeq
 	}
 	return false
 }
 
+// numbered returns r with its Seq set, if it is a member event without
+// one: the next of the cluster.
+func (c *Cluster) numbered(r Record) Record {
+	if r.Kind == KindMember && r.Seq == 0 {
+		r.Seq = c.memberSeq + 1
+	}
+	return r
+}
+
 // Apply folds recs into the cluster in order, drops those that would not
 // change it (a leadership already known, an end of one already ended, a
-// term below the floor) and returns the records it kept. It does no I/O:
-// Store.Apply writes the kept records to disk first.
+// term below the floor) and returns the records it kept, member events
+// numbered. It does no I/O: Store.Apply writes the kept records to disk
+// first.
 func (c *Cluster) Apply(recs ...Record) []Record {
 	var kept []Record
 	for _, r := range recs {
+		r = c.numbered(r)
 		if c.accepts(r) {
 			c.apply(r)
 			kept = append(kept, r)
@@ -326,6 +390,13 @@ func (c *Cluster) apply(r Record) {
 			c.Faulty = slices.Delete(c.Faulty, 0, over)
 			c.stale += over
 		}
+	case KindMember:
+		c.memberSeq = r.Seq
+		c.Membership = append(c.Membership, MemberEvent{Seq: r.Seq, Member: r.Member, Event: r.Event, Reason: r.Reason, At: r.At.Time})
+		if over := len(c.Membership) - MaxMembership; over > 0 {
+			c.Membership = slices.Delete(c.Membership, 0, over)
+			c.stale += over
+		}
 	case KindFloor:
 		c.Floor = r.Term
 		i, _ := c.find(r.Term)
@@ -346,7 +417,8 @@ func (c *Cluster) apply(r Record) {
 // the split brains that involve them; keep 0 keeps every leadership), and
 // the records that rebuild it, starting with the Floor record if any. It
 // returns nil if there are no more than keep and the file holds no stale
-// lines (split brains or faulty members dropped for the caps).
+// lines (split brains, faulty members or member events dropped for the
+// caps).
 func (c *Cluster) compacted(keep int) (*Cluster, []Record) {
 	drop := keep > 0 && len(c.Leaderships) > keep
 	if !drop && c.stale == 0 {
@@ -378,7 +450,15 @@ func (c *Cluster) compacted(keep int) (*Cluster, []Record) {
 	for _, f := range kept.Faulty {
 		recs = append(recs, faultyRecord(f))
 	}
+	for _, e := range kept.Membership {
+		recs = append(recs, memberRecord(e))
+	}
 	return kept, recs
+}
+
+// memberRecord is the record of e.
+func memberRecord(e MemberEvent) Record {
+	return Record{Kind: KindMember, Member: e.Member, Event: e.Event, Reason: e.Reason, Seq: e.Seq, At: protocol.Timestamp{Time: e.At}}
 }
 
 // faultyRecord is the record of f.
@@ -390,7 +470,8 @@ func faultyRecord(f Faulty) Record {
 // clone returns a copy, for readers outside the store's lock. The
 // evidence is shared: it is never changed once recorded.
 func (c *Cluster) clone() *Cluster {
-	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty), stale: c.stale, flaps: c.flaps}
+	return &Cluster{Leaderships: slices.Clone(c.Leaderships), SplitBrains: slices.Clone(c.SplitBrains), Floor: c.Floor, Faulty: slices.Clone(c.Faulty),
+		Membership: slices.Clone(c.Membership), memberSeq: c.memberSeq, stale: c.stale, flaps: c.flaps}
 }
 
 // SplitBrainOf reports whether l took part in a split-brain event.

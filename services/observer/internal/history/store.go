@@ -146,10 +146,10 @@ func load(path string, log *slog.Logger) (*Cluster, error) {
 // in memory changes. It returns the records it kept. On error nothing
 // changed, in memory or on disk: a partial write is cut back off the file.
 //
-// A split brain or faulty member beyond its cap (MaxSplitBrains,
-// MaxFaulty) is kept and drops the oldest of its kind. Once the file
-// holds MaxSplitBrains lines so dropped, Apply rewrites it without them,
-// as Compact does; a rewrite that fails is logged and tried again at the
+// A split brain, faulty member or member event beyond its cap
+// (MaxSplitBrains, MaxFaulty, MaxMembership) is kept and drops the oldest
+// of its kind. Once the file holds MaxSplitBrains lines so dropped, Apply
+// rewrites it without them, as Compact does; a rewrite that fails is logged and tried again at the
 // next Apply (the records were written all the same).
 func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	if err := protocol.ValidateCluster(cluster); err != nil {
@@ -162,9 +162,17 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 		c = &Cluster{}
 	}
 	// Check the batch against a scratch copy, so records of one batch
-	// may depend on each other.
-	scratch := c.clone()
-	kept := scratch.Apply(recs...)
+	// may depend on each other. Member events depend on nothing but the
+	// last one's Seq: a batch of them alone is checked against that, and
+	// applied in place once written, without a copy of the cluster.
+	var scratch *Cluster
+	var kept []Record
+	if onlyMembers(recs) {
+		kept = (&Cluster{memberSeq: c.memberSeq}).Apply(recs...)
+	} else {
+		scratch = c.clone()
+		kept = scratch.Apply(recs...)
+	}
 	var buf bytes.Buffer
 	for _, r := range kept {
 		b, err := json.Marshal(r)
@@ -184,6 +192,12 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	if err := cf.append(buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("history: append to %s: %w", cluster, err)
 	}
+	if scratch == nil {
+		for _, r := range kept {
+			c.apply(r)
+		}
+		scratch = c
+	}
 	s.clusters[cluster] = scratch
 	if scratch.stale >= maxStale {
 		if _, err := s.compact(cluster, 0); err != nil {
@@ -191,6 +205,16 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 		}
 	}
 	return kept, nil
+}
+
+// onlyMembers reports whether recs are all member events.
+func onlyMembers(recs []Record) bool {
+	for _, r := range recs {
+		if r.Kind != KindMember {
+			return false
+		}
+	}
+	return len(recs) > 0
 }
 
 // maxStale is how many lines dropped for the caps a cluster's file may

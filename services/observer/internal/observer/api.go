@@ -49,6 +49,8 @@ func (o *Observer) routes() http.Handler {
 	mux.HandleFunc("GET /api/clusters/{cluster}/gaps", o.apiGaps)
 	mux.HandleFunc("GET /api/clusters/{cluster}/split-brain", o.apiSplitBrain)
 	mux.HandleFunc("GET /api/clusters/{cluster}/faulty", o.apiFaulty)
+	mux.HandleFunc("GET /api/clusters/{cluster}/members", o.apiMembers)
+	mux.HandleFunc("GET /api/clusters/{cluster}/membership", o.apiMembership)
 	mux.HandleFunc("GET /api/events", o.apiEvents)
 	// Every other request under /api/: 405 with Allow on a path that GET
 	// serves, 404 otherwise, both as JSON errors.
@@ -219,21 +221,43 @@ func (o *Observer) apiLeader(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, current)
 }
 
-// historyQuery is a parsed history request.
+// historyQuery is a parsed list request. Its positions are the terms of
+// the history, gaps and split brains, or the sequence numbers of the
+// member events (place).
 type historyQuery struct {
 	afterTerm, beforeTerm uint64
 	since, until          time.Time
 	limit                 int
 	fromEnd               bool
+	place                 listPlace
 }
 
-func parseHistoryQuery(q url.Values) (historyQuery, error) {
-	h := historyQuery{beforeTerm: math.MaxUint64, limit: maxLimit}
+// listPlace names a list's position parameters and what a position is.
+type listPlace struct{ after, before, what string }
+
+// termPlace places the items of the history, gaps and split brains by
+// term; seqPlace places the member events by their seq.
+var (
+	termPlace = listPlace{after: "after_term", before: "before_term", what: "a term"}
+	seqPlace  = listPlace{after: "after_seq", before: "before_seq", what: "a sequence number"}
+)
+
+// params are the query parameters of a list placed by c.
+func (c listPlace) params() []string {
+	return []string{c.after, c.before, "since", "until", "limit", "last"}
+}
+
+// parseHistoryQuery parses the query of a list placed by term.
+func parseHistoryQuery(q url.Values) (historyQuery, error) { return parseListQuery(q, termPlace) }
+
+// parseListQuery parses the query of a list placed by cur.
+func parseListQuery(q url.Values, cur listPlace) (historyQuery, error) {
+	h := historyQuery{beforeTerm: math.MaxUint64, limit: maxLimit, place: cur}
 	term := func(name string, dst *uint64) error {
 		if s := q.Get(name); s != "" {
 			v, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
-				return fmt.Errorf("%s: %q is not a term (a non-negative integer)", name, clip(s))
+				return fmt.Errorf("%s: %q is not %s (a non-negative integer)", name, clip(s), cur.what)
 			}
 			*dst = v
 		}
@@ -260,7 +284,7 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 		}
 		return v, true, nil
 	}
-	for _, err := range []error{term("after_term", &h.afterTerm), term("before_term", &h.beforeTerm), at("since", &h.since), at("until", &h.until)} {
+	for _, err := range []error{term(cur.after, &h.afterTerm), term(cur.before, &h.beforeTerm), at("since", &h.since), at("until", &h.until)} {
 		if err != nil {
 			return h, err
 		}
@@ -285,14 +309,10 @@ func parseHistoryQuery(q url.Values) (historyQuery, error) {
 		h.limit = limit
 		// Paging backwards from before_term returns the page just
 		// before it.
-		h.fromEnd = q.Has("before_term") && !q.Has("after_term")
+		h.fromEnd = q.Has(cur.before) && !q.Has(cur.after)
 	}
 	return h, nil
 }
-
-// pageParams are the query parameters of every list: a range of terms, a
-// time range, and a page from the start (limit) or the end (last).
-var pageParams = []string{"after_term", "before_term", "since", "until", "limit", "last"}
 
 // list is a list as page reads it, in place: n positions whose terms
 // increase (not strictly: several split brains may share one).
@@ -385,21 +405,21 @@ func page(r *http.Request, hq historyQuery, now time.Time, l list) (positions []
 		// the same bounds.
 		params.Del("limit")
 		params.Set("last", strconv.Itoa(hq.limit))
-		params.Set("before_term", strconv.FormatUint(l.term(got[0]), 10))
+		params.Set(hq.place.before, strconv.FormatUint(l.term(got[0]), 10))
 		return got, fmt.Sprintf("<%s?%s>; rel=\"prev\"", r.URL.Path, params.Encode())
 	}
-	params.Set("after_term", strconv.FormatUint(l.term(got[len(got)-1]), 10))
+	params.Set(hq.place.after, strconv.FormatUint(l.term(got[len(got)-1]), 10))
 	return got, fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.Path, params.Encode())
 }
 
-// listQuery checks and parses a list's query parameters, or writes the
-// error.
-func listQuery(w http.ResponseWriter, r *http.Request) (historyQuery, bool) {
+// listQuery checks and parses the query parameters of a list placed by
+// cur, or writes the error.
+func listQuery(w http.ResponseWriter, r *http.Request, cur listPlace) (historyQuery, bool) {
 	q := r.URL.Query()
-	if !checkParams(w, q, pageParams...) {
+	if !checkParams(w, q, cur.params()...) {
 		return historyQuery{}, false
 	}
-	hq, err := parseHistoryQuery(q)
+	hq, err := parseListQuery(q, cur)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return historyQuery{}, false
@@ -436,7 +456,7 @@ func leaderships(c *history.Cluster) list {
 // from the start, or the end when only before_term is given), last (the
 // most recent ones). A truncated page has a Link header to the next one.
 func (o *Observer) apiHistory(w http.ResponseWriter, r *http.Request) {
-	hq, ok := listQuery(w, r)
+	hq, ok := listQuery(w, r, termPlace)
 	if !ok {
 		return
 	}
@@ -494,7 +514,7 @@ func gapView(c *history.Cluster, k int, now time.Time) gapJSON {
 // a gap's term is the leadership it follows (after_term), its time range
 // from the end of one leadership to the start of the next.
 func (o *Observer) apiGaps(w http.ResponseWriter, r *http.Request) {
-	hq, ok := listQuery(w, r)
+	hq, ok := listQuery(w, r, termPlace)
 	if !ok {
 		return
 	}
@@ -517,7 +537,7 @@ func (o *Observer) apiGaps(w http.ResponseWriter, r *http.Request) {
 // apiSplitBrain lists the split brains with the same paging and filters as
 // the history: an event's term is the newer of its two leaderships'.
 func (o *Observer) apiSplitBrain(w http.ResponseWriter, r *http.Request) {
-	hq, ok := listQuery(w, r)
+	hq, ok := listQuery(w, r, termPlace)
 	if !ok {
 		return
 	}

@@ -51,6 +51,10 @@ type Config struct {
 	// a leader not heard for longer than this when its successor is
 	// announced ended silent at its last message, leaving a gap.
 	SplitGrace time.Duration `env:"OBSERVER_SPLIT_GRACE" envDefault:"100ms"`
+	// MemberTimeout is how long a member of a cluster with dynamic
+	// membership may go unheard (no presence, no other broadcast) before
+	// it counts as gone: four presence intervals of the nodes.
+	MemberTimeout time.Duration `env:"OBSERVER_MEMBER_TIMEOUT" envDefault:"4s"`
 	// MaxStreams bounds the event streams open at once, GET /api/events
 	// and the page's GET /events together; one more is refused with 503
 	// and Retry-After until a client leaves. Each costs a connection, a
@@ -172,6 +176,8 @@ func (c Config) Validate() error {
 		return bad("OBSERVER_LEADER_TIMEOUT", "%v must be positive", c.LeaderTimeout)
 	case c.SplitGrace <= 0 || c.SplitGrace >= c.LeaderTimeout:
 		return bad("OBSERVER_SPLIT_GRACE", "%v must be positive and below OBSERVER_LEADER_TIMEOUT (%v)", c.SplitGrace, c.LeaderTimeout)
+	case c.MemberTimeout <= 0:
+		return bad("OBSERVER_MEMBER_TIMEOUT", "%v must be positive", c.MemberTimeout)
 	case c.MaxStreams < 1:
 		return bad("OBSERVER_MAX_STREAMS", "%d must be at least 1", c.MaxStreams)
 	}

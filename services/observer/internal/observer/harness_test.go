@@ -29,13 +29,14 @@ func testLogger() *slog.Logger {
 }
 
 // testConfig is a configuration for url and dir whose failure-detection
-// window is long enough that no leader goes silent during a test.
+// window and member time-out are long enough that no leader and no member
+// goes silent during a test.
 func testConfig(url, dir string) Config {
 	return Config{
 		NATS: natsconn.Config{URL: url}, HTTPAddr: "127.0.0.1:0", DataDir: dir,
 		Stream: "ELECTION_LEADERS", StreamReplicas: 1, Consumer: "observer",
 		LeaderTimeout: time.Hour, SplitGrace: 100 * time.Millisecond,
-		MaxStreams: 256,
+		MemberTimeout: time.Hour, MaxStreams: 256,
 	}
 }
 

@@ -78,7 +78,7 @@ func TestMethodNotAllowedOnEveryPath(t *testing.T) {
 	for _, path := range []string{
 		"/", "/events", "/healthz", "/metrics", "/static/", "/static/style.css", "/static/app.js",
 		"/api/clusters", "/api/clusters/a/history", "/api/clusters/a/leader", "/api/clusters/a/gaps",
-		"/api/clusters/a/split-brain", "/api/events",
+		"/api/clusters/a/split-brain", "/api/clusters/a/members", "/api/clusters/a/membership", "/api/events",
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
 			resp, body := a.do(t, method, path)
@@ -140,6 +140,9 @@ func TestErrorsDoNotEchoTheRequest(t *testing.T) {
 		{http.MethodGet, "/api/clusters/a/split-brain?limit=" + long, 400},
 		{http.MethodGet, "/api/clusters/a/history?last=" + long, 400},
 		{http.MethodGet, "/api/clusters/a/history?after_term=" + long, 400},
+		{http.MethodGet, "/api/clusters/" + long + "/members", 400},
+		{http.MethodGet, "/api/clusters/a/members?" + long + "=1", 400},
+		{http.MethodGet, "/api/clusters/a/membership?before_seq=" + long, 400},
 		{http.MethodGet, "/api/clusters/a/history?since=2026-11-21T22:00:00Z&until=2026-11-20T00:00:00.000000000" + long, 400},
 		{http.MethodGet, "/api/" + long, 404},
 		{http.MethodPost, "/api/clusters/" + long + "/history", 405},

@@ -56,13 +56,15 @@ func (o *Observer) checkLiveAnnouncement(cluster string, a protocol.Announcement
 	return o.checkRenewal(cluster, protocol.Message{From: a.Leader, Term: a.Term, Cert: a.Certificate})
 }
 
-// apply writes recs to cluster's history and counts the split brains and
-// faulty members the caps dropped to make room for them
+// apply writes recs to cluster's history and counts the split brains,
+// faulty members and member events the caps dropped to make room for them
 // (observer_history_records_dropped_total). Only the owner goroutine
 // writes, so the count before and after belongs to this write.
 func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Record, error) {
-	var splits, faulty int
-	o.store.Read(cluster, func(c *history.Cluster) { splits, faulty = len(c.SplitBrains), len(c.Faulty) })
+	var splits, faulty, members int
+	o.store.Read(cluster, func(c *history.Cluster) {
+		splits, faulty, members = len(c.SplitBrains), len(c.Faulty), len(c.Membership)
+	})
 	kept, err := o.store.Apply(cluster, recs...)
 	if err != nil {
 		return nil, err
@@ -73,6 +75,8 @@ func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Reco
 			splits++
 		case history.KindFaulty:
 			faulty++
+		case history.KindMember:
+			members++
 		}
 	}
 	if n := splits - history.MaxSplitBrains; n > 0 {
@@ -80,6 +84,9 @@ func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Reco
 	}
 	if n := faulty - history.MaxFaulty; n > 0 {
 		o.metrics.dropped.WithLabelValues(cluster, string(history.KindFaulty)).Add(float64(n))
+	}
+	if n := members - history.MaxMembership; n > 0 {
+		o.metrics.dropped.WithLabelValues(cluster, string(history.KindMember)).Add(float64(n))
 	}
 	return kept, nil
 }

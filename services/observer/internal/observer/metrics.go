@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
+	"github.com/baton-election/baton/services/observer/internal/membership"
 )
 
 // resultBadSignature is the result label of a message dropped because it
@@ -45,6 +46,14 @@ type metrics struct {
 	evidence *prometheus.CounterVec
 	// flaps counts the leaderships that became flaps.
 	flaps *prometheus.CounterVec
+	// members is the number of members present per cluster with
+	// dynamic membership.
+	members *prometheus.GaugeVec
+	// memberChanges counts the joins and leaves, by event and reason.
+	memberChanges *prometheus.CounterVec
+	// membersRefused counts the joins refused for the bounds on what the
+	// observer follows.
+	membersRefused *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -85,7 +94,7 @@ func newMetrics() *metrics {
 		}, []string{"result"}),
 		live: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_live_messages_total",
-			Help: "Live messages (leader, heartbeat, resign, propose, bz_evidence, query answers) by kind and result: ok, invalid, bad_signature (also forged or uncheckable evidence), bad_certificate (byzantine announcements), dropped (inbox full).",
+			Help: "Live messages (leader, heartbeat, resign, propose, bz_evidence, presence, the other broadcasts of clusters with members, connection events, query answers) by kind and result: ok, invalid, bad_signature (also forged or uncheckable evidence), bad_certificate (byzantine announcements), dropped (inbox full).",
 		}, []string{"kind", "result"}),
 		compacted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_history_compacted_total",
@@ -93,7 +102,7 @@ func newMetrics() *metrics {
 		}, []string{"cluster"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "observer_history_records_dropped_total",
-			Help: "Records dropped from the history to keep it within its caps, the oldest first, per cluster and kind: split (over 1000 split brains), faulty (over 128 faulty members).",
+			Help: "Records dropped from the history to keep it within its caps, the oldest first, per cluster and kind: split (over 1000 split brains), faulty (over 128 faulty members), member (over 10000 member events).",
 		}, []string{"cluster", "kind"}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "observer_event_streams",
@@ -119,9 +128,21 @@ func newMetrics() *metrics {
 			Name: "observer_flaps_total",
 			Help: "Leaderships recorded by this process that became flaps, per cluster: the leader before took back office less than 1 s after the flap's leader started.",
 		}, []string{"cluster"}),
+		members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "observer_cluster_members",
+			Help: "Members present now in a cluster with dynamic membership, as the observer sees them (0 for a static cluster).",
+		}, []string{"cluster"}),
+		memberChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_membership_changes_total",
+			Help: "Members that joined (reason presence) or left (reason resign, disconnected, silent) a cluster with dynamic membership, seen by this process, per cluster.",
+		}, []string{"cluster", "event", "reason"}),
+		membersRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_membership_refused_total",
+			Help: "Joins refused because the observer follows as many as it may, by limit: members (1024 in one cluster), clusters (1024 clusters with members).",
+		}, []string{"limit"}),
 	}
 	m.reg.MustRegister(m.changes, m.flaps, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted, m.dropped,
-		m.streams, m.streamsRefused, m.events, m.resyncs,
+		m.streams, m.streamsRefused, m.events, m.resyncs, m.members, m.memberChanges, m.membersRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
 	// start, at zero, so that rates and increase() alerts see zero rather
@@ -129,7 +150,7 @@ func newMetrics() *metrics {
 	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature, resultBadCertificate} {
 		m.announcements.WithLabelValues(r)
 	}
-	for _, kind := range append(slices.Clone(liveKinds), protocol.KindQuery) {
+	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{kindConnection, protocol.KindQuery}) {
 		for _, r := range []string{"ok", "invalid", resultBadSignature, resultBadCertificate, "dropped"} {
 			m.live.WithLabelValues(kind, r)
 		}
@@ -140,7 +161,22 @@ func newMetrics() *metrics {
 	for _, reason := range []string{resyncBehind, resyncUnknownID} {
 		m.resyncs.WithLabelValues(reason)
 	}
+	for _, limit := range []string{refusedMembers, refusedClusters} {
+		m.membersRefused.WithLabelValues(limit)
+	}
 	return m
+}
+
+// memberChangeLabels are the event and reason labels of
+// observer_membership_changes_total.
+var memberChangeLabels = []struct {
+	event  membership.Event
+	reason membership.Reason
+}{
+	{membership.Joined, membership.ReasonPresence},
+	{membership.Left, membership.ReasonResign},
+	{membership.Left, membership.ReasonDisconnected},
+	{membership.Left, membership.ReasonSilent},
 }
 
 // known creates, at zero, every series of cluster: called whenever the
@@ -155,8 +191,12 @@ func (m *metrics) known(cluster string) {
 	m.term.WithLabelValues(cluster)
 	m.leader.WithLabelValues(cluster)
 	m.compacted.WithLabelValues(cluster)
-	for _, kind := range []history.Kind{history.KindSplit, history.KindFaulty} {
+	for _, kind := range []history.Kind{history.KindSplit, history.KindFaulty, history.KindMember} {
 		m.dropped.WithLabelValues(cluster, string(kind))
+	}
+	m.members.WithLabelValues(cluster)
+	for _, l := range memberChangeLabels {
+		m.memberChanges.WithLabelValues(cluster, string(l.event), string(l.reason))
 	}
 	m.evidence.WithLabelValues(cluster)
 	m.flaps.WithLabelValues(cluster)

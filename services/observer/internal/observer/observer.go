@@ -29,6 +29,20 @@
 // a leader was last heard from (the end of its leadership, hence the gap
 // before the next) and whether two nodes acted as leader at once.
 //
+// # Members that come and go
+//
+// In a cluster with dynamic membership the observer also follows which
+// members are present: a member joins with its first presence broadcast
+// (election.<cluster>.presence), any broadcast of it refreshes it, and it
+// leaves when it resigns, when the NATS server reports its connection
+// closed (the connection events of internal/natsconf, where the
+// observer's account receives them), or after OBSERVER_MEMBER_TIMEOUT of
+// silence. The rules are in package membership; members.go is their
+// edge, with the one check of who sent a member's message or connection
+// (memberVerifier). Joins and leaves are member events of the cluster's
+// history, served by GET /api/clusters/{cluster}/membership; the members
+// present now, by GET /api/clusters/{cluster}/members.
+//
 // # Recorder and edges
 //
 // The rules (how a leadership ends, silence, gaps, split brain, which
@@ -110,6 +124,7 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
+	"github.com/baton-election/baton/services/observer/internal/membership"
 	"github.com/baton-election/baton/services/observer/internal/recorder"
 )
 
@@ -120,9 +135,10 @@ const liveInbox = 4096
 // liveKinds are the kinds of subjects the observer follows live besides
 // the stream: leader announcements (for the order of events), heartbeats,
 // resigns, Paxos proposals (a leader's lease renewals), the byzantine
-// leaders' certified renewals and the evidence of the byzantine members'
-// lies.
-var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose, kindBzPropose, protocol.KindEvidence}
+// leaders' certified renewals, the evidence of the byzantine members'
+// lies and the presence of the members of clusters with dynamic
+// membership. It reads memberKinds too, for those clusters only.
+var liveKinds = []string{protocol.KindLeader, protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose, kindBzPropose, protocol.KindEvidence, protocol.KindPresence}
 
 // kindBzPropose is the subject kind of the byzantine leader's rounds.
 var kindBzPropose = string(protocol.TypeBzPropose)
@@ -183,6 +199,18 @@ type Observer struct {
 	// held: a byzantine leader's every round carries the same one, and
 	// its quorum's signatures are checked once. Set by New.
 	verified map[string]*certify.Verified
+
+	// verify checks who sent the members' messages and connections
+	// (members.go). Set by New.
+	verify memberVerifier
+	// members are the members present in the clusters with dynamic
+	// membership: changed by the owner goroutine, read by HTTP requests,
+	// under membersMu.
+	membersMu sync.RWMutex
+	members   *membership.Tracker
+	// expiry is the timer of the next member's silence, owned by the
+	// owner goroutine; nil until it runs.
+	expiry *memberExpiry
 }
 
 // verifiedCertificates is how many certificates the observer remembers
@@ -206,6 +234,8 @@ func New(cfg Config, log *slog.Logger) *Observer {
 		httpTimeouts:       defaultHTTPTimeouts,
 		ready:              make(chan struct{}),
 		verified:           verifiedPerCluster(cfg.Keys),
+		verify:             keysVerifier{keys: cfg.Keys},
+		members:            membership.New(cfg.MemberTimeout),
 	}
 }
 
@@ -267,6 +297,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		o.compact(name, 0)
 		store.Read(name, func(c *history.Cluster) { o.metrics.state(name, c) })
 	}
+	o.restoreMembers()
 
 	ln, err := net.Listen("tcp", o.cfg.HTTPAddr)
 	if err != nil {
@@ -302,8 +333,16 @@ func (o *Observer) Run(ctx context.Context) error {
 	// kinds go to one queue; their order across subjects does not matter
 	// (terms order them).
 	live := make(chan liveMsg, liveInbox)
-	for _, kind := range liveKinds {
+	for _, kind := range slices.Concat(liveKinds, memberKinds) {
+		members := slices.Contains(memberKinds, kind)
 		if _, err := nc.Subscribe(protocol.Root+".*."+kind, func(m *nats.Msg) {
+			if members {
+				// Only for the clusters with members: the others'
+				// elections need not wait in the inbox.
+				if cluster, err := protocol.ClusterOf(m.Subject); err != nil || !o.follows(cluster) {
+					return
+				}
+			}
 			if len(m.Data) > maxLive {
 				o.metrics.live.WithLabelValues(kind, "invalid").Inc()
 				return
@@ -312,6 +351,26 @@ func (o *Observer) Run(ctx context.Context) error {
 			case live <- liveMsg{subject: m.Subject, data: m.Data, header: m.Header, at: o.now()}:
 			default:
 				o.metrics.live.WithLabelValues(kind, "dropped").Inc()
+			}
+		}); err != nil {
+			nc.Close()
+			ln.Close()
+			return fmt.Errorf("observer: subscribe: %w", err)
+		}
+	}
+
+	// The NATS server's connection events, where the observer's account
+	// receives them: a member's closed connection is a leave.
+	for _, subject := range []string{connectSubject, disconnectSubject} {
+		if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			if len(m.Data) > maxConnEvent {
+				o.metrics.live.WithLabelValues(kindConnection, "invalid").Inc()
+				return
+			}
+			select {
+			case live <- liveMsg{subject: m.Subject, data: m.Data, at: o.now()}:
+			default:
+				o.metrics.live.WithLabelValues(kindConnection, "dropped").Inc()
 			}
 		}); err != nil {
 			nc.Close()
@@ -408,6 +467,12 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 	defer ticker.Stop()
 	missingTicker := time.NewTicker(missingGrace / 4)
 	defer missingTicker.Stop()
+	o.expiry = newMemberExpiry()
+	defer o.expiry.timer.Stop()
+	o.membersMu.RLock()
+	restored := o.members.Next(o.now(), o.listening())
+	o.membersMu.RUnlock()
+	o.expiry.arm(restored, o.now())
 	for {
 		select {
 		case <-ctx.Done():
@@ -418,6 +483,8 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 			o.observe(rec, m)
 		case <-ticker.C:
 			o.checkSilence(rec, o.now())
+		case <-o.expiry.timer.C:
+			o.expireMembers(o.now())
 		case <-missingTicker.C:
 			if o.ask != nil {
 				for _, cluster := range rec.Missing(o.now()) {
@@ -463,10 +530,16 @@ func (o *Observer) record(rec *recorder.Recorder, d delivery) {
 // keysOf returns the member keys of cluster: nil without OBSERVER_KEYS_DIR,
 // an error with ReasonSignature for a cluster it holds no keys for.
 func (o *Observer) keysOf(cluster string) (*protocol.MemberKeys, error) {
-	if o.cfg.Keys == nil {
+	return clusterKeys(o.cfg.Keys, cluster)
+}
+
+// clusterKeys returns the member keys of cluster in keys: nil if keys is,
+// an error with ReasonSignature for a cluster it holds no keys for.
+func clusterKeys(keys map[string]*protocol.MemberKeys, cluster string) (*protocol.MemberKeys, error) {
+	if keys == nil {
 		return nil, nil
 	}
-	k, ok := o.cfg.Keys[cluster]
+	k, ok := keys[cluster]
 	if !ok {
 		return nil, &protocol.ValidationError{Reason: protocol.ReasonSignature, Detail: "no member keys for cluster " + cluster}
 	}
@@ -484,23 +557,10 @@ func (o *Observer) readAnnouncement(cluster string, data []byte, h nats.Header) 
 }
 
 // readMessage reads an election message of cluster received on subject;
-// with keys, it must be signed by its sender, which is checked first.
+// with keys, it must be signed by its sender, which is checked first
+// (Observer.verify).
 func (o *Observer) readMessage(cluster, subject string, data []byte, h nats.Header) (protocol.Message, error) {
-	keys, err := o.keysOf(cluster)
-	if err != nil {
-		return protocol.Message{}, err
-	}
-	var signer uint64
-	if keys != nil {
-		if signer, err = keys.Verify(subject, data, h); err != nil {
-			return protocol.Message{}, err
-		}
-	}
-	msg, err := protocol.Decode(data)
-	if err == nil && keys != nil {
-		err = protocol.CheckSigner(signer, msg.From)
-	}
-	return msg, err
+	return o.verify.Message(cluster, subject, data, h)
 }
 
 // invalid is the metric result of a message dropped for err.
@@ -554,13 +614,24 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		o.answered(rec, m)
 		return
 	}
+	if strings.HasPrefix(m.subject, "$SYS.") {
+		o.connection(m)
+		return
+	}
 	parts := strings.Split(m.subject, ".")
 	if len(parts) != 3 || protocol.ValidateCluster(parts[1]) != nil {
 		return
 	}
 	cluster, kind := parts[1], parts[2]
-	if kind == protocol.KindEvidence {
+	switch {
+	case kind == protocol.KindEvidence:
 		o.evidence(cluster, m)
+		return
+	case kind == protocol.KindPresence:
+		o.presence(cluster, m)
+		return
+	case slices.Contains(memberKinds, kind):
+		o.memberBroadcast(cluster, kind, m)
 		return
 	}
 	var node, term uint64
@@ -580,6 +651,9 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 		}
 		if err == nil {
+			// Signed by its sender: a sign that the member is present,
+			// or, for a resign, that it left.
+			o.memberMessage(cluster, m.subject, msg, m.at)
 			err = o.checkLive(cluster, kind, msg)
 		}
 		node, term = msg.From, msg.Term
@@ -600,6 +674,7 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 		}
 		if err == nil {
+			o.memberMessage(cluster, m.subject, msg, m.at)
 			err = o.checkMessage(cluster, msg)
 		}
 		if err == nil && msg.Cert == nil {
@@ -752,11 +827,7 @@ func (o *Observer) answered(rec *recorder.Recorder, m liveMsg) {
 // checkSilence ends every current leadership whose leader has not been
 // heard from for a failure-detection window while the observer listened.
 func (o *Observer) checkSilence(rec *recorder.Recorder, now time.Time) {
-	var listening time.Time
-	if since := o.connectedAt.Load(); since != 0 {
-		listening = time.Unix(0, since)
-	}
-	for _, w := range rec.Silence(now, listening) {
+	for _, w := range rec.Silence(now, o.listening()) {
 		kept, err := o.store.Apply(w.Cluster, w.Records...)
 		if err != nil {
 			o.log.Error("cannot record", "cluster", w.Cluster, "err", err)

@@ -56,6 +56,12 @@ type clusterView struct {
 	Flaps int
 	// Start and Now bound the timeline.
 	Start, Now time.Time
+	// Dynamic is set for a cluster with dynamic membership: one that
+	// has had members. Members are those present now, by ID;
+	// MemberEvents the last joins and leaves, newest first.
+	Dynamic      bool
+	Members      []memberView
+	MemberEvents []history.MemberEvent
 }
 
 // faultyView is a faulty member as the page shows it: what it said
@@ -248,11 +254,17 @@ func newClusterView(name string, c *history.Cluster, now time.Time) clusterView 
 }
 
 // clusterView returns what the page shows of cluster name, read in place
-// under the store's lock: the view copies only the last leaderships and
-// split brains it shows.
+// under the store's lock: the view copies only the last leaderships,
+// split brains and member events it shows, and the members present.
 func (o *Observer) clusterView(name string, now time.Time) (clusterView, bool) {
+	o.membersMu.RLock()
+	members := o.members.Members(name)
+	o.membersMu.RUnlock()
 	var v clusterView
-	ok := o.store.Read(name, func(c *history.Cluster) { v = newClusterView(name, c, now) })
+	ok := o.store.Read(name, func(c *history.Cluster) {
+		v = newClusterView(name, c, now)
+		addMembers(&v, c, members)
+	})
 	return v, ok
 }
 

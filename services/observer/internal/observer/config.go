@@ -14,6 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/baton-election/baton/internal/natsconn"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -111,7 +112,10 @@ func ParseConfig() (Config, error) {
 // LoadKeys reads every <cluster>.keys file of dir; the keys state the
 // cluster of the file's name. Its errors name OBSERVER_KEYS_DIR, the file
 // and, for a bad entry, the line; a file that states another cluster is
-// one.
+// one. A <cluster>.authority file instead holds the public keys (A…, on
+// one or more lines, or comma-separated) of the authority of a cluster
+// with member credentials (dynamic membership): each member's key then
+// comes from the credential its messages carry, checked with them.
 func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: OBSERVER_KEYS_DIR: %s", ErrConfig, fmt.Sprintf(format, args...))
@@ -122,9 +126,23 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 	}
 	keys := make(map[string]*protocol.MemberKeys)
 	for _, e := range entries {
+		if cluster, ok := strings.CutSuffix(e.Name(), ".authority"); ok && !e.IsDir() {
+			k, err := loadAuthority(dir, e.Name(), cluster)
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			if _, dup := keys[cluster]; dup {
+				return nil, bad("%s: cluster %s has a .keys file too: give it one or the other", e.Name(), cluster)
+			}
+			keys[cluster] = k
+			continue
+		}
 		cluster, ok := strings.CutSuffix(e.Name(), ".keys")
 		if !ok || e.IsDir() {
 			continue
+		}
+		if _, dup := keys[cluster]; dup {
+			return nil, bad("%s: cluster %s has a .authority file too: give it one or the other", e.Name(), cluster)
 		}
 		if protocol.ValidateCluster(cluster) != nil {
 			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", e.Name(), cluster)
@@ -141,9 +159,28 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 		keys[cluster] = k
 	}
 	if len(keys) == 0 {
-		return nil, bad("%s holds no <cluster>.keys file", dir)
+		return nil, bad("%s holds no <cluster>.keys or <cluster>.authority file", dir)
 	}
 	return keys, nil
+}
+
+// loadAuthority reads the authority file name of cluster in dir.
+func loadAuthority(dir, name, cluster string) (*protocol.MemberKeys, error) {
+	if protocol.ValidateCluster(cluster) != nil {
+		return nil, fmt.Errorf("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", name, cluster)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 64<<10 {
+		return nil, fmt.Errorf("%s: %d bytes, more than an authority's keys", name, len(data))
+	}
+	checker, err := membercreds.NewChecker(cluster, strings.Join(strings.Fields(strings.ReplaceAll(string(data), ",", " ")), ","))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return checker.Keys().State(cluster, "")
 }
 
 // Validate checks the values, naming the variable of the first bad one.

@@ -72,6 +72,7 @@ type config struct {
 	cluster      string
 	logDir       string
 	keys         string
+	membership   string
 
 	algorithms []string // one cluster each
 }
@@ -122,6 +123,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER); ignored with -algorithm all")
 	fs.StringVar(&c.logDir, "logs", "", "directory for the node logs (default: a new temporary directory)")
 	fs.StringVar(&c.keys, "keys", "auto", `member keys: "on", "off", or "auto" (on if the node binary reads ELECTION_KEY_FILE)`)
+	fs.StringVar(&c.membership, "membership", "static", `"static" (NODE_PEERS) or "dynamic": members that come and go, with a credential each instead of member keys; Paxos votes with nodes 1..3; not with byzantine`)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: devcluster [flags]: run a local cluster until Ctrl-C")
 		for _, c := range slices.Sorted(maps.Keys(commands)) {
@@ -144,11 +146,19 @@ func parseFlags(args []string) (config, error) {
 	if c.nodes < 1 {
 		return c, fmt.Errorf("-nodes must be at least 1, got %d", c.nodes)
 	}
+	if c.membership != "static" && c.membership != "dynamic" {
+		return c, fmt.Errorf("-membership: %q is not static or dynamic", c.membership)
+	}
 	switch {
 	case c.algorithm == "all":
 		for _, a := range protocol.Algorithms {
+			if c.membership == "dynamic" && a == protocol.Byzantine {
+				continue // byzantine does not run with dynamic membership
+			}
 			c.algorithms = append(c.algorithms, string(a))
 		}
+	case c.membership == "dynamic" && c.algorithm == string(protocol.Byzantine):
+		return c, fmt.Errorf("-membership dynamic: byzantine does not run with dynamic membership; use bully, ring, paxos or all")
 	case slices.Contains(protocol.Algorithms, protocol.Algorithm(c.algorithm)):
 		c.algorithms = []string{c.algorithm}
 	default:
@@ -229,7 +239,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			port++
 		}
 		env, keyDir := localcluster.NodeEnv(), filepath.Join(cfg.logDir, "keys", name)
-		if withKeys {
+		dynamic := cfg.membership == "dynamic"
+		var authority string
+		if dynamic && algorithm == string(protocol.Paxos) {
+			env = append(env, "ELECTION_VOTERS="+voters(ids))
+		}
+		switch {
+		case withKeys && dynamic:
+			if authority, err = localcluster.MakeCredentials(keyDir, name, ids); err != nil {
+				return err
+			}
+			keyDirs[name] = keyDir
+		case withKeys:
 			env = nil
 			if members[name], err = localcluster.MakeMemberKeys(keyDir, name, protocol.Algorithm(algorithm), ids); err != nil {
 				return err
@@ -242,6 +263,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			Cluster:   name,
 			Algorithm: algorithm,
 			IDs:       ids,
+			Dynamic:   dynamic,
 			HTTPAddrs: addrs,
 			LogDir:    filepath.Join(cfg.logDir, name),
 			Env:       env,
@@ -250,7 +272,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if withKeys {
+		switch {
+		case withKeys && dynamic:
+			for _, n := range ns {
+				for _, kv := range localcluster.CredentialEnv(keyDir, n.ID, authority) {
+					n.Setenv(kv)
+				}
+			}
+		case withKeys:
 			for _, n := range ns {
 				for _, kv := range localcluster.MemberEnv(keyDir, n.ID) {
 					n.Setenv(kv)
@@ -534,4 +563,15 @@ func listNodes(r roster, running map[*localcluster.Node]int) string {
 		fmt.Fprintf(&b, "%s %s, status http://%s/status, log %s", m, state, m.node.HTTPAddr, m.node.LogPath)
 	}
 	return b.String()
+}
+
+// voters are the Paxos voters of a dynamic cluster of ids: the first
+// three (all of them if fewer), ELECTION_VOTERS; the others are
+// candidates.
+func voters(ids []uint64) string {
+	var out []string
+	for _, id := range ids[:min(3, len(ids))] {
+		out = append(out, strconv.FormatUint(id, 10))
+	}
+	return strings.Join(out, ",")
 }

@@ -83,6 +83,8 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 	switch {
 	case cfg.signer == nil:
 		log.Warn("no member keys (ELECTION_KEY_FILE, ELECTION_KEYS_FILE): messages are not signed, and any NATS client can speak for any member")
+	case cfg.CredsFile != "" && !cfg.withCredential():
+		log.Warn("member credential set, but the node connects to NATS with NATS_USER, NATS_TOKEN or NATS_CREDS, not with its credential: connection events, which must carry the member's key, are ignored, and departures are seen by resignations and silences")
 	case !cfg.asNkeyUser():
 		log.Warn("member keys set, but the node connects to NATS with NATS_USER, NATS_TOKEN or NATS_CREDS, not as its nkey user: connection events, which must carry the member's key, are ignored, and failures are detected by heartbeats")
 	}

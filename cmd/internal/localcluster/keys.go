@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -51,12 +54,20 @@ func KnowsMemberKeys(path string) (bool, error) {
 // keyDirs[cluster], with their statements of the cluster and algorithm:
 // the observer's OBSERVER_KEYS_DIR, with which it records only what
 // members signed, of the cluster's algorithm (and byzantine leaders only
-// with their certificates).
+// with their certificates). For a cluster with credentials
+// (MakeCredentials) it writes <cluster>.authority, the authority's
+// public key.
 func ObserverKeys(dir string, keyDirs map[string]string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("localcluster: %w", err)
 	}
 	for cluster, from := range keyDirs {
+		if data, err := os.ReadFile(filepath.Join(from, membercreds.AuthorityFile)); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, cluster+".authority"), data, 0o644); err != nil {
+				return fmt.Errorf("localcluster: %w", err)
+			}
+			continue
+		}
 		data, err := os.ReadFile(filepath.Join(from, memberkeys.MembersFile))
 		if err != nil {
 			return fmt.Errorf("localcluster: %w", err)
@@ -66,4 +77,69 @@ func ObserverKeys(dir string, keyDirs map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// MakeCredentials makes, in dir, the authority of cluster (a dynamic
+// cluster's) and a credential for each of ids (node-<id>.creds), or reads
+// the authority already there and issues only the credentials missing.
+// It returns the authority's public key, ELECTION_AUTHORITY.
+func MakeCredentials(dir, cluster string, ids []uint64) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("localcluster: %w", err)
+	}
+	seedPath := filepath.Join(dir, membercreds.AuthoritySeedFile)
+	var authority nkeys.KeyPair
+	if seed, err := os.ReadFile(seedPath); err == nil {
+		if authority, err = nkeys.FromSeed(bytes.TrimSpace(seed)); err != nil {
+			return "", fmt.Errorf("localcluster: %s: %w", seedPath, err)
+		}
+	} else {
+		if authority, err = nkeys.CreateAccount(); err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+		seed, _ := authority.Seed()
+		public, _ := authority.PublicKey()
+		if err := os.WriteFile(seedPath, append(seed, '\n'), 0o600); err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, membercreds.AuthorityFile), []byte(public+"\n"), 0o644); err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+	}
+	public, err := authority.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("localcluster: %w", err)
+	}
+	for _, id := range ids {
+		path := filepath.Join(dir, membercreds.CredsFile(id))
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
+		user, err := nkeys.CreateUser()
+		if err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+		userPublic, _ := user.PublicKey()
+		seed, _ := user.Seed()
+		token, err := membercreds.Issue(authority, cluster, id, userPublic, 0)
+		if err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+		if err := membercreds.WriteCreds(path, token, seed); err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+	}
+	return public, nil
+}
+
+// CredentialEnv is the environment by which node id of a dynamic cluster
+// signs with its credential from dir, as MakeCredentials left it, checked
+// with authority: ELECTION_CREDS_FILE and ELECTION_AUTHORITY. It is
+// combined with NodeEnv: the local NATS server does not take
+// credentials, so the node connects as the node user.
+func CredentialEnv(dir string, id uint64, authority string) []string {
+	return []string{
+		"ELECTION_CREDS_FILE=" + filepath.Join(dir, membercreds.CredsFile(id)),
+		"ELECTION_AUTHORITY=" + authority,
+	}
 }

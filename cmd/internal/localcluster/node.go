@@ -28,6 +28,9 @@ type Spec struct {
 	Algorithm string
 	// IDs are the members, passed together as NODE_PEERS; each gets a node.
 	IDs []uint64
+	// Dynamic runs the nodes with ELECTION_MEMBERSHIP=dynamic instead of
+	// NODE_PEERS.
+	Dynamic bool
 	// HTTPAddrs are the nodes' HTTP_ADDR values, one per ID, host:port.
 	HTTPAddrs []string
 	// LogDir receives one log file per node, node-<id>.log, holding its
@@ -126,7 +129,7 @@ func NewNodes(spec Spec) ([]*Node, error) {
 		env := append(append([]string(nil), base...),
 			"NATS_URL="+spec.NATSURL,
 			"NODE_ID="+strconv.FormatUint(id, 10),
-			"NODE_PEERS="+strings.Join(peers, ","),
+			membership(spec.Dynamic, peers),
 			"ELECTION_ALGORITHM="+spec.Algorithm,
 			"ELECTION_CLUSTER="+spec.Cluster,
 			"HTTP_ADDR="+spec.HTTPAddrs[i],
@@ -324,4 +327,13 @@ func StopAll(nodes []*Node, grace time.Duration) []StopResult {
 	}
 	wg.Wait()
 	return results
+}
+
+// membership is the variable that gives a node its members: NODE_PEERS,
+// or with dynamic membership ELECTION_MEMBERSHIP.
+func membership(dynamic bool, peers []string) string {
+	if dynamic {
+		return "ELECTION_MEMBERSHIP=dynamic"
+	}
+	return "NODE_PEERS=" + strings.Join(peers, ",")
 }

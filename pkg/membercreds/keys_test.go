@@ -1,6 +1,7 @@
 package membercreds
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -69,5 +70,40 @@ func TestAuthorityKeys(t *testing.T) {
 	}
 	if err := keys.Check(nil, seven); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAuthorityAnnouncement: an application that holds only the
+// authority's key, and knows its cluster's algorithm, believes the
+// leader's announcement and refuses one signed with another member's
+// credential or naming another leader.
+func TestAuthorityAnnouncement(t *testing.T) {
+	authority, authorityPub := newAccount(t)
+	member := func(id uint64) *protocol.Signer {
+		kp, pub := newUser(t)
+		token := must[string](t)(Issue(authority, "orders", id, pub, 0))
+		return must[*protocol.Signer](t)(must[*protocol.Signer](t)(protocol.NewSigner(id, kp)).WithCredential(token))
+	}
+	seven, eight := member(7), member(8)
+	keys := must[Checker](t)(NewChecker("orders", authorityPub)).Keys()
+	announce := func(leader uint64) []byte {
+		return must[[]byte](t)(protocol.EncodeAnnouncement(protocol.Announcement{Cluster: "orders", Leader: leader, Term: leader, Algorithm: protocol.Bully, At: protocol.Timestamp{Time: time.Now()}}))
+	}
+	data := announce(7)
+	a, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, seven.SignAnnouncement("orders", data))
+	if err != nil || a.Leader != 7 {
+		t.Fatalf("member 7's announcement: %+v, %v", a, err)
+	}
+	if _, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, eight.SignAnnouncement("orders", data)); err == nil {
+		t.Fatal("member 8 announced member 7's leadership")
+	}
+	forged := eight.SignAnnouncement("orders", data)
+	forged.Set(protocol.SignerHeader, "7")
+	forged.Set(protocol.CredentialHeader, seven.Credential())
+	if _, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, forged); err == nil {
+		t.Fatal("member 8 signed with member 7's credential")
+	}
+	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", data, seven.SignAnnouncement("orders", data)); !errors.Is(err, protocol.ErrNoAlgorithm) {
+		t.Fatalf("a reader that does not know the algorithm: %v, want ErrNoAlgorithm", err)
 	}
 }

@@ -13,6 +13,15 @@ holds. Its only dependency is PyNaCl (Debian: python3-nacl).
     baton_verify.py --keys members.keys last
     baton_verify.py --keys members.keys watch --count 3
 
+A cluster of member credentials (dynamic membership) has no members file:
+its reader holds the authority's public keys, and knows its cluster and
+algorithm from its own configuration. Each announcement then carries the
+signer's credential (Election-Credential, a NATS user JWT), which is
+checked as docs/protocol.md ("Member credentials") lists before the
+signature is checked with the key it binds:
+
+    baton_verify.py --authority A... --cluster orders --algorithm bully query
+
 query asks election.<cluster>.query (the leader answers); last reads the
 last announcement kept by the JetStream stream that captures
 election.<cluster>.leader; watch subscribes to election.<cluster>.leader
@@ -26,7 +35,7 @@ leader keeps the highest term it believed and ignores the others.
 
 Exit status: 0 when every announcement read was verified, 1 when one was
 refused, 3 when nothing answered (no leader, an empty stream, a time-out),
-2 for a bad command line or members file, or without PyNaCl, 4 when the server cannot be
+2 for a bad command line, members file or authority, or without PyNaCl, 4 when the server cannot be
 reached or refuses the connection.
 """
 
@@ -39,6 +48,7 @@ import re
 import secrets
 import socket
 import sys
+import time
 import urllib.parse
 
 try:
@@ -56,6 +66,7 @@ MAX_MEMBERS = 1024  # protocol.MaxMemberKeys
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 DECIMAL = re.compile(r"^[0-9]+$")
 PREFIX_BYTE_USER = 20 << 3  # nkeys: base32-encodes to "U"
+PREFIX_BYTE_ACCOUNT = 0 << 3  # nkeys: base32-encodes to "A"
 
 
 class Refused(Exception):
@@ -77,26 +88,43 @@ def crc16_xmodem(data: bytes) -> int:
     return crc
 
 
-def raw_user_key(nkey: str) -> bytes:
-    """The 32-byte Ed25519 key of a public user nkey ("U..."), checked."""
-    if len(nkey) != 56 or not re.fullmatch(r"[A-Z2-7]+", nkey):
+def raw_public_key(nkey: str, prefix: int, kind: str) -> bytes:
+    """The 32-byte Ed25519 key of a public nkey of the kind whose prefix
+    byte is prefix, checked: 56 characters of base32, the CRC16, the
+    prefix byte."""
+    if not isinstance(nkey, str) or len(nkey) != 56 or not re.fullmatch(r"[A-Z2-7]+", nkey):
         raise ValueError("not 56 characters of base32")
     decoded = base64.b32decode(nkey)  # 56 characters: no padding needed
     body, checksum = decoded[:-2], decoded[-2:]
     if crc16_xmodem(body) != int.from_bytes(checksum, "little"):
         raise ValueError("its CRC16 does not match")
-    if body[0] != PREFIX_BYTE_USER:
-        raise ValueError("not a user key (prefix byte %#x)" % body[0])
+    if body[0] != prefix:
+        raise ValueError("not %s (prefix byte %#x)" % (kind, body[0]))
     return body[1:33]
+
+
+def raw_user_key(nkey: str) -> bytes:
+    """The 32-byte Ed25519 key of a public user nkey ("U..."), checked."""
+    return raw_public_key(nkey, PREFIX_BYTE_USER, "a user key")
+
+
+def raw_account_key(nkey: str) -> bytes:
+    """The 32-byte Ed25519 key of a public account nkey ("A..."), checked."""
+    return raw_public_key(nkey, PREFIX_BYTE_ACCOUNT, "an account key")
 
 
 class Members:
     """A members file: ID -> verify key, and what it states."""
 
+    certificates = True  # the members a certificate's quorum counts
+
     def __init__(self, keys, cluster, algorithm):
         self.keys = keys
         self.cluster = cluster
         self.algorithm = algorithm
+
+    def signer(self, subject: str, payload: bytes, headers: dict) -> int:
+        return check_signature(self, subject, payload, headers)
 
     @classmethod
     def parse(cls, text: str) -> "Members":
@@ -183,14 +211,196 @@ def check_signature(members: Members, subject: str, payload: bytes, headers: dic
         raise Refused("a signature header given twice")
     if not DECIMAL.match(signer) or int(signer) not in members.keys:
         raise Refused("signer %.20r is not a member" % signer)
-    if len(signature) != 86 or not re.fullmatch(r"[A-Za-z0-9_-]+", signature):
-        raise Refused("the signature is not 86 characters of base64url")
-    raw = base64.urlsafe_b64decode(signature + "==")
+    raw = signature_bytes(signature)
     try:
         members.keys[int(signer)].verify(subject.encode() + b"\x00" + payload, raw)
     except nacl.exceptions.BadSignatureError:
         raise Refused("the signature is not member %s's" % signer) from None
     return int(signer)
+
+
+def signature_bytes(signature) -> bytes:
+    """The 64 bytes of an Election-Signature: 86 characters of base64url
+    without padding."""
+    if len(signature) != 86 or not re.fullmatch(r"[A-Za-z0-9_-]+", signature):
+        raise Refused("the signature is not 86 characters of base64url")
+    return base64.urlsafe_b64decode(signature + "==")
+
+
+# --- member credentials (dynamic membership) -------------------------------
+
+MAX_CREDENTIAL = 4096  # protocol.MaxCredentialSize, membercreds.MaxTokenSize
+MAX_MEMBER_ID = 1 << 16  # protocol.MaxMemberID: dynamic members are 1 to 65536
+CREDENTIAL_NAME_PREFIX = "baton"
+CLUSTER_TAG = "baton-cluster:"
+ID_TAG = "baton-id:"
+BASE64URL = re.compile(r"[A-Za-z0-9_-]*")  # fullmatch: no newline at the end
+NO_LEADING_ZERO = re.compile(r"[1-9][0-9]*")
+
+
+def unpadded_base64url(part: str, what: str) -> bytes:
+    """The bytes of base64url without padding (RFC 4648 section 5), as
+    Go's base64.RawURLEncoding reads them."""
+    if not BASE64URL.fullmatch(part) or len(part) % 4 == 1:
+        raise Refused("credential: the %s is not base64url without padding" % what)
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
+def json_object(data: bytes, what: str) -> dict:
+    try:
+        value = json.loads(data, object_pairs_hook=no_duplicates)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise Refused("credential: the %s is not JSON: %s" % (what, e)) from None
+    except Refused as e:  # a field twice: Go's decoder would keep the last
+        raise Refused("credential: the %s: %s" % (what, e)) from None
+    if not isinstance(value, dict):
+        raise Refused("credential: the %s is not a JSON object" % what)
+    return value
+
+
+class Authority:
+    """The reader of a cluster of member credentials: the authority's
+    account keys (A...) and the reader's own cluster, from its
+    configuration. Each member's key comes from the credential its
+    messages carry."""
+
+    certificates = False  # no members file: nothing to count a quorum of
+
+    def __init__(self, authorities, cluster):
+        self.authorities = authorities  # public key -> verify key
+        self.cluster = cluster
+
+    @classmethod
+    def parse(cls, text: str, cluster: str) -> "Authority":
+        """--authority: the authority's public account keys (A...), and
+        its signing keys if it issues with them, comma-separated."""
+        if not CLUSTER_NAME.fullmatch(cluster):
+            raise ConfigError("--authority needs --cluster: the name of the reader's cluster, [A-Za-z0-9_-]+")
+        authorities = {}
+        for raw in text.split(","):
+            key = raw.strip()
+            if key in authorities:
+                raise ConfigError("--authority: %s is listed twice" % key)
+            try:
+                authorities[key] = nacl.signing.VerifyKey(raw_account_key(key))
+            except ValueError as e:
+                raise ConfigError("--authority %.60r: %s, want an account public key (A...)" % (key, e)) from None
+        return cls(authorities, cluster)
+
+    def credential(self, token, now: float):
+        """(ID, verify key of sub) of a member credential that holds:
+        docs/protocol.md, "Member credentials", checks 1 to 5."""
+        # 1. The JWT: its size, header, claims and the issuer's signature.
+        if len(token) > MAX_CREDENTIAL:
+            raise Refused("credential: %d bytes, at most %d" % (len(token), MAX_CREDENTIAL))
+        if not token.isascii():
+            raise Refused("credential: not ASCII")
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise Refused("credential: not a JWT (header.claims.signature)")
+        header = json_object(unpadded_base64url(parts[0], "header"), "header")
+        if header.get("typ") != "JWT" or header.get("alg") != "ed25519-nkey":
+            raise Refused("credential: header typ %.20r alg %.20r, want JWT and ed25519-nkey"
+                          % (header.get("typ"), header.get("alg")))
+        claims = json_object(unpadded_base64url(parts[1], "claims"), "claims")
+        nats = claims.get("nats")
+        if not isinstance(nats, dict) or not is_uint(nats.get("version"), 2, 2):
+            raise Refused("credential: claims of version %.20r, want nats.version 2"
+                          % (nats.get("version") if isinstance(nats, dict) else None,))
+        signature = unpadded_base64url(parts[2], "signature")
+        if len(signature) != 64:
+            raise Refused("credential: a signature of %d bytes, want 64" % len(signature))
+        # 2. Its issuer is the authority (or one of its signing keys), and
+        # so is the account a signing key issues for.
+        issuer = claims.get("iss")
+        if not isinstance(issuer, str) or issuer not in self.authorities:
+            raise Refused("credential: iss %.60r is not an authority of the cluster" % (issuer,))
+        try:
+            self.authorities[issuer].verify((parts[0] + "." + parts[1]).encode(), signature)
+        except nacl.exceptions.BadSignatureError:
+            raise Refused("credential: its signature is not that of its iss %s" % issuer) from None
+        account = nats.get("issuer_account")
+        if account is not None and account != "" and account not in self.authorities:
+            raise Refused("credential: nats.issuer_account %.60r is not an authority of the cluster" % (account,))
+        # 3. A user credential, of a user key, not a bearer token.
+        if nats.get("type") != "user":
+            raise Refused("credential: nats.type %.20r, want user" % (nats.get("type"),))
+        try:
+            key = nacl.signing.VerifyKey(raw_user_key(claims.get("sub")))
+        except ValueError as e:
+            raise Refused("credential: sub %.60r is %s, want a user public key (U...)" % (claims.get("sub"), e)) from None
+        bearer = nats.get("bearer_token", False)
+        if bearer is None:  # JSON null: false, as Go reads it
+            bearer = False
+        if not isinstance(bearer, bool):
+            raise Refused("credential: nats.bearer_token %.20r is not true or false" % (bearer,))
+        if bearer:
+            raise Refused("credential: a bearer token, which proves nothing of its holder")
+        # 4. Valid now (seconds since the Unix epoch; 0, null or absent:
+        # no bound).
+        bounds = {}
+        for field in ("nbf", "exp"):
+            value = claims.get(field)
+            if value is None:
+                value = 0
+            if not isinstance(value, int) or isinstance(value, bool) or not -(1 << 63) <= value < 1 << 63:
+                raise Refused("credential: %s %.30r is not a 64-bit integer" % (field, value))
+            bounds[field] = value
+        if bounds["nbf"] > 0 and now < bounds["nbf"]:
+            raise Refused("credential: not valid before %d (nbf)" % bounds["nbf"])
+        if bounds["exp"] > 0 and now >= bounds["exp"]:
+            raise Refused("credential: expired at %d (exp)" % bounds["exp"])
+        # 5. "baton <cluster> <id>": the reader's cluster, exactly, and an
+        # ID of 1 to 65536 without leading zeros; the tags agree.
+        name = claims.get("name")
+        fields = name.split(" ") if isinstance(name, str) else []
+        if len(fields) != 3 or fields[0] != CREDENTIAL_NAME_PREFIX:
+            raise Refused("credential: name %.80r is not \"baton <cluster> <id>\"" % (name,))
+        if fields[1] != self.cluster:
+            raise Refused("credential: name %.80r: a member of cluster %.40r, not %r" % (name, fields[1], self.cluster))
+        if not NO_LEADING_ZERO.fullmatch(fields[2]) or not 1 <= int(fields[2]) <= MAX_MEMBER_ID:
+            raise Refused("credential: name %.80r: the ID is not 1 to %d in decimal" % (name, MAX_MEMBER_ID))
+        member = int(fields[2])
+        tags = nats.get("tags", [])
+        if tags is None:
+            tags = []
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise Refused("credential: nats.tags is not a list of strings")
+        for prefix, want in ((CLUSTER_TAG, CLUSTER_TAG + self.cluster.lower()), (ID_TAG, ID_TAG + fields[2])):
+            found = [t for t in tags if t.startswith(prefix)]
+            if not found:
+                raise Refused("credential: no tag %r" % want)
+            for t in found:
+                if t != want:
+                    raise Refused("credential: tag %.80r contradicts the name, which states %r" % (t, want))
+        return member, key
+
+    def signer(self, subject: str, payload: bytes, headers: dict) -> int:
+        """The signer's ID, if its credential holds, names it, and the
+        key it binds signed subject, a zero byte and the raw payload."""
+        if "Election-Signer" not in headers or "Election-Signature" not in headers:
+            raise Refused("not signed")
+        signer, signature = headers["Election-Signer"], headers["Election-Signature"]
+        if signer is None or signature is None:
+            raise Refused("a signature header given twice")
+        if "Election-Credential" not in headers:
+            raise Refused("no credential (Election-Credential)")
+        token = headers["Election-Credential"]
+        if token is None:
+            raise Refused("the credential header given twice")
+        if not DECIMAL.match(signer):
+            raise Refused("signer %.20r is not a member ID" % signer)
+        # 1 to 5: the credential.
+        member, key = self.credential(token, time.time())
+        # 6. It is the signer's.
+        if member != int(signer):
+            raise Refused("signer %s carries the credential of member %d" % (signer, member))
+        # 7. The signature, with the key the credential binds.
+        try:
+            key.verify(subject.encode() + b"\x00" + payload, signature_bytes(signature))
+        except nacl.exceptions.BadSignatureError:
+            raise Refused("the signature is not that of member %d's credential key" % member) from None
+        return member
 
 
 def vote_encoding(cluster: str, member: int, term: int, leader: int) -> bytes:
@@ -239,12 +449,14 @@ def check_certificate(members: Members, cert, cluster: str, term: int, leader: i
             raise Refused("member %d's vote for %d in term %d does not hold" % (member, leader, term)) from None
 
 
-def check_announcement(members: Members, cluster: str, algorithm: str, payload: bytes, headers: dict) -> dict:
-    """The announcement, if it may be believed; raises Refused otherwise."""
+def check_announcement(members, cluster: str, algorithm: str, payload: bytes, headers: dict) -> dict:
+    """The announcement, if it may be believed; raises Refused otherwise.
+    members is the reader's Members (a members file) or Authority (member
+    credentials)."""
     if len(payload) > MAX_ANNOUNCEMENT:
         raise Refused("%d bytes" % len(payload))
     # 1. The signature, over the leader subject, before anything is decoded.
-    signer = check_signature(members, "election.%s.leader" % cluster, payload, headers)
+    signer = members.signer("election.%s.leader" % cluster, payload, headers)
     # 2. The fields.
     try:
         a = json.loads(payload, object_pairs_hook=no_duplicates)
@@ -264,8 +476,9 @@ def check_announcement(members: Members, cluster: str, algorithm: str, payload: 
     certificate = a.get("certificate")
     if certificate is None and len(payload) > MAX_PAYLOAD:
         raise Refused("%d bytes without a certificate" % len(payload))
-    # 3. The algorithm is the one the members file states: a cluster's
-    # algorithm is never taken from the message.
+    # 3. The algorithm is the one the members file states (or the reader
+    # is configured with): a cluster's algorithm is never taken from the
+    # message.
     if a.get("algorithm") not in ALGORITHMS:
         raise Refused("unknown algorithm %r" % (a.get("algorithm"),))
     if a["algorithm"] != algorithm:
@@ -278,6 +491,8 @@ def check_announcement(members: Members, cluster: str, algorithm: str, payload: 
     if algorithm == "byzantine" and certificate is None:
         raise Refused("a byzantine leader without a certificate")
     if certificate is not None:
+        if not members.certificates:
+            raise Refused("a certificate, which only a members file can count a quorum of")
         check_certificate(members, certificate, cluster, a["term"], a["leader"])
     return a
 
@@ -464,31 +679,60 @@ def judge(source, members, cluster, algorithm, headers, payload) -> bool:
     return True
 
 
+def members_reader(path: str, given_cluster: str, given_algorithm: str):
+    """--keys: the members file, and the cluster and algorithm it states
+    or the command line gives."""
+    with open(path, encoding="utf-8") as f:
+        members = Members.parse(f.read())
+    cluster, algorithm = members.cluster, members.algorithm
+    for name, given, stated in (("cluster", given_cluster, cluster), ("algorithm", given_algorithm, algorithm)):
+        if given and stated and given != stated:
+            raise ConfigError("--%s %s, but the members file states %s" % (name, given, stated))
+    cluster, algorithm = cluster or given_cluster, algorithm or given_algorithm
+    if not CLUSTER_NAME.match(cluster):
+        raise ConfigError("the cluster is not known: state it in the members file (#: cluster <name>) or give --cluster")
+    if algorithm not in ALGORITHMS:
+        raise ConfigError("the algorithm is not known: state it in the members file (#: algorithm <name>) or give --algorithm")
+    return members, cluster, algorithm
+
+
+def authority_reader(authorities: str, cluster: str, algorithm: str):
+    """--authority: the reader of a cluster of member credentials, whose
+    cluster and algorithm come from the command line alone (the reader's
+    configuration), never from a message."""
+    if not cluster:
+        raise ConfigError("--authority needs --cluster: the reader's own cluster, which a credential must name")
+    if not CLUSTER_NAME.fullmatch(cluster):
+        raise ConfigError("--cluster %r: want [A-Za-z0-9_-]+" % cluster)
+    if algorithm not in ALGORITHMS:
+        raise ConfigError("--authority needs --algorithm: the cluster's algorithm (bully, ring or paxos)")
+    if algorithm == "byzantine":
+        raise ConfigError("--algorithm byzantine needs --keys: a certificate counts a quorum of the members file")
+    return Authority.parse(authorities, cluster), cluster, algorithm
+
+
 def main(argv) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("mode", choices=("query", "last", "watch"))
     p.add_argument("--server", default=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"))
     p.add_argument("--user", default=os.environ.get("NATS_USER", ""))
     p.add_argument("--password", default=os.environ.get("NATS_PASSWORD", ""))
-    p.add_argument("--keys", required=True, help="the cluster's members file (ELECTION_KEYS_FILE)")
-    p.add_argument("--cluster", default="", help="the cluster, if the members file does not state it")
-    p.add_argument("--algorithm", default="", help="the algorithm, if the members file does not state it")
+    readers = p.add_mutually_exclusive_group(required=True)
+    readers.add_argument("--keys", help="the cluster's members file (ELECTION_KEYS_FILE)")
+    readers.add_argument("--authority", metavar="A...[,A...]",
+                         help="member credentials: the authority's public account keys (ELECTION_AUTHORITY), "
+                              "comma-separated; needs --cluster and --algorithm")
+    p.add_argument("--cluster", default="", help="the cluster, if the members file does not state it; required with --authority")
+    p.add_argument("--algorithm", default="", help="the algorithm, if the members file does not state it; required with --authority")
     p.add_argument("--stream", default="", help="last: the stream (default: the one that captures the leader subject)")
     p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an answer")
     p.add_argument("--count", type=int, default=0, help="watch: stop after this many announcements (0: never)")
     args = p.parse_args(argv)
     try:
-        with open(args.keys, encoding="utf-8") as f:
-            members = Members.parse(f.read())
-        cluster, algorithm = members.cluster, members.algorithm
-        for name, given, stated in (("cluster", args.cluster, cluster), ("algorithm", args.algorithm, algorithm)):
-            if given and stated and given != stated:
-                raise ConfigError("--%s %s, but the members file states %s" % (name, given, stated))
-        cluster, algorithm = cluster or args.cluster, algorithm or args.algorithm
-        if not CLUSTER_NAME.match(cluster):
-            raise ConfigError("the cluster is not known: state it in the members file (#: cluster <name>) or give --cluster")
-        if algorithm not in ALGORITHMS:
-            raise ConfigError("the algorithm is not known: state it in the members file (#: algorithm <name>) or give --algorithm")
+        if args.authority is not None:
+            members, cluster, algorithm = authority_reader(args.authority, args.cluster, args.algorithm)
+        else:
+            members, cluster, algorithm = members_reader(args.keys, args.cluster, args.algorithm)
     except (OSError, ConfigError) as e:
         print("baton_verify: %s" % e, file=sys.stderr)
         return 2

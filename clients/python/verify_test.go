@@ -6,8 +6,10 @@ package python
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,18 +19,24 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/goleak"
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -80,6 +88,18 @@ type cluster struct {
 	signers   map[uint64]*protocol.Signer
 	keys      *protocol.MemberKeys
 	keysFile  string
+	// reader is how the verifier is told the cluster's keys: --keys and
+	// the members file, or --authority and the reader's configuration.
+	reader []string
+
+	// With member credentials (newCredentialCluster): the authority, and
+	// each member's user key, credential and creds file.
+	authority  nkeys.KeyPair
+	users      map[uint64]nkeys.KeyPair
+	tokens     map[uint64]string
+	credsFiles map[uint64]string
+	// nodes are the services/node processes of run, if it ran them.
+	nodes []*process
 }
 
 func newCluster(t *testing.T, name string, algorithm protocol.Algorithm, ids ...uint64) *cluster {
@@ -99,7 +119,8 @@ func newCluster(t *testing.T, name string, algorithm protocol.Algorithm, ids ...
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{name: name, algorithm: algorithm, ids: ids, signers: signers, keys: keys, keysFile: file}
+	return &cluster{name: name, algorithm: algorithm, ids: ids, signers: signers, keys: keys, keysFile: file,
+		reader: []string{"--keys", file}}
 }
 
 // startServer runs an embedded NATS server as the local run does
@@ -109,7 +130,9 @@ func startServer(t *testing.T, clusters ...*cluster) string {
 	t.Helper()
 	members := map[string]*protocol.MemberKeys{}
 	for _, c := range clusters {
-		members[c.name] = c.keys
+		if !c.keys.Authority() { // member credentials list no member user
+			members[c.name] = c.keys
+		}
 	}
 	dir := t.TempDir()
 	o, err := natsconf.OptionsWithMembers(dir, "127.0.0.1", -1, filepath.Join(dir, "jetstream"), natsconf.LocalPasswords, members)
@@ -174,13 +197,14 @@ func (c *cluster) elected(t *testing.T, app *nats.Conn) (protocol.Announcement, 
 	highest := c.ids[len(c.ids)-1]
 	var a protocol.Announcement
 	batontest.CheckFor(t, wait, func() error {
+		running(t, c.nodes)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		current, err := leader.Current(ctx, app, c.name, leader.WithKeys(c.keys), leader.WithoutStream())
+		current, err := leader.Current(ctx, app, c.name, c.readWith(leader.WithoutStream())...)
 		if err != nil {
 			return err
 		}
-		last, err := leader.LastAnnounced(ctx, app, c.name, leader.WithKeys(c.keys))
+		last, err := leader.LastAnnounced(ctx, app, c.name, c.readWith()...)
 		if err != nil {
 			return err
 		}
@@ -225,12 +249,17 @@ type verifier struct {
 	python, script, url string
 	c                   *cluster
 	app                 *nats.Conn // the Go reader's connection
+	reader              []string   // in place of c.reader, if set
 }
 
 func (v verifier) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, v.python, append([]string{v.script,
-		"--server", v.url, "--user", natsconf.AppUser, "--password", natsconf.LocalPasswords.App,
-		"--keys", v.c.keysFile, "--timeout", "30"}, args...)...)
+	reader := v.reader
+	if reader == nil {
+		reader = v.c.reader
+	}
+	cmd := exec.CommandContext(ctx, v.python, slices.Concat([]string{v.script,
+		"--server", v.url, "--user", natsconf.AppUser, "--password", natsconf.LocalPasswords.App},
+		reader, []string{"--timeout", "30"}, args)...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
@@ -496,6 +525,12 @@ func TestVerifierByzantine(t *testing.T) {
 	}
 }
 
+// readWith are the options of the Go reader of c (pkg/leader): its keys
+// and its algorithm, with opts.
+func (c *cluster) readWith(opts ...leader.Option) []leader.Option {
+	return append([]leader.Option{leader.WithKeys(c.keys), leader.WithAlgorithm(c.algorithm)}, opts...)
+}
+
 // believes checks that the verifier, in each of modes, believes the
 // leader the Go reader believes now (leader.Current and
 // leader.LastAnnounced with the members' keys).
@@ -507,9 +542,9 @@ func (c *cluster) believes(t *testing.T, v verifier, modes ...string) {
 		var want protocol.Announcement
 		var err error
 		if mode == "query" {
-			want, err = leader.Current(ctx, v.app, c.name, leader.WithKeys(c.keys), leader.WithoutStream())
+			want, err = leader.Current(ctx, v.app, c.name, c.readWith(leader.WithoutStream())...)
 		} else {
-			want, err = leader.LastAnnounced(ctx, v.app, c.name, leader.WithKeys(c.keys))
+			want, err = leader.LastAnnounced(ctx, v.app, c.name, c.readWith()...)
 		}
 		cancel()
 		if err != nil {
@@ -531,4 +566,337 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// newCredentialCluster is a cluster of member credentials (dynamic
+// membership): no members file, an authority (a NATS account key) that
+// issues each member its credential (membercreds.Issue, written as its
+// creds file with membercreds.WriteCreds, as go run ./cmd/keys -issue
+// does), and readers that hold the authority's public key alone.
+func newCredentialCluster(t *testing.T, name string, algorithm protocol.Algorithm, ids ...uint64) *cluster {
+	t.Helper()
+	authority := accountKey(t)
+	public, err := authority.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := membercreds.NewChecker(name, public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{name: name, algorithm: algorithm, ids: ids, keys: checker.Keys(), authority: authority,
+		signers: map[uint64]*protocol.Signer{}, users: map[uint64]nkeys.KeyPair{},
+		tokens: map[uint64]string{}, credsFiles: map[uint64]string{},
+		reader: []string{"--authority", public, "--cluster", name, "--algorithm", string(algorithm)}}
+	dir := t.TempDir()
+	for _, id := range ids {
+		user, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		userPublic, err := user.PublicKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, err := user.Seed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, err := membercreds.Issue(authority, name, id, userPublic, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+"-"+membercreds.CredsFile(id))
+		if err := membercreds.WriteCreds(path, token, seed); err != nil {
+			t.Fatal(err)
+		}
+		c.users[id], c.tokens[id], c.credsFiles[id] = user, token, path
+		c.signers[id] = credentialed(t, id, user, token)
+	}
+	return c
+}
+
+// accountKey is a new NATS account key pair, as an authority's.
+func accountKey(t *testing.T) nkeys.KeyPair {
+	t.Helper()
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+// credentialed is the signer of member id with the user key user, which
+// adds token to what it signs (the Election-Credential header).
+func credentialed(t *testing.T, id uint64, user nkeys.KeyPair, token string) *protocol.Signer {
+	t.Helper()
+	s, err := protocol.NewSigner(id, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = s.WithCredential(token); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// reissued is token with its claims changed by edit, signed by issuer.
+func reissued(t *testing.T, token string, issuer nkeys.KeyPair, edit func(*jwt.UserClaims)) string {
+	t.Helper()
+	claims, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(claims)
+	out, err := claims.Encode(issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tampered is token with its claims changed by edit and its header and
+// signature kept: a JWT whose signature no longer holds.
+func tampered(t *testing.T, token string, edit func(map[string]any)) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", token)
+	}
+	data, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	if err := dec.Decode(&claims); err != nil {
+		t.Fatal(err)
+	}
+	edit(claims)
+	return parts[0] + "." + base64.RawURLEncoding.EncodeToString(mustJSON(t, claims)) + "." + parts[2]
+}
+
+// process is a services/node process.
+type process struct {
+	id     uint64
+	exited chan struct{} // closed once it has exited; err and log are then set
+	err    error
+	log    bytes.Buffer
+}
+
+// run starts c's nodes as services/node processes (binary), configured as
+// a deployment of member credentials: ELECTION_MEMBERSHIP=dynamic, their
+// creds files (ELECTION_CREDS_FILE) and the authority (ELECTION_AUTHORITY).
+// They connect as the shared node user: the embedded server, like
+// Compose's, is not in operator mode, and only the readers check the
+// credentials. Each is stopped (SIGTERM) when the test ends, and must exit
+// with status 0.
+func (c *cluster) run(t *testing.T, url, binary string) {
+	t.Helper()
+	authority, err := c.authority.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.ids {
+		n := &process{id: id, exited: make(chan struct{})}
+		cmd := exec.Command(binary)
+		cmd.Env = []string{
+			"NATS_URL=" + url, "NATS_USER=" + natsconf.NodeUser, "NATS_PASSWORD=" + natsconf.LocalPasswords.Node,
+			"NODE_ID=" + strconv.FormatUint(id, 10),
+			"ELECTION_CLUSTER=" + c.name,
+			"ELECTION_ALGORITHM=" + string(c.algorithm),
+			"ELECTION_MEMBERSHIP=dynamic",
+			"ELECTION_CREDS_FILE=" + c.credsFiles[id],
+			"ELECTION_AUTHORITY=" + authority,
+			"ELECTION_DATA=" + t.TempDir(),
+			"HTTP_ADDR=127.0.0.1:0",
+		}
+		cmd.Stdout, cmd.Stderr = &n.log, &n.log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			n.err = cmd.Wait()
+			close(n.exited)
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-n.exited:
+				if n.err != nil {
+					t.Errorf("node %d after SIGTERM: %v, want exit status 0", id, n.err)
+				}
+			case <-time.After(wait):
+				_ = cmd.Process.Kill()
+				<-n.exited
+				t.Errorf("node %d did not exit after SIGTERM", id)
+			}
+			if t.Failed() {
+				t.Logf("node %d's log:\n%s", id, n.log.String())
+			}
+		})
+		c.nodes = append(c.nodes, n)
+	}
+}
+
+// running fails the test if one of nodes has exited.
+func running(t *testing.T, nodes []*process) {
+	t.Helper()
+	for _, n := range nodes {
+		select {
+		case <-n.exited:
+			t.Fatalf("node %d exited: %v (its log follows)", n.id, n.err)
+		default:
+		}
+	}
+}
+
+// A cluster of member credentials: real nodes (services/node) with
+// dynamic membership, each signing with the credential the authority
+// issued it. The verifier, given the authority's public key and its own
+// cluster (--authority, --cluster), believes the leader's announcements
+// and refuses an announcement re-signed by a member with another
+// member's credential, a credential of another authority or of another
+// cluster, a tampered credential, and one that no longer or not yet
+// holds.
+func TestVerifierCredentials(t *testing.T) {
+	python := pythonWithNaCl(t)
+	binary := batontest.BuildBinary(t, "github.com/baton-election/baton/services/node")
+	c := newCredentialCluster(t, "creds", protocol.Bully, 1, 2, 3)
+	url := startServer(t, c)
+	c.run(t, url, binary)
+	app := batontest.Connect(t, url, nats.UserInfo(natsconf.AppUser, natsconf.LocalPasswords.App))
+	a, genuine := c.elected(t, app)
+	if genuine.Header.Get(protocol.CredentialHeader) != c.tokens[a.Leader] {
+		t.Fatalf("the leader's announcement carries the credential %q, want member %d's", genuine.Header.Get(protocol.CredentialHeader), a.Leader)
+	}
+	v := verifier{python: python, script: "baton_verify.py", url: url, c: c, app: app}
+
+	c.believes(t, v, "query", "last")
+
+	lead, other := a.Leader, c.ids[0] // other: a member that does not lead
+	leaderKey := c.users[lead]
+	leaderPublic, err := leaderKey.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPublic, err := c.users[other].PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// with is genuine.Data signed by member id with key and token.
+	with := func(name string, id uint64, key nkeys.KeyPair, token, want string) sample {
+		return sample{name: name, payload: genuine.Data, header: credentialed(t, id, key, token).SignAnnouncement(c.name, genuine.Data), want: want}
+	}
+	issued := func(issuer nkeys.KeyPair, cluster string, id uint64, public string) string {
+		token, err := membercreds.Issue(issuer, cluster, id, public, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return token
+	}
+	headerWith := func(h nats.Header, kv ...string) nats.Header {
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return h
+	}
+	reissue := func(edit func(*jwt.UserClaims)) string { return reissued(t, c.tokens[lead], c.authority, edit) }
+	noCredential := c.signers[lead].SignAnnouncement(c.name, genuine.Data)
+	noCredential.Del(protocol.CredentialHeader)
+	// The leader's credential with the other member's key in it, as the
+	// other member would edit it to sign as the leader.
+	stolen := tampered(t, c.tokens[lead], func(claims map[string]any) { claims["sub"] = otherPublic })
+	// The leader's credential with its signature altered.
+	parts := strings.Split(c.tokens[lead], ".")
+	flipped := parts[2][1:]
+	if parts[2][0] == 'A' {
+		flipped = "B" + flipped
+	} else {
+		flipped = "A" + flipped
+	}
+	badSignature := parts[0] + "." + parts[1] + "." + flipped
+	signingKey := accountKey(t)
+	authorityPublic, err := c.authority.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySigningKey := reissued(t, c.tokens[lead], signingKey, func(claims *jwt.UserClaims) { claims.IssuerAccount = authorityPublic })
+
+	samples := []sample{
+		{"the genuine announcement again", genuine.Data, genuine.Header, "verified"},
+		{"its term changed", edit(t, genuine.Data, map[string]any{"term": a.Term + 3}), genuine.Header, "refused"},
+		{"without its credential", genuine.Data, noCredential, "refused"},
+		{"re-signed by another member as the leader, with the leader's credential", genuine.Data,
+			headerWith(c.signers[other].SignAnnouncement(c.name, genuine.Data),
+				protocol.SignerHeader, strconv.FormatUint(lead, 10), protocol.CredentialHeader, c.tokens[lead]), "refused"},
+		{"re-signed by another member as itself, with the leader's credential", genuine.Data,
+			headerWith(c.signers[other].SignAnnouncement(c.name, genuine.Data), protocol.CredentialHeader, c.tokens[lead]), "refused"},
+		c.signed("re-signed by another member with its own credential", other, genuine.Data, "refused"),
+		with("re-signed by another member as the leader, with the leader's credential tampered to name its key",
+			lead, c.users[other], stolen, "refused"),
+		with("the leader's credential with its signature altered", lead, leaderKey, badSignature, "refused"),
+		with("a credential of another authority", lead, leaderKey, issued(accountKey(t), c.name, lead, leaderPublic), "refused"),
+		with("a credential of another cluster", lead, leaderKey, issued(c.authority, "other", lead, leaderPublic), "refused"),
+		with("a credential of the cluster's name in another case", lead, leaderKey, issued(c.authority, "CREDS", lead, leaderPublic), "refused"),
+		with("a credential of a signing key the reader does not list", lead, leaderKey, bySigningKey, "refused"),
+		with("an expired credential", lead, leaderKey, reissue(func(claims *jwt.UserClaims) { claims.Expires = time.Now().Add(-time.Hour).Unix() }), "refused"),
+		with("a credential not valid yet", lead, leaderKey, reissue(func(claims *jwt.UserClaims) { claims.NotBefore = time.Now().Add(time.Hour).Unix() }), "refused"),
+		with("a bearer token", lead, leaderKey, reissue(func(claims *jwt.UserClaims) { claims.BearerToken = true }), "refused"),
+		with("a credential whose ID tag contradicts its name", lead, leaderKey, reissue(func(claims *jwt.UserClaims) {
+			claims.Tags = jwt.TagList{}
+			claims.Tags.Add(membercreds.ClusterTag+c.name, membercreds.IDTag+strconv.FormatUint(other, 10))
+		}), "refused"),
+		c.signed("the leader claims paxos", lead, edit(t, genuine.Data, map[string]any{"algorithm": "paxos"}), "refused"),
+		c.signed("another cluster named", lead, edit(t, genuine.Data, map[string]any{"cluster": "other"}), "refused"),
+		c.signed("the leader with a certificate, which only a members file counts", lead,
+			edit(t, genuine.Data, map[string]any{"certificate": map[string]any{"cluster": c.name, "term": a.Term, "leader": lead, "votes": []any{}}}), "refused"),
+		{"the genuine announcement at last", genuine.Data, genuine.Header, "verified"},
+	}
+	goAgrees(t, c.keys, c, samples)
+	publish(t, url, c, v.watch(t), samples)
+	c.believes(t, v, "last")
+
+	// A reader that lists the authority's signing key believes what the
+	// signing key issued for the authority, and nothing it issued for
+	// another account.
+	authorities := authorityPublic + "," + mustPublic(t, signingKey)
+	withSigningKey := v
+	withSigningKey.reader = []string{"--authority", authorities, "--cluster", c.name, "--algorithm", string(c.algorithm)}
+	samples = []sample{
+		with("a credential of the authority's signing key", lead, leaderKey, bySigningKey, "verified"),
+		with("a credential of the signing key for another account", lead, leaderKey,
+			reissued(t, c.tokens[lead], signingKey, func(claims *jwt.UserClaims) { claims.IssuerAccount = mustPublic(t, accountKey(t)) }), "refused"),
+		{"the genuine announcement at last", genuine.Data, genuine.Header, "verified"},
+	}
+	checker, err := membercreds.NewChecker(c.name, authorities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goAgrees(t, checker.Keys(), c, samples)
+	publish(t, url, c, withSigningKey.watch(t), samples)
+	running(t, c.nodes)
+}
+
+// goAgrees checks that the Go reader of c's announcements with keys
+// (protocol.ReadAnnouncementOf, as pkg/leader reads them) makes of each
+// sample what the verifier must.
+func goAgrees(t *testing.T, keys *protocol.MemberKeys, c *cluster, samples []sample) {
+	t.Helper()
+	for _, s := range samples {
+		_, err := protocol.ReadAnnouncementOf(keys, c.name, c.algorithm, s.payload, s.header)
+		if got := map[bool]string{true: "verified", false: "refused"}[err == nil]; got != s.want {
+			t.Errorf("%s: the Go reader: %s (%v), want %s", s.name, got, err, s.want)
+		}
+	}
+}
+
+func mustPublic(t *testing.T, kp nkeys.KeyPair) string {
+	t.Helper()
+	public, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return public
 }

@@ -8,35 +8,69 @@ import (
 	"slices"
 
 	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// certChecker holds the certificates a cluster has seen.
+// Certified is implemented by a machine that holds the certificate of
+// its term's leader (byzantine); the cluster checks it after every step.
+type Certified interface {
+	Certificate() (certify.Certificate, bool)
+}
+
+// certChecker holds the certificates a cluster has seen, and the highest
+// term each node accepted. It is one of the cluster's checks (check),
+// given the members' keys (Config.Keys).
 type certChecker struct {
-	keys    certify.Members
-	leaders map[uint64]uint64 // term → the leader its valid certificates name
-	refused map[string]bool   // certificates found invalid, bounded by maxRefused
+	noCheck
+	c        *Cluster
+	keys     certify.Members
+	leaders  map[uint64]uint64 // term → the leader its valid certificates name
+	refused  map[string]bool   // certificates found invalid, bounded by maxRefused
+	accepted map[uint64]uint64 // node → the highest term it accepted, in any incarnation
 }
 
 // maxRefused bounds the invalid certificates remembered (to skip checking
 // them again); past it they are forgotten.
 const maxRefused = 4096
 
-func newCertChecker(keys certify.Members) *certChecker {
-	return &certChecker{keys: keys, leaders: map[uint64]uint64{}, refused: map[string]bool{}}
+func newCertChecker(c *Cluster, keys certify.Members) *certChecker {
+	return &certChecker{c: c, keys: keys, leaders: map[uint64]uint64{}, refused: map[string]bool{}, accepted: map[uint64]uint64{}}
 }
 
-// checkCert checks a certificate seen on the network or held by a node
-// (how, who: where it was seen): if it is valid, no valid certificate of
-// its term may name another leader. A certificate naming the leader
-// already certified for its term is not checked again.
-func (c *Cluster) checkCert(cert *certify.Certificate, how string, who uint64) {
-	if cert == nil || c.certs == nil {
+// sent checks the certificate a message on the network carries.
+func (k *certChecker) sent(m protocol.Message, how string, from uint64) { k.check(m.Cert, how, from) }
+
+// stepped checks the certificate node n's machine holds (Certified).
+func (k *certChecker) stepped(n *node, _ driver.Step) {
+	if cm, ok := n.m.(Certified); ok {
+		if cert, held := cm.Certificate(); held {
+			k.check(&cert, "held by", n.id)
+		}
+	}
+}
+
+// status checks that node n's term does not go back even across restarts:
+// a certifying algorithm stores every term it enters (with its proof)
+// before it acts in it.
+func (k *certChecker) status(n *node, st election.SoftState) {
+	if st.Term < k.accepted[n.id] {
+		k.c.fail("node %d accepted term %d, below term %d it accepted before", n.id, st.Term, k.accepted[n.id])
+	}
+	k.accepted[n.id] = max(k.accepted[n.id], st.Term)
+}
+
+// check checks a certificate seen on the network or held by a node (how,
+// who: where it was seen): if it is valid, no valid certificate of its
+// term may name another leader. A certificate naming the leader already
+// certified for its term is not checked again.
+func (k *certChecker) check(cert *certify.Certificate, how string, who uint64) {
+	if cert == nil {
 		return
 	}
-	k := c.certs
+	c := k.c
 	if l, ok := k.leaders[cert.Term]; ok && l == cert.Leader {
 		return
 	}
@@ -204,9 +238,44 @@ type ByzantineResult struct {
 // the members agree on the certified leader's orders, the traitors lying
 // about them to the end (see the package doc, Orders): IC1, IC2 and the
 // decisions within OrderBound are checked too.
-func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) (out ByzantineResult) {
-	rng := rand.New(rand.NewPCG(seed, 0x62797a616e74))
-	n = max(n, 4)
+func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) ByzantineResult {
+	b := &byzantineRun{spec: spec, n: max(n, 4), res: &ByzantineResult{Result: Result{Seed: seed, Converged: -1}, Elected: -1}}
+	b.rng, b.trace = rand.New(rand.NewPCG(seed, 0x62797a616e74)), trace
+	b.res.Err = chain(b.setup, b.orders, b.traitors, b.faultPhase, b.settle, b.elect, b.silence, b.agree)
+	b.finish()
+	return *b.res
+}
+
+// byzantineRun is a run of RunByzantine under way.
+type byzantineRun struct {
+	run
+	spec     ByzantineSpec
+	n        int
+	res      *ByzantineResult
+	timing   election.Timing
+	faulty   Network // the network of the fault phase
+	f        faults
+	k        int      // how many traitors
+	honest   []uint64 // the honest members, sorted
+	members  []uint64 // sorted
+	signers  map[uint64]certify.Signer
+	verifier *verifyCache // the members' keys
+	factory  Factory
+	orng     *rand.Rand // the orders' random source
+	relay    *RelayKeys
+	relays   map[uint64]certify.Signer
+	liars    map[uint64]*Traitor
+	od       *orderDriver // nil until the orders run
+	lying    bool
+	ticks    int // the fault phase
+	started  []bool
+	startAt  []int
+}
+
+// setup draws the members, the traitors among them and the faults, and
+// builds the cluster with the members' keys, every node down.
+func (b *byzantineRun) setup() error {
+	rng, n, res := b.rng, b.n, b.res
 	members := make([]uint64, 0, n)
 	for _, i := range rng.Perm(3 * n)[:n] {
 		members = append(members, uint64(i)+1)
@@ -225,227 +294,212 @@ func RunByzantine(seed uint64, spec ByzantineSpec, n int, trace io.Writer) (out 
 		traitors[0] = members[n-1] // the highest ID lies
 	}
 	slices.Sort(traitors)
-	var honest []uint64
 	for _, id := range members {
 		if !slices.Contains(traitors, id) {
-			honest = append(honest, id)
+			b.honest = append(b.honest, id)
 		}
 	}
-	timing := election.DefaultLeaseTiming(n)
-	faulty, faults := drawFaults(rng, n)
+	b.members, b.k = members, k
+	b.timing = election.DefaultLeaseTiming(n)
+	b.faulty, b.f = drawFaults(rng, n)
 	drift := int64(election.DefaultMaxDrift * ppm)
 	rates := make(map[uint64]int64)
 	for _, id := range members {
 		rates[id] = ppm - drift + rng.Int64N(2*drift+1)
 	}
-	faultTicks := rng.IntN(300)
-	res := ByzantineResult{
-		Result:   Result{Seed: seed, Members: slices.Clone(members), Converged: -1},
-		Traitors: traitors, Elected: -1, ElectBound: ElectBound(n, timing),
+	b.ticks = rng.IntN(300)
+	res.Members, res.Traitors, res.ElectBound = slices.Clone(members), traitors, ElectBound(n, b.timing)
+	res.Bound = HighestBound(b.spec, n, b.timing)
+	if b.trace != nil {
+		fmt.Fprintf(b.trace, "seed %d: %s, members %v, traitors %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bounds %d to elect, %d for the highest\n",
+			res.Seed, b.spec.Name, members, traitors, b.timing, b.faulty, b.ticks, b.f, rates, res.ElectBound, res.Bound)
 	}
-	res.Bound = HighestBound(spec, n, timing)
-	if trace != nil {
-		fmt.Fprintf(trace, "seed %d: %s, members %v, traitors %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bounds %d to elect, %d for the highest\n",
-			seed, spec.Name, members, traitors, timing, faulty, faultTicks, faults, rates, res.ElectBound, res.Bound)
-	}
-
 	keys, signers, err := MemberKeys(members)
 	if err != nil {
-		res.Err = err
-		return res
+		return err
 	}
 	verifier := &verifyCache{Members: keys, seen: map[string]error{}}
-	factory := func(cfg election.Config) (election.Machine, error) {
-		return spec.Factory(cfg, ByzantineCluster, signers[cfg.ID], verifier)
+	b.signers, b.verifier = signers, verifier
+	b.factory = func(cfg election.Config) (election.Machine, error) {
+		return b.spec.Factory(cfg, ByzantineCluster, signers[cfg.ID], verifier)
 	}
-	c, err := New(Config{Members: members, Timing: timing, Factory: factory, Leases: true, Rates: rates, Rand: rng,
-		Network: faulty, Trace: trace, Keys: verifier, Traitors: traitors})
-	if err != nil {
-		res.Err = err
-		return res
+	b.c, err = New(Config{Members: members, Timing: b.timing, Factory: b.factory, Leases: true, Rates: rates, Rand: rng,
+		Network: b.faulty, Trace: b.trace, Keys: verifier, Traitors: traitors})
+	return err
+}
+
+// orders makes every honest node run the agreement on the orders beside
+// its election machine, on a random stream of their own: the elections of
+// a seed are the same with them as without.
+func (b *byzantineRun) orders() error {
+	b.orng = rand.New(rand.NewPCG(b.res.Seed, 0x6f7264657273))
+	b.relay = NewRelayKeys(b.verifier, b.members)
+	b.relays = make(map[uint64]certify.Signer, b.n)
+	for _, id := range b.members {
+		b.relays[id] = b.relay.Signer(id)
 	}
-	// The orders draw on a stream of their own: the elections of a seed
-	// are the same with them as without.
-	orng := rand.New(rand.NewPCG(seed, 0x6f7264657273))
-	relayKeys := NewRelayKeys(verifier, members)
-	relaySigners := make(map[uint64]certify.Signer, n)
-	for _, id := range members {
-		relaySigners[id] = relayKeys.Signer(id)
-	}
-	if res.Err = c.EnableOrders(OrdersConfig{Cluster: ByzantineCluster, Keys: relayKeys, Signers: relaySigners, Rand: orng,
-		MaxInFlight: MaxOrderInFlight(n)}); res.Err != nil {
-		return res
-	}
-	liars := make(map[uint64]*Traitor, k)
+	return b.c.EnableOrders(OrdersConfig{Cluster: ByzantineCluster, Keys: b.relay, Signers: b.relays, Rand: b.orng,
+		MaxInFlight: MaxOrderInFlight(b.n)})
+}
+
+// traitors makes the traitors, each with an honest machine of its own
+// and an agreement machine of its own to bend; they hear what reaches
+// them, lie before every tick from now on, and drive the orders with
+// the certified leaders.
+func (b *byzantineRun) traitors() error {
+	c, traitors := b.c, b.res.Traitors
+	b.liars = make(map[uint64]*Traitor, b.k)
 	for _, id := range traitors {
-		shadow, err := factory(election.Config{ID: id, Members: slices.Clone(members), Timing: timing, Incarnation: 1})
+		shadow, err := b.factory(election.Config{ID: id, Members: slices.Clone(b.members), Timing: b.timing, Incarnation: 1})
 		if err != nil {
-			res.Err = err
-			return res
+			return err
 		}
-		orders, err := agreement.New(agreement.Config{Cluster: ByzantineCluster, Signer: relaySigners[id], Members: members,
-			Keys: relayKeys, Round: OrderRound * tick, MaxOrders: 16, Default: OrderDefault})
+		orders, err := agreement.New(agreement.Config{Cluster: ByzantineCluster, Signer: b.relays[id], Members: b.members,
+			Keys: b.relay, Round: OrderRound * tick, MaxOrders: 16, Default: OrderDefault})
 		if err != nil {
-			res.Err = err
-			return res
+			return err
 		}
-		liars[id] = NewTraitor(TraitorConfig{ID: id, Signer: signers[id], Cluster: ByzantineCluster, Members: members,
-			Accomplices: traitors, Shadow: shadow, Rand: rng,
-			Orders: orders, OrderSigner: relaySigners[id], OrderKeys: relayKeys, OrderRand: orng})
+		b.liars[id] = NewTraitor(TraitorConfig{ID: id, Signer: b.signers[id], Cluster: ByzantineCluster, Members: b.members,
+			Accomplices: traitors, Shadow: shadow, Rand: b.rng,
+			Orders: orders, OrderSigner: b.relays[id], OrderKeys: b.relay, OrderRand: b.orng})
 	}
 	c.Tap(func(to uint64, m protocol.Message) {
-		if l, ok := liars[to]; ok {
+		if l, ok := b.liars[to]; ok {
 			l.Receive(m)
 		}
 	})
 	c.TapOrders(func(to uint64, om protocol.OrderMessage) {
-		if l, ok := liars[to]; ok {
+		if l, ok := b.liars[to]; ok {
 			l.ReceiveOrder(c.orderTime(), om)
 		}
 	})
-	od := &orderDriver{c: c, rng: orng, traitors: traitors, liars: liars, fault: faultOrderRate(n), left: settledOrders(n, orng)}
-	c.BeforeTick(od.tick)
-	defer func() { // on every return from here on, on the result returned
-		out.Orders = c.OrderStats()
-		for _, l := range liars {
-			out.OrderLies += l.OrderLies()
-		}
-		if out.Err == nil {
-			out.Err = od.err
-		}
-		if out.Err == nil {
-			out.Err = c.OrdersErr()
-		}
-	}()
-	lying := true
-	// step lets the traitors lie, then one tick pass.
-	step := func() error {
-		if lying {
-			for _, id := range traitors {
-				for _, lie := range liars[id].Tick() {
-					var err error
-					if lie.To == 0 {
-						err = c.Inject(lie.Message)
-					} else {
-						err = c.InjectTo(lie.Message, lie.To)
-					}
-					if err != nil {
-						return err
-					}
-					res.Lies++
-				}
-			}
-		}
-		c.Tick()
-		return c.Err()
-	}
+	b.od = &orderDriver{c: c, rng: b.orng, traitors: traitors, liars: b.liars, fault: faultOrderRate(b.n), left: settledOrders(b.n, b.orng)}
+	c.BeforeTick(b.od.tick)
+	b.lying = true
+	b.before = b.lie
+	return nil
+}
 
-	// Fault phase: the honest nodes start within the first leader
-	// time-out, then face the faults; the traitors lie from the start.
-	startAt := make([]int, len(honest))
-	for i := range startAt {
-		startAt[i] = rng.IntN(timing.LeaderTimeoutTicks)
+// lie has the traitors, while they lie, send their lies of one tick.
+func (b *byzantineRun) lie() error {
+	if !b.lying {
+		return nil
 	}
-	started := make([]bool, len(honest))
-	p := &faultPhase{c: c, rng: rng, f: faults, ids: honest, startAt: startAt, started: started}
-	for c.Now() < faultTicks {
-		p.step()
-		if res.Err = step(); res.Err != nil {
-			return res
-		}
-	}
-
-	// The network settles: healed, resumed, reliable, delays within
-	// TMax. At most f members are traitors or down: each crashed honest
-	// node restarts or stays down, within that. Then, in a third of the
-	// runs, one running honest node restarts within a leader time-out.
-	if trace != nil {
-		fmt.Fprintf(trace, "%5d  the network settles\n", c.Now())
-	}
-	c.Heal()
-	if res.Err = c.SetNetwork(Network{MinDelay: 1, MaxDelay: TMax, Unreachable: faulty.Unreachable, Events: faulty.Events}); res.Err != nil {
-		return res
-	}
-	down := 0
-	for i, id := range honest {
-		c.Resume(id)
-		if !started[i] || (!c.Up(id) && rng.IntN(2) == 0) {
-			c.Start(id)
-		}
-		if !c.Up(id) {
-			down++
-		}
-	}
-	for _, i := range rng.Perm(len(honest)) {
-		if down <= f-k {
-			break
-		}
-		if id := honest[i]; !c.Up(id) {
-			c.Start(id)
-			down--
-		}
-	}
-	if rng.IntN(3) == 0 {
-		for range rng.IntN(timing.LeaderTimeoutTicks) {
-			if res.Err = step(); res.Err != nil {
-				return res
+	for _, id := range b.res.Traitors {
+		for _, lie := range b.liars[id].Tick() {
+			var err error
+			if lie.To == 0 {
+				err = b.c.Inject(lie.Message)
+			} else {
+				err = b.c.InjectTo(lie.Message, lie.To)
 			}
-		}
-		var running []uint64
-		for _, id := range honest {
-			if c.Up(id) {
-				running = append(running, id)
+			if err != nil {
+				return err
 			}
+			b.res.Lies++
 		}
-		c.Start(running[rng.IntN(len(running))])
 	}
-	res.SettleAt = c.Now()
-	c.CheckOrdersFrom()
-	od.settled = true
-	if trace != nil {
-		fmt.Fprintf(trace, "%5d  settled: a leader must be certified by tick %d\n", c.Now(), c.Now()+res.ElectBound)
-	}
+	return nil
+}
 
-	// The traitors lie on: a leader must be certified within ElectBound.
-	// They go on for up to two rounds after it.
+// faultPhase runs the fault phase: the honest nodes start within the
+// first leader time-out, then face the faults; the traitors lie from the
+// start.
+func (b *byzantineRun) faultPhase() error {
+	b.startAt = make([]int, len(b.honest))
+	for i := range b.startAt {
+		b.startAt[i] = b.rng.IntN(b.timing.LeaderTimeoutTicks)
+	}
+	b.started = make([]bool, len(b.honest))
+	p := &faultPhase{c: b.c, rng: b.rng, f: b.f, ids: b.honest, startAt: b.startAt, started: b.started}
+	return b.phase(b.ticks, func() error { p.step(); return nil }, nil)
+}
+
+// settle has the network settle: healed, resumed, reliable, delays within
+// TMax. At most f members are traitors or down: each crashed honest node
+// restarts or stays down, within that. Then, in a third of the runs, one
+// running honest node restarts within a leader time-out. The orders
+// issued from here on are checked.
+func (b *byzantineRun) settle() error {
+	b.logf("the network settles")
+	if err := b.settleNetwork(b.faulty); err != nil {
+		return err
+	}
+	b.bringUp(b.honest, b.started, len(b.honest)-(certify.F(b.n)-b.k))
+	if _, err := b.restartOne(b.honest, b.timing.LeaderTimeoutTicks); err != nil {
+		return err
+	}
+	b.res.SettleAt = b.c.Now()
+	b.c.CheckOrdersFrom()
+	b.od.settled = true
+	b.logf("settled: a leader must be certified by tick %d", b.c.Now()+b.res.ElectBound)
+	return nil
+}
+
+// elect waits, the traitors lying on, for a certified leader within
+// ElectBound; they go on for up to two rounds after it.
+func (b *byzantineRun) elect() error {
+	res := b.res
 	lieUntil := res.SettleAt + res.ElectBound
-	for c.Now() < lieUntil {
-		if res.Err = step(); res.Err != nil {
-			return res
+	for b.c.Now() < lieUntil {
+		if err := b.tick(); err != nil {
+			return err
 		}
-		if res.Elected < 0 && c.certifiedLeader() {
-			res.Elected = c.Now() - res.SettleAt
-			lieUntil = c.Now() + rng.IntN(2*ByzantineRound(timing)+1)
-			if trace != nil {
-				fmt.Fprintf(trace, "%5d  a certified leader, %d ticks after settling\n", c.Now(), res.Elected)
-			}
+		if res.Elected < 0 && b.c.certifiedLeader() {
+			res.Elected = b.c.Now() - res.SettleAt
+			lieUntil = b.c.Now() + b.rng.IntN(2*ByzantineRound(b.timing)+1)
+			b.logf("a certified leader, %d ticks after settling", res.Elected)
 		}
 	}
 	if res.Elected < 0 {
-		res.Err = fmt.Errorf("sim: liveness violated: no certified leader %d ticks after the network settled (tick %d), the traitors %v lying: %s",
-			res.ElectBound, c.Now(), traitors, c.describe())
-		if trace != nil {
-			fmt.Fprintf(trace, "%5d  VIOLATION %v\n", c.Now(), res.Err)
-		}
-		return res
+		err := fmt.Errorf("sim: liveness violated: no certified leader %d ticks after the network settled (tick %d), the traitors %v lying: %s",
+			res.ElectBound, b.c.Now(), res.Traitors, b.c.describe())
+		b.logf("VIOLATION %v", err)
+		return err
 	}
+	return nil
+}
 
-	// The traitors fall silent: the highest running honest ID must lead.
-	lying = false
-	c.Tap(nil)
-	res.QuietAt = c.Now()
-	res.End = res.QuietAt + res.Bound + 2*(timing.LeaderTimeoutTicks+timing.CoordinatorTicks)
-	if trace != nil {
-		fmt.Fprintf(trace, "%5d  the traitors fall silent: the highest honest ID must lead by tick %d\n", c.Now(), c.Now()+res.Bound)
-	}
-	converged, err := c.awaitAgreement(res.QuietAt, res.Bound, res.End, "running honest", "the traitors fell silent", trace, nil)
-	res.Convictions = c.Convictions()
+// silence has the traitors fall silent: the last disturbance.
+func (b *byzantineRun) silence() error {
+	res, t := b.res, b.timing
+	b.lying = false
+	b.c.Tap(nil)
+	res.QuietAt = b.c.Now()
+	res.End = res.QuietAt + res.Bound + 2*(t.LeaderTimeoutTicks+t.CoordinatorTicks)
+	b.logf("the traitors fall silent: the highest honest ID must lead by tick %d", b.c.Now()+res.Bound)
+	return nil
+}
+
+// agree waits for the highest running honest ID to lead within
+// HighestBound, held to the end of the run.
+func (b *byzantineRun) agree() error {
+	converged, err := b.highest(b.res.QuietAt, b.res.Bound, b.res.End, "running honest", "the traitors fell silent", nil)
+	b.res.Convictions = b.c.Convictions()
 	if err != nil {
-		res.Err = err
-		return res
+		return err
 	}
-	res.Converged = converged
-	return res
+	b.res.Converged = converged
+	return nil
+}
+
+// finish gathers what the orders did, once they ran, and their first
+// violation if the run had none.
+func (b *byzantineRun) finish() {
+	if b.od == nil {
+		return
+	}
+	out := b.res
+	out.Orders = b.c.OrderStats()
+	for _, l := range b.liars {
+		out.OrderLies += l.OrderLies()
+	}
+	if out.Err == nil {
+		out.Err = b.od.err
+	}
+	if out.Err == nil {
+		out.Err = b.c.OrdersErr()
+	}
 }
 
 // faultOrderRate is the chance, per tick of the fault phase, that the
@@ -538,7 +592,7 @@ func (d *orderDriver) issue() bool {
 	for _, n := range c.nodes {
 		if n.up() {
 			top = max(top, n.status.Term)
-			if n.reports() && n.ag != nil && !n.paused && (honest == nil || n.status.Term > honest.status.Term) {
+			if n.reports() && c.orders.of(n.id).ag != nil && !n.paused && (honest == nil || n.status.Term > honest.status.Term) {
 				honest = n
 			}
 		}

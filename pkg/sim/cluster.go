@@ -12,7 +12,6 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -89,12 +88,22 @@ type Config struct {
 	// through Inject). A running member that reports another member lied
 	// (election.MemberLied) must name one of them.
 	Traitors []uint64
-}
-
-// Certified is implemented by a machine that holds the certificate of
-// its term's leader (byzantine); the cluster checks it after every step.
-type Certified interface {
-	Certificate() (certify.Certificate, bool)
+	// Dynamic makes the membership dynamic (election.Config.Dynamic):
+	// Members are then every ID that may ever run (each
+	// protocol.DynamicMember), not a membership the machines share. A
+	// machine is configured with the members it knows at start: Initial
+	// at the first start of a member of Initial, itself alone at every
+	// other start (a node of the runtime with dynamic membership knows
+	// only itself). A broadcast reaches the nodes that run (paused or
+	// not) when it is sent; every message must pass protocol.ValidateFor
+	// with protocol.DynamicMember, and a node's leader must be 0 or an ID
+	// that has run.
+	Dynamic bool
+	// Initial are the members known at start, with Dynamic.
+	Initial []uint64
+	// KeepLeader is given to every machine with Dynamic
+	// (election.Config.KeepLeader).
+	KeepLeader bool
 }
 
 // ppm is one tick of a node's clock, in the units of Config.Rates.
@@ -139,6 +148,9 @@ type Cluster struct {
 	members []uint64 // sorted
 	timing  election.Timing
 	leases  bool
+	dynamic bool     // Config.Dynamic
+	keep    bool     // Config.KeepLeader
+	initial []uint64 // Config.Initial, sorted
 	net     Network
 	trace   io.Writer
 	limit   int // MaxInFlight
@@ -157,14 +169,18 @@ type Cluster struct {
 	published   int               // messages the machines sent (a broadcast counts once)
 	delivered   int               // copies handed to a machine
 	elections   int               // elections the machines reported starting
+	reclaims    int               // terms claimed again by a node that lost its disk since (Reclaims)
 	backlog     int               // copies handed to nodes when they resumed
 	err         error
 	tap         func(to uint64, m protocol.Message) // sees copies for nodes that are down (Tap)
-	certs       *certChecker                        // nil unless Config.Keys
 	traitors    []uint64                            // sorted
 	convictions int                                 // MemberLied events reported
-	orders      *orderBook                          // nil unless EnableOrders
 	beforeTick  func()                              // BeforeTick's
+	// checks are told what the nodes do, in this order (check): the
+	// certificates' (Config.Keys) and the orders' (orders), when there
+	// are.
+	checks []check
+	orders *orderBook // nil unless EnableOrders; among checks
 
 	onDeliver func(to uint64, m protocol.Message, arrived int) // OnDeliver's
 }
@@ -183,20 +199,12 @@ type node struct {
 	floor       uint64 // the term on its disk when it started
 	prepared    int    // tick it last sent a Paxos Prepare
 	sendDelay   int    // extra ticks of delay of every copy it sends (SetSendDelay)
-	claimed     uint64 // the highest term it claimed, in any incarnation
-	accepted    uint64 // the highest term it accepted, in any incarnation
+	claimed     uint64 // the highest term it claimed, in any incarnation since its disk was last lost
+	forgot      uint64 // the highest term it claimed before its disk was last lost
 	// quiet is how many of its next ticks its machine said could have no
 	// effect (Due()-1): the runtime sleeps through them, so a tick among
 	// them that does something is a violation.
 	quiet int
-	// The agreement on the orders (EnableOrders): the machine, nil while
-	// down; the term of the certificate it was last given; the greatest
-	// order it took part in, kept on its disk; the order messages that
-	// arrived while it was paused.
-	ag           *agreement.Machine
-	agTerm       uint64
-	orderFloor   agreement.ID
-	orderBacklog []*event
 }
 
 func (n *node) up() bool { return n.m != nil }
@@ -232,9 +240,26 @@ func New(cfg Config) (*Cluster, error) {
 		split:   -1,
 		claims:  make(map[uint64]uint64),
 		leaders: make(map[uint64]uint64),
+		dynamic: cfg.Dynamic,
+		keep:    cfg.KeepLeader,
+		initial: slices.Sorted(slices.Values(cfg.Initial)),
+	}
+	if cfg.Dynamic {
+		for _, id := range members {
+			if !protocol.DynamicMember(id) {
+				return nil, fmt.Errorf("sim: %d cannot be a member of a cluster with dynamic membership", id)
+			}
+		}
+		for _, id := range c.initial {
+			if _, ok := slices.BinarySearch(members, id); !ok {
+				return nil, fmt.Errorf("sim: initial member %d is not a member", id)
+			}
+		}
+	} else if len(cfg.Initial) > 0 || cfg.KeepLeader {
+		return nil, errors.New("sim: Initial and KeepLeader need Dynamic")
 	}
 	if cfg.Keys != nil {
-		c.certs = newCertChecker(cfg.Keys)
+		c.checks = append(c.checks, newCertChecker(c, cfg.Keys))
 	}
 	c.traitors = slices.Sorted(slices.Values(cfg.Traitors))
 	for _, id := range c.traitors {
@@ -269,6 +294,12 @@ func New(cfg Config) (*Cluster, error) {
 // before it starts the machine).
 func (c *Cluster) config(n *node) election.Config {
 	cfg := election.Config{ID: n.id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(n.incarnation)}
+	if c.dynamic {
+		cfg.Dynamic, cfg.KeepLeader, cfg.Members = true, c.keep, []uint64{n.id}
+		if _, ok := slices.BinarySearch(c.initial, n.id); ok && n.incarnation <= 1 {
+			cfg.Members = slices.Clone(c.initial)
+		}
+	}
 	if n.disk != nil {
 		cfg.State, cfg.Restored = *n.disk, true
 	}
@@ -334,7 +365,8 @@ func (c *Cluster) Status(id uint64) (election.SoftState, bool) {
 func (c *Cluster) Messages() (published, delivered int) { return c.published, c.delivered }
 
 // MaxClaimedByRunning is the highest term claimed, in any incarnation, by
-// a node that runs now: what the survivors' disks keep of the past.
+// a node that runs now: what the survivors' disks keep of the past (a
+// node whose disk was lost keeps nothing of the claims before).
 func (c *Cluster) MaxClaimedByRunning() uint64 {
 	var top uint64
 	for _, n := range c.nodes {
@@ -358,6 +390,14 @@ func (c *Cluster) Claims() int { return len(c.claims) }
 // Elections is how many elections the machines have reported starting
 // (election.ElectionStarted), every node counted.
 func (c *Cluster) Elections() int { return c.elections }
+
+// Reclaims is how many times a node claimed again a term it claimed
+// before it lost its disk (WipeDisk). That is not a violation: a node
+// without data knows its cluster's terms from the last announcement
+// and the live leader's answer alone, and when announcements of two
+// sides of a partition came out of order the last is below its old
+// claim. Every other term claimed twice is.
+func (c *Cluster) Reclaims() int { return c.reclaims }
 
 // MaxClaimed is the highest term ever claimed.
 func (c *Cluster) MaxClaimed() uint64 { return c.maxClaim }
@@ -412,7 +452,9 @@ func (c *Cluster) Start(id uint64) {
 	n.floor = cfg.State.Term
 	n.status = m.Status()
 	c.logf("start %d (incarnation %d, from term %d max %d)", id, n.incarnation, cfg.State.Term, cfg.State.MaxTerm)
-	c.startOrders(n)
+	for _, k := range c.checks {
+		k.started(n)
+	}
 	d.Start(n.time())
 	c.flush(n)
 }
@@ -425,9 +467,10 @@ func (c *Cluster) Crash(id uint64) {
 		return
 	}
 	n.m, n.d, n.paused, n.backlog = nil, nil, false, nil
-	n.ag, n.orderBacklog = nil, nil
 	c.logf("crash %d", id)
-	c.disturbOrders(id)
+	for _, k := range c.checks {
+		k.stopped(n)
+	}
 	c.reportDown(id)
 }
 
@@ -444,8 +487,12 @@ func (c *Cluster) reportDown(id uint64) {
 // WipeDisk loses what node id stored, as a replacement in a new container
 // would; it takes effect at its next Start.
 func (c *Cluster) WipeDisk(id uint64) {
-	c.node(id).disk = nil
-	c.node(id).orderFloor = agreement.ID{}
+	n := c.node(id)
+	n.disk = nil
+	n.forgot, n.claimed = max(n.forgot, n.claimed), 0
+	for _, k := range c.checks {
+		k.wiped(n)
+	}
 	c.logf("wipe the disk of %d", id)
 }
 
@@ -456,7 +503,9 @@ func (c *Cluster) Pause(id uint64) {
 	if n.up() && !n.paused {
 		n.paused = true
 		c.logf("pause %d", id)
-		c.disturbOrders(id)
+		for _, k := range c.checks {
+			k.disturbed(n)
+		}
 	}
 }
 
@@ -480,7 +529,9 @@ func (c *Cluster) Resume(id uint64) {
 		}
 		c.deliverTo(n, e)
 	}
-	c.resumeOrders(n)
+	for _, k := range c.checks {
+		k.resumed(n)
+	}
 }
 
 // ResumeSettling resumes a paused node whose machine's deadline came
@@ -515,7 +566,9 @@ func (c *Cluster) ResumeSettling(id uint64) bool {
 		c.deliverTo(n, e)
 	}
 	c.tickNode(n)
-	c.resumeOrders(n)
+	for _, k := range c.checks {
+		k.resumed(n)
+	}
 	return true
 }
 
@@ -530,8 +583,9 @@ func (c *Cluster) Resign(id uint64) {
 	n.d.Resign()
 	c.flush(n)
 	n.m, n.d = nil, nil
-	n.ag, n.orderBacklog = nil, nil
-	c.disturbOrders(id)
+	for _, k := range c.checks {
+		k.stopped(n)
+	}
 	c.reportDown(id)
 }
 
@@ -548,8 +602,10 @@ func (c *Cluster) Partition(groups ...[]uint64) {
 	}
 	c.split = c.now
 	c.logf("partition %v", groups)
-	for _, id := range c.members {
-		c.disturbOrders(id)
+	for _, n := range c.nodes {
+		for _, k := range c.checks {
+			k.disturbed(n)
+		}
 	}
 }
 
@@ -591,8 +647,9 @@ func (c *Cluster) Tick() {
 	for len(c.queue) > 0 && c.queue[0].at <= c.now {
 		c.handle(heap.Pop(&c.queue).(*event))
 	}
-	c.deliverOrders()
-	c.checkOrderDeadlines()
+	for _, k := range c.checks {
+		k.ticked()
+	}
 	c.checkExclusive()
 }
 
@@ -635,7 +692,9 @@ func (c *Cluster) tickNode(n *node) {
 	if n.up() && !n.paused {
 		n.d.Advance(n.time())
 		c.flush(n)
-		c.tickOrders(n)
+		for _, k := range c.checks {
+			k.advanced(n)
+		}
 	}
 }
 
@@ -664,6 +723,99 @@ func (c *Cluster) Agreement() (leader, term uint64, ok bool) {
 	return leader, term, true
 }
 
+// Leading reports whether the running nodes agree on one leader, whichever
+// it is: it runs and reports leader, every other running node follows it
+// with its term, and no other is in role Leader. With Config.KeepLeader the
+// leader need not be the highest running ID (see Agreement).
+func (c *Cluster) Leading() (leader, term uint64, ok bool) {
+	var lead *node
+	for _, n := range c.nodes {
+		if n.up() && n.status.Role == election.Leader {
+			if lead != nil {
+				return 0, 0, false
+			}
+			lead = n
+		}
+	}
+	if lead == nil || !lead.reports() || lead.status.Leader != lead.id {
+		return 0, 0, false
+	}
+	leader, term = lead.id, lead.status.Term
+	for _, n := range c.nodes {
+		if n.up() && n != lead && (n.status.Leader != leader || n.status.Term != term) {
+			return leader, term, false
+		}
+	}
+	return leader, term, true
+}
+
+// Running returns the IDs of the nodes that run (paused or not), sorted.
+func (c *Cluster) Running() []uint64 {
+	var ids []uint64
+	for _, n := range c.nodes {
+		if n.up() {
+			ids = append(ids, n.id)
+		}
+	}
+	return ids
+}
+
+// MembersOf returns the members node id's machine counts as present
+// (election.Membership), and whether it runs and implements it.
+func (c *Cluster) MembersOf(id uint64) ([]uint64, bool) {
+	n := c.node(id)
+	if mm, ok := n.m.(election.Membership); ok && n.up() {
+		return slices.Clone(mm.Members()), true
+	}
+	return nil, false
+}
+
+// A check watches what a cluster's nodes do, beside the invariants the
+// cluster checks itself, and may keep state of its own per node: the
+// certificates of an algorithm that certifies its leaders (certChecker,
+// Config.Keys), the agreement on the orders that runs beside the
+// machines (orderBook, EnableOrders). The cluster tells each of its
+// checks, in the order they were added, of every one of these moments;
+// a check embeds noCheck and implements the ones it needs.
+type check interface {
+	// started: node n's new machine is built; its Start follows.
+	started(n *node)
+	// stopped: node n crashed or resigned; its machine is gone.
+	stopped(n *node)
+	// disturbed: node n was paused, or a partition began.
+	disturbed(n *node)
+	// resumed: node n resumed and handled the copies that waited.
+	resumed(n *node)
+	// wiped: node n lost its disk.
+	wiped(n *node)
+	// advanced: node n's machine was given the ticks of its clock.
+	advanced(n *node)
+	// sent: m goes on the network, sent by node from or injected as it
+	// (how says which).
+	sent(m protocol.Message, how string, from uint64)
+	// stepped: a step of node n's machine passed the cluster's checks of
+	// its events; its claim and status are checked next.
+	stepped(n *node, s driver.Step)
+	// status: node n shows st after a step, before the cluster keeps it.
+	status(n *node, st election.SoftState)
+	// ticked: a tick of real time delivered every election copy due.
+	ticked()
+}
+
+// noCheck is a check that does nothing, for the others to embed.
+type noCheck struct{}
+
+func (noCheck) started(*node)                         {}
+func (noCheck) stopped(*node)                         {}
+func (noCheck) disturbed(*node)                       {}
+func (noCheck) resumed(*node)                         {}
+func (noCheck) wiped(*node)                           {}
+func (noCheck) advanced(*node)                        {}
+func (noCheck) sent(protocol.Message, string, uint64) {}
+func (noCheck) stepped(*node, driver.Step)            {}
+func (noCheck) status(*node, election.SoftState)      {}
+func (noCheck) ticked()                               {}
+
 type eventKind int
 
 const (
@@ -688,9 +840,6 @@ type event struct {
 	// reached is the tick of real time at which the copy reached the
 	// receiver: when it was handed over, or queued while it was paused.
 	reached int
-	// om is the order message of a copy on the orders' network (msg.From
-	// is then its sender), nil on the election's.
-	om *protocol.OrderMessage
 }
 
 // handle delivers a copy or an unreachable notice.
@@ -821,22 +970,55 @@ func (c *Cluster) flush(n *node) {
 			c.fail("node %d sent a message as %d: %v", n.id, m.From, m)
 			continue
 		}
-		if err := protocol.Validate(m, c.members); err != nil {
+		if err := c.validate(m); err != nil {
 			c.fail("node %d sent an invalid message %v: %v", n.id, m, err)
 			continue
 		}
 		if !protocol.Steady(m) {
 			c.published++
 		}
-		c.checkCert(m.Cert, "sent by", n.id)
+		for _, k := range c.checks {
+			k.sent(m, "sent by", n.id)
+		}
 		if m.To != 0 {
 			c.send(m, m.To)
 			continue
 		}
-		for _, id := range c.members {
-			if id != n.id {
-				c.send(m, id)
-			}
+		c.broadcast(m)
+	}
+}
+
+// validate checks a message as its receivers would: against the
+// membership, or with dynamic membership against the IDs a member may
+// have (protocol.DynamicMember), its receiver an initial member or an ID
+// that has run.
+func (c *Cluster) validate(m protocol.Message) error {
+	if !c.dynamic {
+		return protocol.Validate(m, c.members)
+	}
+	if err := protocol.ValidateFor(m, protocol.DynamicMember); err != nil {
+		return err
+	}
+	if _, known := slices.BinarySearch(c.initial, m.To); m.To != 0 && !known && !c.ran(m.To) {
+		return fmt.Errorf("sim: to %d, which never ran and is not an initial member", m.To)
+	}
+	return nil
+}
+
+// ran reports whether id is a member that has run: with dynamic
+// membership, a present or past member.
+func (c *Cluster) ran(id uint64) bool {
+	i, ok := slices.BinarySearch(c.members, id)
+	return ok && c.nodes[i].incarnation > 0
+}
+
+// broadcast puts a copy of m for every other member on the network; with
+// dynamic membership, for every other node that runs (paused or not):
+// those that subscribe when it is sent.
+func (c *Cluster) broadcast(m protocol.Message) {
+	for _, n := range c.nodes {
+		if n.id != m.From && (!c.dynamic || n.up()) {
+			c.send(m, n.id)
 		}
 	}
 }
@@ -870,12 +1052,9 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 			}
 		}
 	}
-	if cm, ok := n.m.(Certified); ok && c.certs != nil {
-		if cert, held := cm.Certificate(); held {
-			c.checkCert(&cert, "held by", n.id)
-		}
+	for _, k := range c.checks {
+		k.stepped(n, s)
 	}
-	c.leadOrders(n)
 	if rd.Claimed != 0 {
 		c.claim(n, rd.Claimed, st)
 	}
@@ -891,15 +1070,14 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 	if st.Term < n.floor {
 		c.fail("node %d accepted term %d, below term %d on its disk when it started", n.id, st.Term, n.floor)
 	}
-	if c.certs != nil && st.Term < n.accepted {
-		// A certifying algorithm stores every term it enters (with its
-		// proof) before it acts in it: not even a restart takes it back.
-		c.fail("node %d accepted term %d, below term %d it accepted before", n.id, st.Term, n.accepted)
+	for _, k := range c.checks {
+		k.status(n, st)
 	}
-	n.accepted = max(n.accepted, st.Term)
 	if st.Leader != 0 {
 		if _, ok := slices.BinarySearch(c.members, st.Leader); !ok {
 			c.fail("node %d: leader %d is not a member", n.id, st.Leader)
+		} else if c.dynamic && !c.ran(st.Leader) {
+			c.fail("node %d: leader %d has never run", n.id, st.Leader)
 		}
 	}
 	if st.Role == election.Leader {
@@ -921,7 +1099,16 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 func (c *Cluster) claim(n *node, term uint64, st election.SoftState) {
 	c.logf("claim %d term %d", n.id, term)
 	if prev, ok := c.claims[term]; ok {
-		c.fail("term %d claimed twice: by %d and by %d (incarnation %d)", term, prev, n.id, n.incarnation)
+		if prev == n.id && term <= n.forgot {
+			// What a node that lost its disk knows of its past is the
+			// stream's last announcement and the live leader's term
+			// (docs/fault-model.md, disk loss): below its own old claim,
+			// it may claim it again.
+			c.reclaims++
+			c.logf("term %d claimed again by %d, which lost its disk since it claimed it (the last announcement was term %d)", term, n.id, c.announced)
+		} else {
+			c.fail("term %d claimed twice: by %d and by %d (incarnation %d)", term, prev, n.id, n.incarnation)
+		}
 	}
 	c.claims[term] = n.id
 	c.maxClaim = max(c.maxClaim, term)

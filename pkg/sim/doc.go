@@ -50,20 +50,37 @@
 // once (a pause), only the messages of the last tick are sent, as the
 // runtime does.
 //
+// With dynamic membership (Config.Dynamic) the machines run with
+// election.Config.Dynamic (and KeepLeader as Config.KeepLeader says), and
+// Config.Members are every ID that may ever run, not a membership the
+// machines share: a machine starts knowing Config.Initial at the first
+// start of an initial member, itself alone at every other start, as a node
+// of the runtime does, and counts as present the members it hears
+// (Cluster.MembersOf shows whom). A broadcast reaches the nodes that run,
+// paused or not, when it is sent. Cluster.Running lists the nodes that
+// run, and Cluster.Leading tells whether they agree on one leader,
+// whichever it is.
+//
 // After every step (a delivery, a tick, a start, a resignation) the cluster
 // checks the invariants that the step could have broken:
 //
-//   - no term is ever claimed twice, by any node in any incarnation;
+//   - no term is ever claimed twice, by any node in any incarnation, but
+//     by a node that lost its disk (WipeDisk) since it claimed it: it knows
+//     the cluster's terms from the last announcement and the live leader
+//     alone, and when a partition's announcements came out of order the
+//     last is below its old claim (Reclaims counts these);
 //   - the term a node accepts (Status().Term) never goes backwards within
 //     an incarnation, and never goes below the term on its disk when it
 //     started;
-//   - a node's leader is a member or 0 (undefined);
+//   - a node's leader is a member or 0 (undefined); with dynamic
+//     membership, an ID that has run (a present or past member);
 //   - at most one node is ever in role Leader with any one term, a node in
 //     role Leader leads itself, and a claim leaves its node leading with
 //     the claimed term;
 //   - every message a machine sends is from itself and passes
-//     protocol.Validate, and every hard state it stores passes
-//     HardState.Validate;
+//     protocol.Validate (with dynamic membership protocol.ValidateFor with
+//     protocol.DynamicMember, to an initial member or an ID that has run),
+//     and every hard state it stores passes HardState.Validate;
 //   - no more than MaxInFlight(n) copies are in flight (machines that
 //     multiply messages without end are caught as a message storm);
 //   - a tick among those a machine's Due said could do nothing does
@@ -74,6 +91,35 @@
 //     clock has not reached the lease's end, LeaseUntil), and no node
 //     claims on a side of a partition without a majority when the
 //     partition began before its campaign.
+//
+// What runs beside the machines, or only some algorithms need, is checked
+// by the cluster's checks (the check interface): the cluster tells each,
+// in order, of every start, crash or resignation, pause or partition,
+// resumption, lost disk, tick of a node's clock, message put on the
+// network, step of a machine, status shown and tick of real time, and a
+// check keeps what it needs per node. The certificates of an algorithm
+// that certifies its leaders (Config.Keys; see Traitors) and the
+// agreement on the orders (EnableOrders; see Orders) are two checks; the
+// cluster calls them only through that interface.
+//
+// # Runs as chains of steps
+//
+// Each random run (RunSeed, RunHostile, RunByzantine, RunChurn) is a short
+// chain of named steps on one run under way: its cluster, its seeded
+// random source and its trace. A step does one thing and returns the
+// first violation, which ends the chain and is the run's error: set up
+// (draw the run's shape, build the cluster); a disturbed phase, each tick
+// preceded by what disturbs it (the faults, a liar's lies, the traitors'
+// lies, members joining and leaving); settle (heal the network, make it
+// reliable with delays within TMax, resume paused nodes, start or leave
+// down the crashed ones within what the run allows); in a third of the
+// runs restart one node; then wait for the agreement within the run's
+// bound, held to the end, and check what it cost. The steps the runs
+// share (tick, phase, settleNetwork, bringUp, restartOne, await, highest,
+// termKept, in steps.go) are written once; a run's own steps are beside
+// its runner.
+// A run's random choices are drawn in the order of its steps, so that a
+// seed replays the run event for event.
 //
 // # Random runs
 //
@@ -248,6 +294,58 @@
 // 1 ticks of its issue, R = OrderRound (8 ticks, enough for a relay of
 // the last round on clocks 5% apart): 20 ticks at N = 4, 29 at 7, 37 at
 // 10.
+//
+// # Churn
+//
+// RunChurn runs Bully or the ring (any factory whose machines implement
+// election.Membership; Paxos, with fixed voters, plugs in through the
+// factory it is given, ChurnSpec) with dynamic membership: IDs from 1 to
+// MaxChurnID, 1 to MaxSmall of them at start, at most MaxPresent running
+// at once, with a presence interval of 25, 50 or 100 ticks drawn per
+// seed. Members join (an ID that never ran, or one that ran before, with
+// its disk or without) and leave (Resign; a crash, whose connection's end
+// the others are told of with probability Network.Events; a hang, a pause
+// longer than the member time-out, MemberTimeoutFactor presence intervals,
+// after which it resumes as the runtime's loop does, handling what waited
+// before the deadlines it reached late, or crashes), each at rates drawn
+// per seed. On top come, for 200 to 1200 ticks, the faults of RunSeed:
+// crashes and restarts with the disk, pauses, partitions, late, lost and
+// duplicated copies. Then the network settles, and within ChurnBound
+// (B for MaxPresent members with the coordinator wait of MaxPresent, plus
+// MemberTimeoutFactor+1 presence intervals for every member nobody was
+// told of to time out, on a clock up to 5% slow) every running node must
+// agree on one leader, the highest running ID (with KeepLeader any running
+// node), with one term at least every term a running node claimed, count
+// exactly the running nodes as present (MembersOf), and keep doing so for
+// 2·(leader time-out + coordinator wait) more. Then up to three members
+// join, one at a time: after each the same must hold, and with KeepLeader
+// the leader stays: no other node may claim (the leader may claim again,
+// above a term the member that joined brought on its disk).
+//
+// ChurnSpec.Only runs the churn alone, one join or departure at a time on
+// a reliable network, and checks the exact leader after each settle: the
+// highest running ID; with KeepLeader the leader before unless it left
+// (it resigned, crashed, or hung for longer than the member time-out),
+// and then the highest running ID of those that stayed, kept when the
+// hung leader comes back.
+//
+// The churn found two faults of KeepLeader in the machines, left to their
+// packages. A member that comes back with a term on its disk above the
+// kept leader's (it claimed it alone on its side of a partition, then
+// left), and whose ID is above the leader's, cannot follow the leader it
+// finds and claims, and Bully and the ring hand it the leadership
+// (TestChurnKeepLeaderReturn, "above"; SIM_CHURN_SEED=3377 and 7069 of
+// TestChurnBullyKeepLeader, 903 and 2080 of TestChurnRingKeepLeader). A
+// follower that resumes from a hang as a paused process (Resume: the
+// ticks of its hang before the copies that waited) times its live leader
+// out and claims, and nothing undoes the claim: the ring's leader follows
+// it, Bully's claims again (TestChurnKeepLeaderHungFollower, "burst"). Both
+// known failures run with SIM_KNOWN_BUGS=1. The runtime's loop withholds a
+// deadline it reached late, so the churn's hangs end as the loop resumes
+// (ResumeSettling).
+// SIM_CHURN_SEEDS sets the number of seeds per mode (200 by default, 50
+// with -short, 30 under the race detector), SIM_CHURN_SEED=N replays one
+// with its trace.
 //
 // # Replaying
 //

@@ -20,23 +20,21 @@ import (
 // other member. The network treats it as any other message.
 func (c *Cluster) Inject(m protocol.Message) error {
 	m.V = protocol.Version
-	if err := protocol.Validate(m, c.members); err != nil {
+	if err := c.validate(m); err != nil {
 		return err
 	}
 	if c.node(m.From).up() {
 		return fmt.Errorf("sim: %d runs here: only a member that does not may be injected as", m.From)
 	}
 	c.logf("inject %v", m)
-	c.checkCert(m.Cert, "injected by", m.From)
+	for _, k := range c.checks {
+		k.sent(m, "injected by", m.From)
+	}
 	if m.To != 0 {
 		c.send(m, m.To)
 		return nil
 	}
-	for _, id := range c.members {
-		if id != m.From {
-			c.send(m, id)
-		}
-	}
+	c.broadcast(m)
 	return nil
 }
 
@@ -234,7 +232,31 @@ type HostileConfig struct {
 // honest nodes lead at once); once the liar is silent the honest members
 // must agree on the highest honest ID within HostileBound.
 func RunHostile(seed uint64, spec Spec, n int, hc HostileConfig, trace io.Writer) Result {
-	rng := rand.New(rand.NewPCG(seed, 0x6c696172))
+	h := &hostileRun{spec: spec, n: n, hc: hc, res: &Result{Seed: seed, Converged: -1}}
+	h.rng, h.trace = rand.New(rand.NewPCG(seed, 0x6c696172)), trace
+	h.res.Err = chain(h.setup, h.liePhase, h.silence, h.agree)
+	return *h.res
+}
+
+// hostileRun is a run of RunHostile under way.
+type hostileRun struct {
+	run
+	spec     Spec
+	n        int
+	hc       HostileConfig
+	res      *Result
+	timing   election.Timing
+	members  []uint64 // sorted
+	l        *liar
+	lieTicks int
+	startAt  map[uint64]int
+}
+
+// setup draws the run's shape, the liar among the members, and builds the
+// cluster on a reliable network, every node down; the liar hears what
+// reaches it (Tap).
+func (h *hostileRun) setup() error {
+	rng, n := h.rng, h.n
 	if n <= 0 {
 		n = 3 + rng.IntN(MaxSmall-2)
 	}
@@ -243,23 +265,24 @@ func RunHostile(seed uint64, spec Spec, n int, hc HostileConfig, trace io.Writer
 		members = append(members, uint64(i)+1)
 	}
 	slices.Sort(members)
-	timing := election.DefaultTiming(n)
-	if spec.Leases {
-		timing = election.DefaultLeaseTiming(n)
+	h.n, h.members, h.res.Members = n, members, slices.Clone(members)
+	h.timing = election.DefaultTiming(n)
+	if h.spec.Leases {
+		h.timing = election.DefaultLeaseTiming(n)
 	}
-	lieTicks := 1 + rng.IntN(MaxLieTicks)
-	res := Result{Seed: seed, Members: slices.Clone(members), Converged: -1}
+	h.lieTicks = 1 + rng.IntN(MaxLieTicks)
 	l := &liar{id: members[rng.IntN(n)], members: members, rng: rng, inc: 1 + rng.Uint64N(1<<40)}
-	if trace != nil {
-		fmt.Fprintf(trace, "seed %d: %s, members %v, liar %d for %d ticks, %+v\n", seed, spec.Name, members, l.id, lieTicks, hc)
+	h.l = l
+	if h.trace != nil {
+		fmt.Fprintf(h.trace, "seed %d: %s, members %v, liar %d for %d ticks, %+v\n", h.res.Seed, h.spec.Name, members, l.id, h.lieTicks, h.hc)
 	}
 	net := Quiet(TMax)
 	net.Duplicate = 0.05
-	c, err := New(Config{Members: members, Timing: timing, Factory: spec.Factory, Leases: spec.Leases, Rand: rng, Network: net, Trace: trace})
+	c, err := New(Config{Members: members, Timing: h.timing, Factory: h.spec.Factory, Leases: h.spec.Leases, Rand: rng, Network: net, Trace: h.trace})
 	if err != nil {
-		res.Err = err
-		return res
+		return err
 	}
+	h.c = c
 	c.Tap(func(to uint64, m protocol.Message) {
 		if to != l.id {
 			return
@@ -270,62 +293,81 @@ func RunHostile(seed uint64, spec Spec, n int, hc HostileConfig, trace io.Writer
 		}
 		l.seen = append(l.seen, m)
 	})
-	startAt := make(map[uint64]int)
+	h.startAt = make(map[uint64]int)
 	for _, id := range members {
-		startAt[id] = rng.IntN(timing.LeaderTimeoutTicks)
+		h.startAt[id] = rng.IntN(h.timing.LeaderTimeoutTicks)
 	}
-	started := 0
-	for c.Now() < lieTicks || started < n-1 {
-		for _, id := range members {
-			if id != l.id && startAt[id] == c.Now() {
-				c.Start(id)
-				started++
-			}
-		}
-		if c.Now() < lieTicks {
-			k := rng.IntN(4)
-			if rng.IntN(20) == 0 {
-				k = 1 + rng.IntN(maxFlood) // a flood
-			}
-			for range k {
-				m := l.next()
-				if !hc.Acceptor && (m.Type == protocol.TypePromise || m.Type == protocol.TypeAccepted) {
-					continue
-				}
-				if err := c.Inject(m); err != nil {
-					var v *protocol.ValidationError
-					if !errors.As(err, &v) {
-						res.Err = err
-						return res
-					}
-					continue // the receivers would drop it
-				}
-				if len(l.sent) >= 64 {
-					l.sent = l.sent[1:]
-				}
-				l.sent = append(l.sent, m)
-			}
-		}
-		c.Tick()
-		if c.Err() != nil {
-			res.Err = c.Err()
-			return res
+	return nil
+}
+
+// liePhase runs while the liar lies (its first lieTicks ticks), and until
+// every honest node has started, each at its tick.
+func (h *hostileRun) liePhase() error {
+	end := h.lieTicks
+	for _, id := range h.members {
+		if id != h.l.id {
+			end = max(end, h.startAt[id]+1)
 		}
 	}
-	res.QuietAt = c.Now()
-	c.Tap(nil)
-	res.Bound = HostileBound(spec, n, timing, lieTicks)
-	res.End = res.QuietAt + res.Bound + 2*(timing.LeaderTimeoutTicks+timing.CoordinatorTicks)
-	if trace != nil {
-		fmt.Fprintf(trace, "%5d  the liar is silent: must agree by tick %d\n", c.Now(), c.Now()+res.Bound)
+	return h.phase(end, h.lie, nil)
+}
+
+// lie starts the honest nodes due and, while it lies, has the liar send a
+// few lies (or a flood of them) before one tick.
+func (h *hostileRun) lie() error {
+	c, rng, l := h.c, h.rng, h.l
+	for _, id := range h.members {
+		if id != l.id && h.startAt[id] == c.Now() {
+			c.Start(id)
+		}
 	}
-	converged, err := c.awaitAgreement(res.QuietAt, res.Bound, res.End, "honest", "the liar fell silent", trace, nil)
+	if c.Now() >= h.lieTicks {
+		return nil
+	}
+	k := rng.IntN(4)
+	if rng.IntN(20) == 0 {
+		k = 1 + rng.IntN(maxFlood) // a flood
+	}
+	for range k {
+		m := l.next()
+		if !h.hc.Acceptor && (m.Type == protocol.TypePromise || m.Type == protocol.TypeAccepted) {
+			continue
+		}
+		if err := c.Inject(m); err != nil {
+			var v *protocol.ValidationError
+			if !errors.As(err, &v) {
+				return err
+			}
+			continue // the receivers would drop it
+		}
+		if len(l.sent) >= 64 {
+			l.sent = l.sent[1:]
+		}
+		l.sent = append(l.sent, m)
+	}
+	return nil
+}
+
+// silence has the liar fall silent: the last disturbance.
+func (h *hostileRun) silence() error {
+	res, t := h.res, h.timing
+	res.QuietAt = h.c.Now()
+	h.c.Tap(nil)
+	res.Bound = HostileBound(h.spec, h.n, t, h.lieTicks)
+	res.End = res.QuietAt + res.Bound + 2*(t.LeaderTimeoutTicks+t.CoordinatorTicks)
+	h.logf("the liar is silent: must agree by tick %d", h.c.Now()+res.Bound)
+	return nil
+}
+
+// agree waits for the honest members to agree on the highest honest ID
+// within HostileBound, held to the end of the run.
+func (h *hostileRun) agree() error {
+	converged, err := h.highest(h.res.QuietAt, h.res.Bound, h.res.End, "honest", "the liar fell silent", nil)
 	if err != nil {
-		res.Err = err
-		return res
+		return err
 	}
-	res.Converged = converged
-	return res
+	h.res.Converged = converged
+	return nil
 }
 
 // HostileBound is how many ticks after a liar that lied for lieTicks falls

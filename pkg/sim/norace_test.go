@@ -5,3 +5,5 @@ package sim_test
 const raceSeeds = defaultSeeds
 
 const raceByzantineSeeds = 200
+
+const raceChurnSeeds = churnSeeds

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/generals"
 	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -68,10 +69,14 @@ type OrdersConfig struct {
 	MaxInFlight int
 }
 
-// orderBook is what the cluster keeps of the orders.
+// orderBook is what the cluster keeps of the orders. It is one of the
+// cluster's checks: the cluster tells it what its nodes do (check).
 type orderBook struct {
+	noCheck
+	c       *Cluster
 	cfg     OrdersConfig
-	queue   queue
+	nodes   map[uint64]*orderNode
+	queue   orderQueue
 	seq     uint64
 	tap     func(to uint64, om protocol.OrderMessage)
 	records map[agreement.ID]*orderRecord
@@ -83,6 +88,47 @@ type orderBook struct {
 	topTerm uint64
 	err     error
 	stats   OrderStats
+}
+
+// orderNode is what a node keeps of the orders: its agreement machine
+// (nil while down), the term of the certificate it was last given, the
+// greatest order it took part in, kept on its disk, and the order
+// messages that arrived while it was paused.
+type orderNode struct {
+	ag      *agreement.Machine
+	term    uint64
+	floor   agreement.ID
+	backlog []*orderCopy
+}
+
+// of returns what node id keeps of the orders.
+func (b *orderBook) of(id uint64) *orderNode {
+	o := b.nodes[id]
+	if o == nil {
+		o = &orderNode{}
+		b.nodes[id] = o
+	}
+	return o
+}
+
+// The orders' part of what the cluster tells its checks.
+
+func (b *orderBook) started(n *node)                { b.c.startOrders(n) }
+func (b *orderBook) disturbed(n *node)              { b.c.disturbOrders(n.id) }
+func (b *orderBook) resumed(n *node)                { b.c.resumeOrders(n) }
+func (b *orderBook) wiped(n *node)                  { b.of(n.id).floor = agreement.ID{} }
+func (b *orderBook) advanced(n *node)               { b.c.tickOrders(n) }
+func (b *orderBook) stepped(n *node, _ driver.Step) { b.c.leadOrders(n) }
+
+func (b *orderBook) stopped(n *node) {
+	o := b.of(n.id)
+	o.ag, o.backlog = nil, nil
+	b.c.disturbOrders(n.id)
+}
+
+func (b *orderBook) ticked() {
+	b.c.deliverOrders()
+	b.c.checkOrderDeadlines()
 }
 
 // OrderStats counts what the orders did in a run.
@@ -137,7 +183,8 @@ func (c *Cluster) EnableOrders(cfg OrdersConfig) error {
 			return errors.New("sim: orders must be enabled before any node starts")
 		}
 	}
-	c.orders = &orderBook{cfg: cfg, records: map[agreement.ID]*orderRecord{}, checkFrom: -1}
+	c.orders = &orderBook{c: c, cfg: cfg, nodes: map[uint64]*orderNode{}, records: map[agreement.ID]*orderRecord{}, checkFrom: -1}
+	c.checks = append(c.checks, c.orders)
 	return nil
 }
 
@@ -178,23 +225,21 @@ func (c *Cluster) TapOrders(fn func(to uint64, om protocol.OrderMessage)) { c.or
 
 // startOrders gives node n, which starts, its agreement machine.
 func (c *Cluster) startOrders(n *node) {
-	if c.orders == nil {
-		return
-	}
-	cfg := c.orders.cfg
+	cfg, o := c.orders.cfg, c.orders.of(n.id)
 	m, err := agreement.New(agreement.Config{Cluster: cfg.Cluster, Signer: cfg.Signers[n.id], Members: slices.Clone(c.members),
-		Keys: cfg.Keys, Round: OrderRound * tick, MaxOrders: 16, Default: OrderDefault, Floor: n.orderFloor})
+		Keys: cfg.Keys, Round: OrderRound * tick, MaxOrders: 16, Default: OrderDefault, Floor: o.floor})
 	if err != nil {
 		panic(err) // the configuration is the simulator's own
 	}
-	n.ag, n.agTerm, n.orderBacklog = m, 0, nil
+	o.ag, o.term, o.backlog = m, 0, nil
 	c.disturbOrders(n.id)
 }
 
 // leadOrders hands node n's agreement machine the certificate its
 // election machine holds, if it is of a newer term.
 func (c *Cluster) leadOrders(n *node) {
-	if n.ag == nil {
+	o := c.orders.of(n.id)
+	if o.ag == nil {
 		return
 	}
 	cm, ok := n.m.(Certified)
@@ -202,11 +247,11 @@ func (c *Cluster) leadOrders(n *node) {
 		return
 	}
 	cert, held := cm.Certificate()
-	if !held || cert.Term <= n.agTerm {
+	if !held || cert.Term <= o.term {
 		return
 	}
-	n.agTerm = cert.Term
-	if err := n.ag.Lead(cert); err != nil {
+	o.term = cert.Term
+	if err := o.ag.Lead(cert); err != nil {
 		c.fail("node %d holds a certificate its agreement machine refuses: %v", n.id, err)
 	}
 	c.flushOrders(n)
@@ -214,11 +259,12 @@ func (c *Cluster) leadOrders(n *node) {
 
 // tickOrders ends the rounds of node n's orders that are due on its clock.
 func (c *Cluster) tickOrders(n *node) {
-	if n.ag == nil {
+	o := c.orders.of(n.id)
+	if o.ag == nil {
 		return
 	}
-	if next, ok := n.ag.Next(); ok && !n.time().Before(next) {
-		n.ag.Tick(n.time())
+	if next, ok := o.ag.Next(); ok && !n.time().Before(next) {
+		o.ag.Tick(n.time())
 		c.flushOrders(n)
 	}
 }
@@ -227,10 +273,10 @@ func (c *Cluster) tickOrders(n *node) {
 // agreement machine.
 func (c *Cluster) IssueOrder(id uint64, value string) (agreement.Order, error) {
 	n := c.node(id)
-	if n.ag == nil || n.paused {
+	if c.orders == nil || c.orders.of(id).ag == nil || n.paused {
 		return agreement.Order{}, fmt.Errorf("sim: node %d does not run", id)
 	}
-	o, err := n.ag.Issue(n.time(), value)
+	o, err := c.orders.of(id).ag.Issue(n.time(), value)
 	if err != nil {
 		return o, err
 	}
@@ -251,7 +297,7 @@ func (c *Cluster) recordIssue(id agreement.ID, leader uint64, honest bool, value
 	b.topTerm = max(b.topTerm, id.Term)
 	rec.running = nil
 	for _, n := range c.nodes {
-		if n.ag != nil && !n.paused {
+		if b.of(n.id).ag != nil && !n.paused {
 			rec.running = append(rec.running, n.id)
 		}
 	}
@@ -299,12 +345,13 @@ func (c *Cluster) InjectOrder(om protocol.OrderMessage) error {
 // it keeps the greatest order taken part in on the node's disk before the
 // messages leave, broadcasts them, and checks the decisions and evidence.
 func (c *Cluster) flushOrders(n *node) {
-	rd := n.ag.Ready()
+	o := c.orders.of(n.id)
+	rd := o.ag.Ready()
 	if rd.Highest != nil {
-		if !rd.Highest.After(n.orderFloor) {
-			c.fail("node %d took part in order %+v, not above %+v it took part in before", n.id, *rd.Highest, n.orderFloor)
+		if !rd.Highest.After(o.floor) {
+			c.fail("node %d took part in order %+v, not above %+v it took part in before", n.id, *rd.Highest, o.floor)
 		}
-		n.orderFloor = *rd.Highest
+		o.floor = *rd.Highest
 	}
 	for _, om := range rd.Messages {
 		if om.From != n.id {
@@ -451,7 +498,7 @@ func (c *Cluster) broadcastOrder(om protocol.OrderMessage, from uint64) {
 				continue
 			}
 			b.seq++
-			heap.Push(&b.queue, &event{at: c.now + delay, sent: c.now, seq: b.seq, to: to, om: msg, msg: protocol.Message{From: from}})
+			heap.Push(&b.queue, &orderCopy{at: c.now + delay, sent: c.now, seq: b.seq, from: from, to: to, om: msg})
 		}
 	}
 }
@@ -459,21 +506,18 @@ func (c *Cluster) broadcastOrder(om protocol.OrderMessage, from uint64) {
 // deliverOrders hands out the copies of order messages due.
 func (c *Cluster) deliverOrders() {
 	b := c.orders
-	if b == nil {
-		return
-	}
 	for len(b.queue) > 0 && b.queue[0].at <= c.now {
-		e := heap.Pop(&b.queue).(*event)
+		e := heap.Pop(&b.queue).(*orderCopy)
 		n := c.node(e.to)
 		switch {
 		case !n.up():
-			if b.tap != nil && c.groups[e.msg.From] == c.groups[e.to] {
+			if b.tap != nil && c.groups[e.from] == c.groups[e.to] {
 				b.tap(e.to, *e.om)
 			}
-		case c.groups[e.msg.From] != c.groups[e.to]:
+		case c.groups[e.from] != c.groups[e.to]:
 		case n.paused:
-			if len(n.orderBacklog) < maxOrderBacklog {
-				n.orderBacklog = append(n.orderBacklog, e)
+			if o := b.of(n.id); len(o.backlog) < maxOrderBacklog {
+				o.backlog = append(o.backlog, e)
 			}
 		default:
 			c.deliverOrder(n, e)
@@ -481,25 +525,57 @@ func (c *Cluster) deliverOrders() {
 	}
 }
 
-func (c *Cluster) deliverOrder(n *node, e *event) {
-	if n.ag == nil {
+func (c *Cluster) deliverOrder(n *node, e *orderCopy) {
+	o := c.orders.of(n.id)
+	if o.ag == nil {
 		return
 	}
 	c.orders.stats.Copies++
-	n.ag.Receive(n.time(), *e.om)
+	o.ag.Receive(n.time(), *e.om)
 	c.flushOrders(n)
 }
 
 // resumeOrders hands a node that resumes the order messages that waited.
 func (c *Cluster) resumeOrders(n *node) {
-	backlog := n.orderBacklog
-	n.orderBacklog = nil
+	o := c.orders.of(n.id)
+	backlog := o.backlog
+	o.backlog = nil
 	for _, e := range backlog {
 		if !n.up() || n.paused {
 			return
 		}
 		c.deliverOrder(n, e)
 	}
+}
+
+// orderCopy is a copy of an order message on the orders' network: from
+// its sender to its receiver, due at tick at, sent at tick sent, seq-th
+// of the copies.
+type orderCopy struct {
+	at, sent int
+	seq      uint64
+	from, to uint64
+	om       *protocol.OrderMessage
+}
+
+// orderQueue orders the copies of order messages by due tick, then by the
+// order they were sent.
+type orderQueue []*orderCopy
+
+func (q orderQueue) Len() int { return len(q) }
+func (q orderQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q orderQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *orderQueue) Push(x any)   { *q = append(*q, x.(*orderCopy)) }
+func (q *orderQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
 }
 
 // orderTime is the time of a member that does not run here (a traitor),

@@ -11,3 +11,7 @@ const raceSeeds = 300
 // raceByzantineSeeds is how many seeds of each size TestRandomByzantine
 // runs under the race detector.
 const raceByzantineSeeds = 20
+
+// raceChurnSeeds is how many seeds of each churn mode the churn tests run
+// under the race detector.
+const raceChurnSeeds = 30

@@ -194,7 +194,34 @@ type faults struct {
 // seed gives the same run, event for event. trace, if not nil, receives
 // the run's every event.
 func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
-	rng := rand.New(rand.NewPCG(seed, 0x6261746f6e))
+	s := &seedRun{spec: spec, n: n, res: &Result{Seed: seed, Converged: -1}}
+	s.rng, s.trace = rand.New(rand.NewPCG(seed, 0x6261746f6e)), trace
+	s.res.Err = chain(s.setup, s.faultPhase, s.quiet, s.restart, s.agree, s.withinMessages)
+	return *s.res
+}
+
+// seedRun is a run of RunSeed under way.
+type seedRun struct {
+	run
+	spec       Spec
+	n          int
+	res        *Result
+	timing     election.Timing
+	faulty     Network // the network of the fault phase
+	f          faults
+	faultTicks int
+	ids        []uint64 // the members, sorted
+	startAt    []int    // the tick each member first starts
+	started    []bool
+	// electionsAt[t] is how many elections had started by tick t.
+	electionsAt []int
+	// What the quiet phase found when it began, to count what it cost.
+	sentBefore, backlogBefore, claimsBefore, inFlight, electionsBefore int
+}
+
+// setup draws the run's shape and builds its cluster, every node down.
+func (s *seedRun) setup() error {
+	rng, n := s.rng, s.n
 	if n <= 0 {
 		n = 1 + rng.IntN(MaxSmall)
 	}
@@ -208,13 +235,14 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 			members = append(members, uint64(i)+1)
 		}
 	}
-	timing := election.DefaultTiming(n)
-	if spec.Leases {
-		timing = election.DefaultLeaseTiming(n)
+	s.n, s.res.Members = n, slices.Clone(members)
+	s.timing = election.DefaultTiming(n)
+	if s.spec.Leases {
+		s.timing = election.DefaultLeaseTiming(n)
 	}
-	faulty, f := drawFaults(rng, n)
+	s.faulty, s.f = drawFaults(rng, n)
 	rates := make(map[uint64]int64)
-	if spec.Leases {
+	if s.spec.Leases {
 		// Every clock runs at its own rate within the drift bound the
 		// timing assumes.
 		drift := int64(election.DefaultMaxDrift * ppm)
@@ -222,164 +250,107 @@ func RunSeed(seed uint64, spec Spec, n int, trace io.Writer) Result {
 			rates[id] = ppm - drift + rng.Int64N(2*drift+1)
 		}
 	}
-	faultTicks := rng.IntN(300)
-	b := Bound(spec, n, timing)
-	res := Result{Seed: seed, Members: slices.Clone(members), Bound: b, Converged: -1}
-	if trace != nil {
-		fmt.Fprintf(trace, "seed %d: %s, members %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bound %d\n",
-			seed, spec.Name, members, timing, faulty, faultTicks, f, rates, b)
+	s.faultTicks = rng.IntN(300)
+	s.res.Bound = Bound(s.spec, n, s.timing)
+	if s.trace != nil {
+		fmt.Fprintf(s.trace, "seed %d: %s, members %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bound %d\n",
+			s.res.Seed, s.spec.Name, members, s.timing, s.faulty, s.faultTicks, s.f, rates, s.res.Bound)
 	}
-
-	c, err := New(Config{Members: members, Timing: timing, Factory: spec.Factory, Leases: spec.Leases, Rates: rates, Rand: rng, Network: faulty, Trace: trace})
+	c, err := New(Config{Members: members, Timing: s.timing, Factory: s.spec.Factory, Leases: s.spec.Leases, Rates: rates, Rand: rng, Network: s.faulty, Trace: s.trace})
 	if err != nil {
-		res.Err = err
-		return res
+		return err
 	}
-	sorted := c.Members()
-
+	s.c, s.ids = c, c.Members()
 	// Cold start: every node starts within the first LeaderTimeoutTicks.
-	startAt := make([]int, n)
-	for i := range startAt {
-		startAt[i] = rng.IntN(timing.LeaderTimeoutTicks)
+	s.startAt = make([]int, n)
+	for i := range s.startAt {
+		s.startAt[i] = rng.IntN(s.timing.LeaderTimeoutTicks)
 	}
-	started := make([]bool, n)
+	s.started = make([]bool, n)
+	return nil
+}
 
-	// Fault phase. electionsAt[t] is how many elections had started by
-	// tick t.
-	electionsAt := []int{0}
-	p := &faultPhase{c: c, rng: rng, f: f, ids: sorted, startAt: startAt, started: started}
-	for c.Now() < faultTicks {
-		p.step()
-		c.Tick()
-		electionsAt = append(electionsAt, c.Elections())
-		if c.Err() != nil {
-			res.Err = c.Err()
-			return res
-		}
-	}
+// faultPhase runs the fault phase: the nodes start, then crash, restart,
+// resign, pause and resume, and the network is split and lossy.
+func (s *seedRun) faultPhase() error {
+	p := &faultPhase{c: s.c, rng: s.rng, f: s.f, ids: s.ids, startAt: s.startAt, started: s.started}
+	s.electionsAt = []int{0}
+	return s.phase(s.faultTicks, func() error { p.step(); return nil }, func() {
+		s.electionsAt = append(s.electionsAt, s.c.Elections())
+	})
+}
 
-	// Quiet phase: healed, resumed, reliable, delays within t_max. Nodes
-	// that never started start now; each crashed node either restarts or
-	// stays down, but at least one node runs (a majority with leases).
-	// Then, early in it, one node may restart (from its disk).
-	if trace != nil {
-		fmt.Fprintf(trace, "%5d  quiet phase\n", c.Now())
+// quiet begins the quiet phase: healed, resumed, reliable, delays within
+// t_max. Nodes that never started start now; each crashed node either
+// restarts or stays down, but at least one node runs (a majority with
+// leases). It notes what the phase starts from, to count its cost.
+func (s *seedRun) quiet() error {
+	c := s.c
+	s.logf("quiet phase")
+	if err := s.settleNetwork(s.faulty); err != nil {
+		return err
 	}
-	c.Heal()
-	if err := c.SetNetwork(Network{MinDelay: 1, MaxDelay: TMax, Unreachable: faulty.Unreachable, Events: faulty.Events}); err != nil {
-		res.Err = err
-		return res
-	}
-	sentBefore, _ := c.Messages()
-	backlogBefore, claimsBefore, inFlight := c.Backlog(), c.Claims(), c.InFlight()
+	s.sentBefore, _ = c.Messages()
+	s.backlogBefore, s.claimsBefore, s.inFlight = c.Backlog(), c.Claims(), c.InFlight()
 	// The elections the quiet phase may pay for: those it starts, and
 	// those of the faults that may still run (started within a
 	// coordinator and a leader time-out before it).
-	electionsBefore := electionsAt[max(0, len(electionsAt)-1-timing.CoordinatorTicks-timing.LeaderTimeoutTicks)]
-	up := 0 // nodes running
-	for i, id := range sorted {
-		c.Resume(id)
-		if !started[i] || (!c.Up(id) && rng.IntN(2) == 0) {
-			c.Start(id)
-		}
-		if c.Up(id) {
-			up++
-		}
-	}
+	s.electionsBefore = s.electionsAt[max(0, len(s.electionsAt)-1-s.timing.CoordinatorTicks-s.timing.LeaderTimeoutTicks)]
 	need := 1
-	if spec.Leases {
-		need = n/2 + 1
+	if s.spec.Leases {
+		need = s.n/2 + 1
 	}
-	for _, i := range rng.Perm(n) {
-		if up >= need {
-			break
-		}
-		if id := sorted[i]; !c.Up(id) {
-			c.Start(id)
-			up++
-		}
-	}
-	res.QuietAt = c.Now()
-	if rng.IntN(3) == 0 {
-		// A restart in the quiet phase.
-		c.Run(rng.IntN(timing.LeaderTimeoutTicks))
-		if c.Err() != nil {
-			res.Err = c.Err()
-			return res
-		}
-		var running []uint64
-		for _, id := range sorted {
-			if c.Up(id) {
-				running = append(running, id)
-			}
-		}
-		restarted := running[rng.IntN(len(running))]
-		c.Start(restarted)
-		res.QuietAt = c.Now()
-	}
-	if trace != nil {
-		fmt.Fprintf(trace, "%5d  quiet from here: must agree by tick %d\n", c.Now(), c.Now()+b)
-	}
+	s.bringUp(s.ids, s.started, need)
+	s.res.QuietAt = c.Now()
+	return nil
+}
 
-	res.End = res.QuietAt + b + 2*(timing.LeaderTimeoutTicks+timing.CoordinatorTicks)
-	converged, err := c.awaitAgreement(res.QuietAt, b, res.End, "live", "the quiet phase started", trace, func() {
+// restart restarts, in a third of the runs, one running node early in the
+// quiet phase (from its disk): the last disturbance.
+func (s *seedRun) restart() error {
+	restarted, err := s.restartOne(s.ids, s.timing.LeaderTimeoutTicks)
+	if err != nil {
+		return err
+	}
+	if restarted {
+		s.res.QuietAt = s.c.Now()
+	}
+	s.logf("quiet from here: must agree by tick %d", s.c.Now()+s.res.Bound)
+	return nil
+}
+
+// agree waits for the agreement on the highest running ID within B of the
+// last disturbance, held to the end of the run, and counts the messages
+// sent from the quiet phase to each agreement.
+func (s *seedRun) agree() error {
+	res, t := s.res, s.timing
+	res.End = res.QuietAt + res.Bound + 2*(t.LeaderTimeoutTicks+t.CoordinatorTicks)
+	converged, err := s.highest(res.QuietAt, res.Bound, res.End, "live", "the quiet phase started", func() {
+		c, spec, n := s.c, s.spec, s.n
 		sent, _ := c.Messages()
-		res.Messages = sent - sentBefore
+		res.Messages = sent - s.sentBefore
 		// Every election and every claim within its bound, one whole
 		// election for what is left of the faults (rounds whose nodes
 		// restarted), and two answers (a Stale reply, an ack) to each
 		// copy still in flight from the faults or waiting for a paused
 		// node: at most twice that.
-		res.MessageLimit = 2 * ((c.Elections()-electionsBefore)*ElectionBound(spec, n) + (c.Claims()-claimsBefore)*ClaimBound(n) +
-			MessageBound(spec, n) + 2*(inFlight+c.Backlog()-backlogBefore))
+		res.MessageLimit = 2 * ((c.Elections()-s.electionsBefore)*ElectionBound(spec, n) + (c.Claims()-s.claimsBefore)*ClaimBound(n) +
+			MessageBound(spec, n) + 2*(s.inFlight+c.Backlog()-s.backlogBefore))
 	})
 	if err != nil {
-		res.Err = err
-		return res
+		return err
 	}
 	res.Converged = converged
-	if res.Messages > res.MessageLimit {
-		res.Err = fmt.Errorf("%w: %d messages from the quiet phase to the agreement, above the bound %d for the %d elections", ErrInvariant, res.Messages, res.MessageLimit, c.Elections()-electionsBefore)
-	}
-	return res
+	return nil
 }
 
-// awaitAgreement ticks c until end. The quiet phase began at quietAt: the
-// cluster must agree on the highest (who) ID within bound ticks of it and
-// stay agreed; a liveness error says what began it (after). onAgree runs
-// each time an agreement begins. It returns the ticks from quietAt to the
-// agreement that lasted, or the first invariant violated, including an
-// agreement on a term below one a running node claimed before.
-func (c *Cluster) awaitAgreement(quietAt, bound, end int, who, after string, trace io.Writer, onAgree func()) (int, error) {
-	since := -1
-	for c.Now() < end {
-		c.Tick()
-		if err := c.Err(); err != nil {
-			return 0, err
-		}
-		_, _, ok := c.Agreement()
-		switch {
-		case ok && since < 0:
-			since = c.Now()
-			if onAgree != nil {
-				onAgree()
-			}
-		case !ok:
-			since = -1
-		}
-		if since < 0 && c.Now() >= quietAt+bound {
-			err := fmt.Errorf("sim: liveness violated: no agreement on the highest %s ID %d ticks after %s (tick %d): %s",
-				who, c.Now()-quietAt, after, c.Now(), c.describe())
-			if trace != nil {
-				fmt.Fprintf(trace, "%5d  VIOLATION %v\n", c.Now(), err)
-			}
-			return 0, err
-		}
+// withinMessages checks the messages the quiet phase cost against their
+// bound.
+func (s *seedRun) withinMessages() error {
+	if s.res.Messages > s.res.MessageLimit {
+		return fmt.Errorf("%w: %d messages from the quiet phase to the agreement, above the bound %d for the %d elections", ErrInvariant, s.res.Messages, s.res.MessageLimit, s.c.Elections()-s.electionsBefore)
 	}
-	if _, term, _ := c.Agreement(); term < c.MaxClaimedByRunning() {
-		return 0, fmt.Errorf("%w: the cluster agreed on term %d, below term %d claimed before by a node that runs", ErrInvariant, term, c.MaxClaimedByRunning())
-	}
-	return since - quietAt, nil
+	return nil
 }
 
 // describe renders every node's view, for failure messages.

@@ -65,7 +65,9 @@ func (c *Cluster) InjectTo(m protocol.Message, to uint64) error {
 		return fmt.Errorf("sim: a copy of %v for %d", m, to)
 	}
 	c.logf("inject %v to %d", m, to)
-	c.checkCert(m.Cert, "injected by", m.From)
+	for _, k := range c.checks {
+		k.sent(m, "injected by", m.From)
+	}
 	c.send(m, to)
 	return nil
 }

@@ -143,6 +143,15 @@ func (m *Machine) Start() {
 	case m.c.Left():
 	case m.c.FollowFound():
 		m.heardLeader = true
+	case m.c.AskReclaim():
+		// Keeping the leader found, whose term is below this node's:
+		// it claims again above it, and this node follows; if it does
+		// not within the coordinator wait, this node holds its election.
+		m.heardLeader = true
+		m.c.Defer(true)
+		m.deferred = true
+		m.answered = false
+		m.wait = m.c.CoordinatorTicks()
 	case m.c.FoundLeader() != 0:
 		m.elect(true, true) // a lower coordinator works: challenge it at once
 	default:

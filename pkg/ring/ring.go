@@ -154,6 +154,12 @@ func (m *Machine) Start() {
 	m.c.Announce()
 	switch {
 	case m.c.FollowFound():
+	case m.c.AskReclaim():
+		// Keeping the leader found, whose term is below this node's:
+		// it claims again above it; a round otherwise.
+		m.c.Defer(true)
+		m.participating = false
+		m.wait = m.c.CoordinatorTicks()
 	case m.c.Dynamic():
 		m.c.Defer(true)
 		m.participating = false

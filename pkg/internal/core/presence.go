@@ -229,3 +229,18 @@ func (c *Core) CoordinatorTicks() int {
 	}
 	return max(c.timing.CoordinatorTicks, (len(c.members)+1)*c.timing.AnswerTicks)
 }
+
+// AskReclaim is for a node that keeps the leader (KeepLeader) and
+// cannot follow the leader it found as it started because its own term,
+// from its disk, is above the found one: it asks that leader to claim
+// again above it (a Stale, on which a leader claims above the newer
+// term) instead of holding an election that it would win by its ID. It
+// reports whether it asked.
+func (c *Core) AskReclaim() bool {
+	f := c.found
+	if !c.keepLeader || c.left || f.Leader == 0 || f.Leader == c.id || f.Term >= c.term {
+		return false
+	}
+	c.Send(protocol.Message{Type: protocol.TypeStale, To: f.Leader, Term: c.term})
+	return true
+}

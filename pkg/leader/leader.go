@@ -199,7 +199,9 @@ func readerOf(cluster string, opts []Option) (options, error) {
 		return options{}, fmt.Errorf("leader: cluster %s: %w", cluster, err)
 	}
 	switch {
-	case o.keys != nil && alg == "":
+	case o.keys != nil && alg == "" && !o.keys.Authority():
+		// (Member keys from credentials: a cluster with dynamic
+		// membership, which is never byzantine.)
 		return options{}, fmt.Errorf("leader: cluster %s: %w: the members' keys state no algorithm; state it in the members file or pass WithAlgorithm", cluster, ErrNoAlgorithm)
 	case o.keys == nil && alg == protocol.Byzantine:
 		return options{}, needKeysError(cluster, fmt.Errorf("%w", ErrNeedKeys))

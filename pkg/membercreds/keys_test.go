@@ -103,7 +103,13 @@ func TestAuthorityAnnouncement(t *testing.T) {
 	if _, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, forged); err == nil {
 		t.Fatal("member 8 signed with member 7's credential")
 	}
-	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", data, seven.SignAnnouncement("orders", data)); !errors.Is(err, protocol.ErrNoAlgorithm) {
-		t.Fatalf("a reader that does not know the algorithm: %v, want ErrNoAlgorithm", err)
+	// Without the algorithm, the reader knows from the authority keys that
+	// the cluster is not byzantine.
+	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", data, seven.SignAnnouncement("orders", data)); err != nil {
+		t.Fatalf("a reader that does not state the algorithm: %v", err)
+	}
+	byz := must[[]byte](t)(protocol.EncodeAnnouncement(protocol.Announcement{Cluster: "orders", Leader: 7, Term: 7, Algorithm: protocol.Byzantine, At: protocol.Timestamp{Time: time.Now()}}))
+	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", byz, seven.SignAnnouncement("orders", byz)); !errors.Is(err, protocol.ErrAnnouncement) {
+		t.Fatalf("a byzantine announcement in a credentials cluster: %v, want a refusal", err)
 	}
 }

@@ -198,7 +198,11 @@ func VerifyAnnouncement(keys *MemberKeys, a Announcement) error {
 //     members keys lists), whatever algorithm it names.
 //   - A reader with keys that does not know the algorithm ("") believes
 //     only a certificate that holds; without one the error wraps
-//     ErrUncertified and ErrNoAlgorithm.
+//     ErrUncertified and ErrNoAlgorithm. Keys from member credentials
+//     (NewAuthorityKeys) are an exception: they are a cluster with
+//     dynamic membership, never byzantine, so the reader believes any
+//     other algorithm's announcement without a certificate, and none
+//     with one.
 //   - A certificate on an announcement of another algorithm is checked
 //     too, when there are keys.
 //
@@ -214,6 +218,16 @@ func VerifyAnnouncementOf(keys *MemberKeys, algorithm Algorithm, a Announcement)
 			err = fmt.Errorf("%w: %w: it names %.20q in a byzantine cluster, without a certificate", ErrAnnouncement, ErrUncertified, a.Algorithm)
 		}
 		return err
+	}
+	if algorithm == "" && keys.Authority() {
+		// Member keys from credentials are those of a cluster with
+		// dynamic membership, which byzantine does not run: its
+		// leaders hold no certificate, and one that claims to, or
+		// names byzantine, lies.
+		if a.Algorithm == Byzantine || a.Certificate != nil {
+			return fmt.Errorf("%w: a byzantine announcement or a certificate in a cluster with member credentials", ErrAnnouncement)
+		}
+		return nil
 	}
 	byzantine := algorithm == Byzantine || (algorithm == "" && a.Algorithm == Byzantine)
 	if keys == nil {

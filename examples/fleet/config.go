@@ -281,37 +281,18 @@ func (c *Config) loadCredential() error {
 	case c.Authority == "":
 		return invalid("ELECTION_AUTHORITY", "required with ELECTION_CREDS_FILE: the authority's public key (A…) checks every member's credential")
 	}
-	checker, err := membercreds.NewChecker(c.Cluster, c.Authority)
-	if err != nil {
-		return invalid("ELECTION_AUTHORITY", "%v", err)
-	}
-	if info, err := os.Stat(c.CredsFile); err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%v", err)
-	} else if mode := info.Mode().Perm(); mode&0o077 != 0 {
-		return invalid("ELECTION_CREDS_FILE", "%s may be read or written by group or others (mode %04o), and its seed is this member's identity: make it 0600 (0400 for a Kubernetes Secret)", c.CredsFile, mode)
-	}
-	token, kp, err := membercreds.ReadCreds(c.CredsFile)
-	if err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%v", err)
-	}
-	cred, err := membercreds.Verify(token, checker.Authorities, c.Cluster, time.Now())
-	if err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%s: %v", c.CredsFile, err)
-	}
+	member, err := membercreds.Load(c.CredsFile, c.Authority, c.Cluster, time.Now())
 	switch {
+	case errors.Is(err, membercreds.ErrAuthority):
+		return invalid("ELECTION_AUTHORITY", "%v", err)
+	case err != nil:
+		return invalid("ELECTION_CREDS_FILE", "%v", err)
 	case c.id == 0:
-		c.id, c.idSource = cred.ID, "credential"
-	case cred.ID != c.id:
-		return invalid("ELECTION_CREDS_FILE", "%s is the credential of member %d, but NODE_ID is %d", c.CredsFile, cred.ID, c.id)
+		c.id, c.idSource = member.Credential.ID, "credential"
+	case member.Credential.ID != c.id:
+		return invalid("ELECTION_CREDS_FILE", "%s is the credential of member %d, but NODE_ID is %d", c.CredsFile, member.Credential.ID, c.id)
 	}
-	signer, err := protocol.NewSigner(c.id, kp)
-	if err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%v", err)
-	}
-	if c.signer, err = signer.WithCredential(token); err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%v", err)
-	}
-	c.keys = checker.Keys()
+	c.signer, c.keys = member.Signer, member.Keys
 	return nil
 }
 

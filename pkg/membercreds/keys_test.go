@@ -2,6 +2,9 @@ package membercreds
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +114,33 @@ func TestAuthorityAnnouncement(t *testing.T) {
 	byz := must[[]byte](t)(protocol.EncodeAnnouncement(protocol.Announcement{Cluster: "orders", Leader: 7, Term: 7, Algorithm: protocol.Byzantine, At: protocol.Timestamp{Time: time.Now()}}))
 	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", byz, seven.SignAnnouncement("orders", byz)); !errors.Is(err, protocol.ErrAnnouncement) {
 		t.Fatalf("a byzantine announcement in a credentials cluster: %v, want a refusal", err)
+	}
+}
+
+// TestLoad: a member's creds file and its authority make its signer and
+// the cluster's keys; errors about the authority are told apart.
+func TestLoad(t *testing.T) {
+	authority, authorityPub := newAccount(t)
+	user, userPub := newUser(t)
+	seed := must[[]byte](t)(user.Seed())
+	path := filepath.Join(t.TempDir(), CredsFile(7))
+	if err := WriteCreds(path, must[string](t)(Issue(authority, "orders", 7, userPub, 0)), seed); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path, authorityPub, "orders", time.Now())
+	if err != nil || m.Credential.ID != 7 || m.Signer.ID() != 7 || m.Signer.Credential() == "" || !m.Keys.Authority() {
+		t.Fatalf("Load = %+v, %v", m, err)
+	}
+	if _, err := Load(path, "not-a-key", "orders", time.Now()); !errors.Is(err, ErrAuthority) {
+		t.Fatalf("a bad authority: %v, want ErrAuthority", err)
+	}
+	if _, err := Load(path, authorityPub, "other", time.Now()); err == nil || errors.Is(err, ErrAuthority) {
+		t.Fatalf("another cluster: %v, want an error about the file", err)
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, authorityPub, "orders", time.Now()); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a file others may read: %v", err)
 	}
 }

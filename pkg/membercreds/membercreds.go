@@ -500,3 +500,52 @@ func (c Checker) CheckCredential(token string, now time.Time) (uint64, string, t
 // Keys returns the member keys of the checker's cluster: every key comes
 // from the credential a message carries (protocol.NewAuthorityKeys).
 func (c Checker) Keys() *protocol.MemberKeys { return protocol.NewAuthorityKeys(c, nil) }
+
+// Member is what a member of a cluster with credentials runs with: its
+// credential, the signer that adds it to everything it signs, and the
+// member keys that check every other member's with the authority's keys
+// alone.
+type Member struct {
+	Credential Credential
+	Signer     *protocol.Signer
+	Keys       *protocol.MemberKeys
+}
+
+// ErrAuthority wraps Load's errors about the authority's keys, as
+// opposed to the creds file.
+var ErrAuthority = errors.New("membercreds: authority")
+
+// Load reads the creds file at path (readable by its owner only: the
+// seed is the member's identity), checks the credential at now against
+// authorities (ParseAuthorities's form) and cluster, and returns the
+// member it makes. Errors about authorities wrap ErrAuthority; the others
+// are about the file.
+func Load(path, authorities, cluster string, now time.Time) (Member, error) {
+	checker, err := NewChecker(cluster, authorities)
+	if err != nil {
+		return Member{}, fmt.Errorf("%w: %w", ErrAuthority, err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return Member{}, err
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		return Member{}, fmt.Errorf("%s may be read or written by group or others (mode %04o), and its seed is the member's identity: chmod 600 it (0400 for a Kubernetes Secret)", path, mode)
+	}
+	token, kp, err := ReadCreds(path)
+	if err != nil {
+		return Member{}, err
+	}
+	cred, err := Verify(token, checker.Authorities, cluster, now)
+	if err != nil {
+		return Member{}, fmt.Errorf("%s: %w", path, err)
+	}
+	signer, err := protocol.NewSigner(cred.ID, kp)
+	if err == nil {
+		signer, err = signer.WithCredential(token)
+	}
+	if err != nil {
+		return Member{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return Member{Credential: cred, Signer: signer, Keys: checker.Keys()}, nil
+}

@@ -701,35 +701,15 @@ func (c *Config) loadCredentials() error {
 	case !c.dynamic():
 		return invalid("ELECTION_CREDS_FILE", "set, but credentials are for dynamic membership (ELECTION_MEMBERSHIP=dynamic); a static cluster uses ELECTION_KEY_FILE and ELECTION_KEYS_FILE")
 	}
-	checker, err := membercreds.NewChecker(c.Cluster, c.Authority)
-	if err != nil {
+	member, err := membercreds.Load(c.CredsFile, c.Authority, c.Cluster, time.Now())
+	switch {
+	case errors.Is(err, membercreds.ErrAuthority):
 		return invalid("ELECTION_AUTHORITY", "%v", err)
-	}
-	if err := checkSeedMode(c.CredsFile); err != nil {
-		var ce *configError
-		if errors.As(err, &ce) {
-			ce.name = "ELECTION_CREDS_FILE"
-		}
-		return err
-	}
-	token, kp, err := membercreds.ReadCreds(c.CredsFile)
-	if err != nil {
+	case err != nil:
 		return invalid("ELECTION_CREDS_FILE", "%v", err)
+	case member.Credential.ID != c.ID:
+		return invalid("ELECTION_CREDS_FILE", "%s is the credential of member %d, but NODE_ID is %d", c.CredsFile, member.Credential.ID, c.ID)
 	}
-	cred, err := membercreds.Verify(token, checker.Authorities, c.Cluster, time.Now())
-	if err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%s: %v", c.CredsFile, err)
-	}
-	if cred.ID != c.ID {
-		return invalid("ELECTION_CREDS_FILE", "%s is the credential of member %d, but NODE_ID is %d", c.CredsFile, cred.ID, c.ID)
-	}
-	signer, err := protocol.NewSigner(c.ID, kp)
-	if err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%v", err)
-	}
-	if c.signer, err = signer.WithCredential(token); err != nil {
-		return invalid("ELECTION_CREDS_FILE", "%v", err)
-	}
-	c.keys = checker.Keys()
+	c.signer, c.keys = member.Signer, member.Keys
 	return nil
 }

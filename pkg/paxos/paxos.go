@@ -674,6 +674,12 @@ func (m *Machine) acceptPrepare(from, inc, b uint64) protocol.Message {
 	case b == a.Promised:
 		// A copy of a Prepare already promised.
 	case m.now < m.acc.restartWait:
+		if !m.restored {
+			// New storage: remember the highest ballot heard while
+			// waiting (see acceptPropose).
+			a.Promised = b
+			m.acc.state = a
+		}
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.acc.restartWait - m.now}
 	case m.granted() && !holder:
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Candidate: a.Value, Wait: m.acc.grantUntil - m.now}
@@ -764,6 +770,12 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		}
 		m.c.Send(reply)
 		ok = reply.Type == protocol.TypeAccepted
+	} else if m.stale(msg.Cfg) {
+		// A candidate that does not vote answers nothing, but a
+		// proposer with older voters than its own learns them from it:
+		// else it would never follow that proposer, and nobody would
+		// learn what it holds.
+		m.c.Send(protocol.Message{Type: protocol.TypeNack, To: msg.From, Seq: msg.Seq, Term: m.acc.state.Promised, Cfg: m.cfg})
 	}
 	if msg.Candidate == 0 {
 		if ok && msg.From == m.c.Leader() && msg.Term == m.c.Term() {
@@ -821,6 +833,20 @@ func (m *Machine) acceptPropose(from, inc, b uint64) protocol.Message {
 	a := m.acc.state
 	if b < a.Promised || m.c.Owner(b) != from {
 		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised}
+	}
+	if !m.restored && m.now < m.acc.restartWait {
+		// Storage that is new: this acceptor may have promised a
+		// higher ballot before, and forgotten it, so that accepting an
+		// older one now could make a second majority. It accepts
+		// nothing for a lease, as it promises nothing, and remembers
+		// the highest ballot it hears meanwhile (refusing lower ones
+		// after): the current leader's renewals reach it within the
+		// lease.
+		if b > a.Promised {
+			a.Promised = b
+			m.acc.state = a
+		}
+		return protocol.Message{Type: protocol.TypeNack, Term: a.Promised, Wait: m.acc.restartWait - m.now}
 	}
 	if a.Promised != b || a.Accepted != b || a.Value != from {
 		a = election.AcceptorState{Promised: b, Accepted: b, Value: from}

@@ -381,8 +381,15 @@ func TestNewStorageWaits(t *testing.T) {
 	m.Start()
 	m.Ready()
 	m.Step(msg(protocol.TypePrepare, 9, 0, 5))
-	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"nack→9:0"}) {
-		t.Errorf("new storage, at once: got %v, want a nack", got)
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"nack→9:5"}) {
+		t.Errorf("new storage, at once: got %v, want a nack that remembers ballot 5", got)
+	}
+	// It accepts nothing either while it waits, and remembers the ballot.
+	p := msg(protocol.TypePropose, 8, 0, 4)
+	p.Seq = 1
+	m.Step(p)
+	if got := show(m.Ready().Messages); !slices.Equal(got, []string{"nack→8:5"}) {
+		t.Errorf("new storage, a proposal at once: got %v, want a nack", got)
 	}
 	ticks(m, timing.LeaseTicks+1)
 	m.Step(msg(protocol.TypePrepare, 9, 0, 10))

@@ -41,6 +41,17 @@ type ChurnSpec struct {
 	// highest running ID, or with KeepLeader the leader before unless it
 	// left (then the highest running ID).
 	Only bool
+	// Voters runs Paxos with voters that change: the run draws a voter
+	// set of 3 or 5 IDs, which are initial members, and gives it to every
+	// machine (election.Config.Voters); the node that leads is asked now
+	// and then to move the voters (paxos.Machine.ChangeVoters, through
+	// Cluster.Do) to 1 to 5 IDs, most often among the running nodes.
+	// Each settle first starts voters of the newest configuration a
+	// running node holds until a quorum of it runs, and the cluster
+	// agrees only once every running node holds one configuration, not
+	// joint. The Factory's machines must implement ChangeVoters and
+	// Voters as paxos.Machine does.
+	Voters bool
 }
 
 // ChurnResult is the outcome of one churn run.
@@ -73,6 +84,21 @@ type ChurnResult struct {
 	Settles int
 	// MostPresent is the most nodes that ran at once.
 	MostPresent int
+	// Voters is, in a run of ChurnSpec.Voters, the voter set at start.
+	// Changes counts the changes of the voters a leader began (its
+	// configuration became joint), Absent those of them whose new voters
+	// did not all run, and Refused the requests the leader refused (a
+	// change under way, or its lease lapsed). Begun and Completed count
+	// the joint configurations and the new configurations, not joint,
+	// that some node stored, one per version: a change that a leader
+	// began and its successor completed counts once; Successors counts
+	// those. Restored counts the voters the settles started for a quorum
+	// of the newest configuration to run. Kept counts the members that
+	// came back with their disk because without it too few voters of the
+	// newest configuration would have kept theirs (among Returns).
+	Voters                                       []uint64
+	Changes, Absent, Refused                     int
+	Begun, Completed, Successors, Restored, Kept int
 }
 
 // Departures is how many members left, of every kind.
@@ -117,6 +143,13 @@ type churnRun struct {
 	hangs   map[uint64]int  // hung nodes → the tick their hang ends
 	crashed map[uint64]bool // nodes a fault crashed (not departed)
 	split   bool
+	// With ChurnSpec.Voters: change is the chance, each tick of the
+	// fault phase, that the leader is asked to change the voters; votes
+	// follows the configurations the nodes store; target is, in a run of
+	// Only, the voters the last change asked for (nil before any).
+	change float64
+	votes  *voterLog
+	target []uint64
 	// leader is, in a run of Only with KeepLeader, the leader expected
 	// after the next settle; 0 for the highest running ID.
 	leader uint64
@@ -140,8 +173,12 @@ type churnRun struct {
 // join one at a time, and after each the same must hold, with KeepLeader
 // on the same leader, which alone may claim meanwhile. With spec.Only
 // members only join and leave, one at a time on a reliable network, and
-// after each the cluster must settle on the exact leader expected. Every
-// invariant of the cluster is checked after every step.
+// after each the cluster must settle on the exact leader expected. With
+// spec.Voters (Paxos), the leader is also asked at random to change the
+// voters, each settle first starts voters of the newest configuration a
+// running node holds until a quorum of it runs, and an agreement also
+// needs every running node to hold one voter configuration, not joint.
+// Every invariant of the cluster is checked after every step.
 func RunChurn(seed uint64, spec ChurnSpec, trace io.Writer) ChurnResult {
 	ch := &churnRun{spec: spec, res: &ChurnResult{Result: Result{Seed: seed, Converged: -1}}}
 	ch.rng, ch.trace = rand.New(rand.NewPCG(seed, 0x636875726e)), trace
@@ -159,6 +196,9 @@ func (ch *churnRun) finish() {
 	if ch.c != nil {
 		ch.res.Elections, ch.res.Reclaims, ch.res.End = ch.c.Elections(), ch.c.Reclaims(), ch.c.Now()
 	}
+	if ch.votes != nil {
+		ch.res.Begun, ch.res.Completed, ch.res.Successors = len(ch.votes.joint), len(ch.votes.done), ch.votes.successors()
+	}
 }
 
 // setup draws the run's shape and builds its cluster, every node down.
@@ -168,8 +208,18 @@ func (ch *churnRun) setup() error {
 		ch.ids = append(ch.ids, id)
 	}
 	k := 1 + rng.IntN(MaxSmall)
+	perm := rng.Perm(MaxChurnID)
+	if ch.spec.Voters {
+		// The voters are initial members: they start first.
+		nv := 3 + 2*rng.IntN(2)
+		for _, i := range perm[:nv] {
+			res.Voters = append(res.Voters, uint64(i)+1)
+		}
+		slices.Sort(res.Voters)
+		k = max(k, nv)
+	}
 	initial := make([]uint64, 0, k)
-	for _, i := range rng.Perm(MaxChurnID)[:k] {
+	for _, i := range perm[:k] {
 		initial = append(initial, uint64(i)+1)
 	}
 	slices.Sort(initial)
@@ -190,6 +240,9 @@ func (ch *churnRun) setup() error {
 	}
 	ch.join = []float64{0.003, 0.01, 0.03}[rng.IntN(3)]
 	ch.leave = []float64{0.003, 0.01, 0.03}[rng.IntN(3)]
+	if ch.spec.Voters && !ch.spec.Only {
+		ch.change = []float64{0.01, 0.05, 0.2}[rng.IntN(3)]
+	}
 	rates := make(map[uint64]int64)
 	if ch.spec.Leases {
 		// With leases, every clock runs at its own rate within the drift
@@ -205,13 +258,28 @@ func (ch *churnRun) setup() error {
 	if ch.trace != nil {
 		fmt.Fprintf(ch.trace, "seed %d: %s churn (keep leader %v, only %v), initial members %v, timing %+v, fault network %+v for %d ticks; faults %+v; joins %.3f and departures %.3f a tick; bound %d\n",
 			res.Seed, ch.spec.Name, ch.spec.KeepLeader, ch.spec.Only, initial, ch.timing, ch.fault, ch.ticks, ch.f, ch.join, ch.leave, res.Bound)
+		if ch.spec.Voters {
+			fmt.Fprintf(ch.trace, "voters %v, changed %.3f a tick\n", res.Voters, ch.change)
+		}
 	}
-	c, err := New(Config{Members: ch.ids, Timing: ch.timing, Factory: ch.spec.Factory, Leases: ch.spec.Leases, Rates: rates,
+	factory := ch.spec.Factory
+	if ch.spec.Voters {
+		voters := res.Voters
+		factory = func(cfg election.Config) (election.Machine, error) {
+			cfg.Voters = slices.Clone(voters)
+			return ch.spec.Factory(cfg)
+		}
+	}
+	c, err := New(Config{Members: ch.ids, Timing: ch.timing, Factory: factory, Leases: ch.spec.Leases, Rates: rates,
 		Rand: rng, Network: ch.fault, Trace: ch.trace, Dynamic: true, Initial: initial, KeepLeader: ch.spec.KeepLeader})
 	if err != nil {
 		return err
 	}
 	ch.c = c
+	if ch.spec.Voters {
+		ch.votes = newVoterLog()
+		c.checks = append(c.checks, ch.votes)
+	}
 	ch.startAt = make(map[uint64]int, k)
 	for _, id := range initial {
 		ch.startAt[id] = rng.IntN(ch.timing.LeaderTimeoutTicks)
@@ -237,6 +305,9 @@ func (ch *churnRun) disturb() error {
 	}
 	if ch.rng.Float64() < ch.leave {
 		ch.leaveOne()
+	}
+	if ch.change > 0 && ch.rng.Float64() < ch.change {
+		ch.changeVoters()
 	}
 	return nil
 }
@@ -350,11 +421,16 @@ func (ch *churnRun) joinOne() uint64 {
 	default:
 		id = back[ch.rng.IntN(len(back))]
 		delete(ch.crashed, id)
-		if ch.rng.IntN(2) == 0 {
+		switch wipe := ch.rng.IntN(2) == 0; {
+		case wipe && ch.spec.Voters && !ch.mayWipe(id):
+			ch.res.Returns++
+			ch.res.Kept++
+			ch.logf("%d comes back with its disk: without it, too few voters of the newest configuration would keep it", id)
+		case wipe:
 			ch.c.WipeDisk(id)
 			ch.res.Fresh++
 			ch.logf("%d comes back without its disk", id)
-		} else {
+		default:
 			ch.res.Returns++
 			ch.logf("%d comes back with its disk", id)
 		}
@@ -434,6 +510,9 @@ func (ch *churnRun) settle() error {
 	if ch.running() == 0 {
 		ch.joinOne()
 	}
+	if ch.spec.Voters {
+		ch.restoreVoters()
+	}
 	ch.res.QuietAt = ch.c.Now()
 	ch.logf("settled: must agree by tick %d", ch.c.Now()+ch.res.Bound)
 	return nil
@@ -466,12 +545,15 @@ func (ch *churnRun) joinOnly() error {
 		if id == 0 {
 			return nil
 		}
+		if ch.spec.Voters {
+			ch.restoreVoters() // it may bring a newer configuration
+		}
 		a := goal{from: ch.c.Now(), bound: ch.res.Bound, end: ch.c.Now() + ch.res.Bound + ch.hold, hold: ch.hold,
 			agreed: ch.agreed, missing: ch.missing(), after: fmt.Sprintf("%d joined", id)}
 		if ch.spec.KeepLeader {
 			a.agreed = func() bool {
 				l, _, ok := ch.c.Leading()
-				return ok && l == leader && ch.membersAgree()
+				return ok && l == leader && ch.membersAgree() && ch.votersSettled()
 			}
 			a.check = func() error {
 				for claims < ch.c.Claims() {
@@ -485,7 +567,7 @@ func (ch *churnRun) joinOnly() error {
 				}
 				return nil
 			}
-			a.missing = fmt.Sprintf("no agreement on the leader kept, %d, and the members present,", leader)
+			a.missing = fmt.Sprintf("no agreement on the leader kept, %d, and the members present%s,", leader, ch.andVoters())
 		}
 		if _, err := ch.await(a); err != nil {
 			return ch.explain(err)
@@ -517,6 +599,9 @@ func (ch *churnRun) rounds() error {
 		if err != nil {
 			return err
 		}
+		if ch.spec.Voters {
+			ch.restoreVoters()
+		}
 		if err := ch.settled(what); err != nil {
 			return err
 		}
@@ -528,6 +613,12 @@ func (ch *churnRun) rounds() error {
 // before it returns) and notes the leader then expected. It says what it
 // did.
 func (ch *churnRun) event() (string, error) {
+	if ch.spec.Voters && ch.rng.IntN(4) == 0 {
+		if next := ch.changeVoters(); next != nil {
+			ch.target = next
+			return fmt.Sprintf("the voters moved to %v", next), nil
+		}
+	}
 	n := ch.running()
 	if n < MaxPresent && (n <= 1 || ch.rng.IntN(2) == 0) {
 		if id := ch.joinOne(); id != 0 {
@@ -586,11 +677,11 @@ func (ch *churnRun) settled(after string) error {
 	a := goal{from: from, bound: ch.res.Bound, end: from + ch.res.Bound + ch.hold, hold: ch.hold,
 		agreed: func() bool {
 			l, _, ok := ch.c.Leading()
-			return ok && (first || l == want()) && ch.membersAgree()
+			return ok && (first || l == want()) && ch.membersAgree() && ch.votersSettled()
 		},
-		missing: fmt.Sprintf("no agreement on leader %d and the members present,", want()), after: after}
+		missing: fmt.Sprintf("no agreement on leader %d and the members present%s,", want(), ch.andVoters()), after: after}
 	if first {
-		a.missing = "no agreement on a leader and the members present,"
+		a.missing = fmt.Sprintf("no agreement on a leader and the members present%s,", ch.andVoters())
 	}
 	converged, err := ch.await(a)
 	if err != nil {
@@ -614,15 +705,32 @@ func (ch *churnRun) agreed() bool {
 	} else {
 		_, _, ok = ch.c.Agreement()
 	}
-	return ok && ch.membersAgree()
+	return ok && ch.membersAgree() && ch.votersSettled()
+}
+
+// votersSettled reports whether, in a run of ChurnSpec.Voters, every
+// running node holds one voter configuration, not joint (votersAgree);
+// true in other runs.
+func (ch *churnRun) votersSettled() bool { return !ch.spec.Voters || ch.votersAgree() }
+
+// andVoters names the voters in what an agreement misses, in a run of
+// ChurnSpec.Voters.
+func (ch *churnRun) andVoters() string {
+	switch {
+	case !ch.spec.Voters:
+		return ""
+	case ch.target != nil:
+		return fmt.Sprintf(" and the voters %v, not joint", ch.target)
+	}
+	return " and one voter configuration, not joint"
 }
 
 // missing is what agreed misses, for a liveness violation.
 func (ch *churnRun) missing() string {
 	if ch.spec.KeepLeader {
-		return "no agreement on a leader and the members present,"
+		return fmt.Sprintf("no agreement on a leader and the members present%s,", ch.andVoters())
 	}
-	return "no agreement on the highest running ID and the members present,"
+	return fmt.Sprintf("no agreement on the highest running ID and the members present%s,", ch.andVoters())
 }
 
 // membersAgree reports whether every running node whose machine tells
@@ -645,6 +753,9 @@ func (ch *churnRun) explain(err error) error {
 		if m, ok := ch.c.MembersOf(id); ok {
 			fmt.Fprintf(&b, " [%d: %v]", id, m)
 		}
+	}
+	if ch.spec.Voters {
+		return fmt.Errorf("%w; running %v, members counted:%s; voters held:%s", err, ch.c.Running(), b.String(), ch.describeVoters())
 	}
 	return fmt.Errorf("%w; running %v, members counted:%s", err, ch.c.Running(), b.String())
 }

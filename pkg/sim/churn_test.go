@@ -27,14 +27,27 @@ func TestChurnRingKeepLeader(t *testing.T) {
 	runChurn(t, sim.ChurnSpec{Spec: ringSpec, KeepLeader: true})
 }
 
+// TestChurnPaxos runs Paxos with voters that change (ChurnSpec.Voters):
+// 3 or 5 voters drawn at setup, moved at random by the leader, crashed,
+// restarted, hung and cut off as every member is; never two leaders at
+// once, and once a quorum of the newest voters runs and the network
+// settles, one leader, the highest running ID, and one voter
+// configuration, not joint, everywhere.
+func TestChurnPaxos(t *testing.T) { runChurn(t, sim.ChurnSpec{Spec: paxosSpec, Voters: true}) }
+func TestChurnPaxosKeepLeader(t *testing.T) {
+	runChurn(t, sim.ChurnSpec{Spec: paxosSpec, Voters: true, KeepLeader: true})
+}
+
 // TestChurnOnly has members only join and leave, one at a time, on a
 // reliable network, and checks the exact leader after each settle: the
 // highest running ID, or with KeepLeader the leader before unless it
-// left.
+// left. Paxos also changes its voters in a fourth of the events, and must
+// then settle on the voters asked for.
 func TestChurnOnly(t *testing.T) {
 	for _, spec := range []sim.ChurnSpec{
 		{Spec: bullySpec, Only: true}, {Spec: bullySpec, Only: true, KeepLeader: true},
 		{Spec: ringSpec, Only: true}, {Spec: ringSpec, Only: true, KeepLeader: true},
+		{Spec: paxosSpec, Voters: true, Only: true},
 	} {
 		t.Run(churnMode(spec), func(t *testing.T) { runChurn(t, spec) })
 	}
@@ -53,7 +66,8 @@ func churnMode(spec sim.ChurnSpec) string {
 
 // runChurn runs the seeds of a churn mode, every one even after a
 // failure, and logs the figures: seeds, joins, departures by kind,
-// elections and the seeds that failed. A failure prints the trace of the
+// elections and the seeds that failed; with voters that change, the
+// changes begun, refused and completed. A failure prints the trace of the
 // first seed that failed and how to replay it.
 func runChurn(t *testing.T, spec sim.ChurnSpec) {
 	mode := churnMode(spec)
@@ -90,6 +104,14 @@ func runChurn(t *testing.T, spec sim.ChurnSpec) {
 		sum.Elections += res.Elections
 		sum.Reclaims += res.Reclaims
 		sum.Settles += res.Settles
+		sum.Changes += res.Changes
+		sum.Absent += res.Absent
+		sum.Refused += res.Refused
+		sum.Begun += res.Begun
+		sum.Completed += res.Completed
+		sum.Successors += res.Successors
+		sum.Restored += res.Restored
+		sum.Kept += res.Kept
 		most = max(most, res.MostPresent)
 		if res.Err != nil {
 			if len(failed) == 0 {
@@ -107,6 +129,13 @@ func runChurn(t *testing.T, spec sim.ChurnSpec) {
 		sum.Faults, sum.Elections, sum.Reclaims, sum.Settles, most, worst, worstSeed, len(failed), failed)
 	if seeds >= 20 && (sum.Joins == 0 || sum.Returns+sum.Fresh == 0 || sum.Resigns == 0 || sum.Crashes == 0 || sum.Hangs == 0) {
 		t.Errorf("%s: a kind of join or departure never happened: the churn checks less than it says", mode)
+	}
+	if spec.Voters {
+		t.Logf("%s: %d changes of the voters begun by the leader (%d to voters not all running), %d refused; %d joint configurations and %d new configurations stored (%d completed by the next leader); %d voters started to restore a quorum; %d members back with their disk lest a majority of the voters lose theirs",
+			mode, sum.Changes, sum.Absent, sum.Refused, sum.Begun, sum.Completed, sum.Successors, sum.Restored, sum.Kept)
+		if seeds >= 20 && (sum.Changes == 0 || sum.Completed == 0 || !spec.Only && sum.Absent == 0) {
+			t.Errorf("%s: no change of the voters began or completed, or none to voters not running: the churn checks less than it says", mode)
+		}
 	}
 	if len(failed) == 0 {
 		return

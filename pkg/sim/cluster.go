@@ -205,6 +205,10 @@ type node struct {
 	// effect (Due()-1): the runtime sleeps through them, so a tick among
 	// them that does something is a violation.
 	quiet int
+	// held are, with dynamic voters (voting), the voter configurations
+	// its machine held since its last Prepare, that one's included: a
+	// claim counts promises and acceptances under one of them.
+	held []*protocol.Voters
 }
 
 func (n *node) up() bool { return n.m != nil }
@@ -449,7 +453,7 @@ func (c *Cluster) Start(id uint64) {
 		panic(err) // a machine, a positive tick and incarnation
 	}
 	n.m, n.d, n.clock, n.paused, n.backlog = m, d, 0, false, nil
-	n.floor = cfg.State.Term
+	n.floor, n.held = cfg.State.Term, nil
 	n.status = m.Status()
 	c.logf("start %d (incarnation %d, from term %d max %d)", id, n.incarnation, cfg.State.Term, cfg.State.MaxTerm)
 	for _, k := range c.checks {
@@ -1039,6 +1043,15 @@ func (c *Cluster) observe(n *node, s driver.Step) {
 	for _, m := range rd.Messages {
 		if !s.Stale && m.Type == protocol.TypePrepare && m.From == n.id {
 			n.prepared = c.now
+			n.held = n.held[:0]
+			if m.Cfg != nil {
+				n.held = append(n.held, m.Cfg)
+			}
+		}
+	}
+	if v, ok := n.m.(voting); ok && c.dynamic {
+		if cur := v.Voters(); cur != nil && (len(n.held) == 0 || n.held[len(n.held)-1] != cur) {
+			n.held = append(n.held, cur)
 		}
 	}
 	for _, ev := range rd.Events {
@@ -1117,9 +1130,80 @@ func (c *Cluster) claim(n *node, term uint64, st election.SoftState) {
 	if st.Role != election.Leader || st.Term != term {
 		c.fail("node %d claimed term %d but its status is %v term %d", n.id, term, st.Role, st.Term)
 	}
-	if c.leases && c.split >= 0 && c.split < n.prepared && c.side(n.id) < c.quorum() {
+	if !c.leases || c.split < 0 || c.split >= n.prepared {
+		return
+	}
+	if _, ok := n.m.(voting); ok && c.dynamic {
+		if !c.sideQuorate(n) {
+			c.fail("node %d claimed term %d on a side %v of a partition since tick %d, before its campaign, with a quorum of none of the voters it held since: %s",
+				n.id, term, c.sideOf(n.id), c.split, heldString(n.held))
+		}
+		return
+	}
+	if c.side(n.id) < c.quorum() {
 		c.fail("node %d claimed term %d on a side of %d of %d members, partitioned since tick %d, before its campaign", n.id, term, c.side(n.id), len(c.members), c.split)
 	}
+}
+
+// voting is a machine whose voters are a configuration that changes
+// (Paxos with dynamic membership, protocol.Voters).
+type voting interface {
+	Voters() *protocol.Voters
+}
+
+// sideOf is the members on id's side of the current partition, sorted.
+func (c *Cluster) sideOf(id uint64) []uint64 {
+	var side []uint64
+	for _, m := range c.members {
+		if c.groups[m] == c.groups[id] {
+			side = append(side, m)
+		}
+	}
+	return side
+}
+
+// sideQuorate reports whether n's side of the partition holds a quorum
+// of a voter configuration n held since its campaign began: the one it
+// counted its promises and acceptances under is among them.
+func (c *Cluster) sideQuorate(n *node) bool {
+	side := c.sideOf(n.id)
+	for _, v := range n.held {
+		if v.Quorate(side) {
+			return true
+		}
+	}
+	return false
+}
+
+// VotersOf returns the voter configuration node id's machine holds (Paxos
+// with dynamic membership: paxos.Machine.Voters), and whether it runs and
+// holds one.
+func (c *Cluster) VotersOf(id uint64) (*protocol.Voters, bool) {
+	n := c.node(id)
+	v, ok := n.m.(voting)
+	if !ok || !n.up() || v.Voters() == nil {
+		return nil, false
+	}
+	w := *v.Voters()
+	w.Voters, w.Next = slices.Clone(w.Voters), slices.Clone(w.Next)
+	return &w, true
+}
+
+// Do runs op on node id's machine through its driver, as the runtime's
+// loop runs a request (driver.Do): first the ticks its clock completed,
+// then op; what op made the machine do is stored before its messages are
+// sent, and checked as every step is. It returns op's error, or an error
+// when the node is down or paused (its loop would not answer).
+func (c *Cluster) Do(id uint64, op func(election.Machine) error) error {
+	n := c.node(id)
+	if !n.up() || n.paused {
+		return fmt.Errorf("sim: node %d does not run, or is paused", id)
+	}
+	c.tickNode(n)
+	err := n.d.Do(op)
+	c.logf("do on %d: %v", id, err)
+	c.flush(n)
+	return err
 }
 
 // checkExclusive checks, for algorithms with leases, that at most one node

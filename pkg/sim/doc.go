@@ -59,7 +59,11 @@
 // (Cluster.MembersOf shows whom). A broadcast reaches the nodes that run,
 // paused or not, when it is sent. Cluster.Running lists the nodes that
 // run, and Cluster.Leading tells whether they agree on one leader,
-// whichever it is.
+// whichever it is. Cluster.VotersOf shows the voter configuration a Paxos
+// node of dynamic membership holds, and Cluster.Do runs an operation, such
+// as a change of the voters, on a running node's machine through its
+// driver, as the runtime's loop runs a request (driver.Do): what it makes
+// the machine do is stored before its messages are sent.
 //
 // After every step (a delivery, a tick, a start, a resignation) the cluster
 // checks the invariants that the step could have broken:
@@ -90,7 +94,9 @@
 //     leader (a node reports leader while its status says so and its own
 //     clock has not reached the lease's end, LeaseUntil), and no node
 //     claims on a side of a partition without a majority when the
-//     partition began before its campaign.
+//     partition began before its campaign (with voters that change, a
+//     quorum of one of the voter configurations it held since its
+//     campaign began: it counted its promises and acceptances under one).
 //
 // What runs beside the machines, or only some algorithms need, is checked
 // by the cluster's checks (the check interface): the cluster tells each,
@@ -297,9 +303,9 @@
 //
 // # Churn
 //
-// RunChurn runs Bully or the ring (any factory whose machines implement
-// election.Membership; Paxos, with fixed voters, plugs in through the
-// factory it is given, ChurnSpec) with dynamic membership: IDs from 1 to
+// RunChurn runs Bully, the ring or Paxos (any factory whose machines
+// implement election.Membership; Paxos with ChurnSpec.Voters, below) with
+// dynamic membership: IDs from 1 to
 // MaxChurnID, 1 to MaxSmall of them at start, at most MaxPresent running
 // at once, with a presence interval of 25, 50 or 100 ticks drawn per
 // seed. Members join (an ID that never ran, or one that ran before, with
@@ -329,20 +335,49 @@
 // and then the highest running ID of those that stayed, kept when the
 // hung leader comes back.
 //
-// The churn found two faults of KeepLeader in the machines, left to their
-// packages. A member that comes back with a term on its disk above the
-// kept leader's (it claimed it alone on its side of a partition, then
-// left), and whose ID is above the leader's, cannot follow the leader it
-// finds and claims, and Bully and the ring hand it the leadership
-// (TestChurnKeepLeaderReturn, "above"; SIM_CHURN_SEED=3377 and 7069 of
-// TestChurnBullyKeepLeader, 903 and 2080 of TestChurnRingKeepLeader). A
-// follower that resumes from a hang as a paused process (Resume: the
-// ticks of its hang before the copies that waited) times its live leader
-// out and claims, and nothing undoes the claim: the ring's leader follows
-// it, Bully's claims again (TestChurnKeepLeaderHungFollower, "burst"). Both
-// known failures run with SIM_KNOWN_BUGS=1. The runtime's loop withholds a
-// deadline it reached late, so the churn's hangs end as the loop resumes
-// (ResumeSettling).
+// ChurnSpec.Voters runs Paxos with voters that change. The run draws a
+// voter set of 3 or 5 IDs, initial members, and gives it to every machine
+// (election.Config.Voters, version 0). The voters crash, restart, resign,
+// hang and are cut off as every member does, and the candidates (the
+// members that do not vote) join and leave freely. In the fault phase
+// the node that leads, when one does, is asked now and then, at a rate
+// drawn per seed, to move the voters to 1 to 5 IDs drawn among the
+// running nodes, or in a quarter of the requests among every ID, some of
+// which may not run (the change then stays joint, and the leader cannot
+// renew its lease, until they do): Cluster.Do runs ChangeVoters on its
+// machine, so that the joint configuration is stored before it is
+// proposed. A node comes back without its disk only if, in each set of
+// the newest configuration a disk holds that it belongs to, a majority of
+// the other voters keep that configuration on their disks (the fault
+// model does not lose a majority's disks at once); otherwise it comes back
+// with it (ChurnResult.Kept). Every settle (after the fault phase, after
+// each join that follows it, after each event of Only) first starts
+// voters of the newest configuration a running node holds until a quorum
+// of it runs, taking the newest again after each start (a voter's disk
+// may hold a newer one); when MaxPresent run, a node that neither votes
+// nor leads resigns to make room. Besides every invariant (never two nodes
+// reporting leader, one leader per term), the agreement then needs every
+// running node to hold one voter configuration, not joint: a joint
+// configuration that a dead leader left is completed by the next one. In
+// a run of Only a fourth of the events are changes of the voters, and the
+// configuration must then hold the voters asked for. The runs count the
+// changes begun, refused, and begun towards voters not all running; the
+// joint and the new configurations stored (one per version), and the
+// changes a successor completed.
+//
+// The churn found three faults of the machines, each kept as a
+// deterministic test: a KeepLeader member back with a term above the
+// leader's took over (now it asks the leader to reclaim,
+// TestChurnKeepLeaderReturn); a Paxos acceptor back without its disk
+// accepted before its lease's wait (TestVotersWipedAcceptor); a Paxos
+// candidate that does not vote stranded on a newer voter configuration
+// it told nobody (TestVotersStrandedCandidate). Two cases run only with
+// SIM_KNOWN_BUGS=1: a KeepLeader follower resumed with the ticks of its
+// hang first (Resume, not the runtime's ResumeSettling) claims
+// (TestChurnKeepLeaderHungFollower, "burst"), and a majority of a
+// superseded voter set without state elects (TestVotersSupersededQuorum),
+// a majority of those voters losing their disks, outside the fault model.
+//
 // SIM_CHURN_SEEDS sets the number of seeds per mode (200 by default, 50
 // with -short, 30 under the race detector), SIM_CHURN_SEED=N replays one
 // with its trace.

@@ -305,7 +305,12 @@ func (c *Core) Receive(m protocol.Message) bool {
 		c.claimInc[m.From] = m.Inc
 	}
 	if c.presence != nil && m.Type != protocol.TypeResign {
-		joined, answer := c.presence.Heard(m.From, m.Inc, c.now, m.Type == protocol.TypePresence && m.To == 0)
+		// The first broadcast of a process is answered, whatever its
+		// type: a newcomer's Election or Prepare, sent beside its
+		// presence on another subject, may overtake it, and its
+		// receivers then drop the presence as a number already passed
+		// (protocol.ReplayGuard's floor).
+		joined, answer := c.presence.Heard(m.From, m.Inc, c.now, m.To == 0)
 		if joined {
 			c.membersChanged(election.MemberJoined, m.From)
 		}

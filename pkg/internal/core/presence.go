@@ -65,10 +65,10 @@ func (p *Presence) Present(id uint64) bool {
 
 // Heard records a message of member id's incarnation inc at tick now.
 // It reports whether id joined (it was not present), and, for a
-// presence broadcast (broadcast), whether this node must answer it: the
-// first presence broadcast of each incarnation is answered, so that a
-// member that joins, or restarts, learns who is present at once. A
-// member heard while MaxDynamicMembers are present is not counted.
+// broadcast, whether this node must answer it with its presence: the
+// first broadcast of each incarnation is answered, so that a member that
+// joins, or restarts, learns who is present at once. A member heard
+// while MaxDynamicMembers are present is not counted.
 func (p *Presence) Heard(id, inc, now uint64, broadcast bool) (joined, answer bool) {
 	if id == p.self || id == 0 {
 		return false, false

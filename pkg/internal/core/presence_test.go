@@ -112,3 +112,25 @@ func TestDynamicTerms(t *testing.T) {
 		t.Fatalf("a's members after 300's connection closed: %v, want [7]", got)
 	}
 }
+
+// TestNewcomerAnsweredOnItsFirstBroadcast: a newcomer's Election, sent
+// beside its presence, may arrive first, and its presence is then
+// dropped as a number already passed; the Election is answered all the
+// same, so the newcomer learns who is present.
+func TestNewcomerAnsweredOnItsFirstBroadcast(t *testing.T) {
+	c, err := NewCore(election.Config{ID: 3, Members: []uint64{3}, Dynamic: true, Timing: election.DefaultTiming(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Receive(protocol.Message{Type: protocol.TypeElection, From: 9, Inc: 1, N: 2})
+	c.Receive(protocol.Message{Type: protocol.TypeHeartbeat, From: 9, Inc: 1, N: 3, Term: 9})
+	var answers int
+	for _, m := range c.Ready().Messages {
+		if m.Type == protocol.TypePresence && m.To == 9 {
+			answers++
+		}
+	}
+	if answers != 1 {
+		t.Fatalf("%d presence answers to the newcomer, want 1", answers)
+	}
+}

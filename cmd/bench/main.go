@@ -74,6 +74,11 @@ type config struct {
 	quiet      time.Duration
 	logDir     string
 	out        string // directory for benchmarks.md; "" writes none
+	// static and dynamic say which membership -membership measures:
+	// static clusters (the main table), dynamic ones (dynamic.go), or
+	// both.
+	static, dynamic bool
+	command         string // the command line, for benchmarks.md
 }
 
 func main() {
@@ -117,7 +122,7 @@ func (c config) roundsAt(n int) int {
 
 func parseFlags(args []string) (config, error) {
 	var c config
-	var algorithms, sizes, loads string
+	var algorithms, sizes, loads, membership string
 	var rounds int
 	var full bool
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -138,11 +143,20 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.quiet, "quiet", 300*time.Millisecond, "an election is over once no election message was sent for this long")
 	fs.StringVar(&c.logDir, "logs", "", "directory for node logs (default: a new temporary directory)")
 	fs.StringVar(&c.out, "out", "", "directory to write benchmarks.md into (default: none)")
+	fs.StringVar(&membership, "membership", membershipStatic, `clusters to measure, comma-separated: "static" (the main table), "dynamic" (members that come and go, ELECTION_MEMBERSHIP=dynamic; bully, ring and paxos), or both; with dynamic, -out writes only the section "Members that come and go" of benchmarks.md`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	c.command = strings.Join(append([]string{"bench"}, args...), " ")
+	var err error
+	if c.static, c.dynamic, err = parseMembership(membership); err != nil {
+		return c, err
+	}
+	if c.dynamic && c.steady > 0 {
+		return c, errors.New("-membership dynamic measures quiet clusters: -steady is for the static benchmark alone")
 	}
 	if rounds < 0 {
 		return c, fmt.Errorf("-rounds must not be negative, got %d", rounds)
@@ -150,14 +164,13 @@ func parseFlags(args []string) (config, error) {
 	c.preset = quickRounds
 	if full {
 		c.preset = fullRounds
-		if c.steady == 0 {
+		if c.steady == 0 && !c.dynamic {
 			c.steady = 10 * time.Minute
 		}
 	}
 	if c.timeout <= 0 || c.quiet <= 0 || c.idle <= 0 || c.steady < 0 {
 		return c, errors.New("-timeout, -quiet and -idle must be positive, -steady not negative")
 	}
-	var err error
 	if c.loads, err = parseLoads(loads); err != nil {
 		return c, err
 	}
@@ -191,6 +204,14 @@ func parseFlags(args []string) (config, error) {
 		return c, err
 	}
 	c.plan, c.sizes = plan, allSizes(plan)
+	if c.dynamic {
+		if len(dynamicAlgorithms(c.algorithms)) == 0 {
+			return c, errors.New("-membership dynamic: byzantine does not run with dynamic membership; measure bully, ring or paxos")
+		}
+		if err := checkDynamicSizes(c.algorithms, c.plan); err != nil {
+			return c, err
+		}
+	}
 	c.rounds = make(map[int]int)
 	for _, n := range c.sizes {
 		c.rounds[n] = rounds
@@ -248,10 +269,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "bench: %s; %s; steady state %s; node logs in %s\n",
 		planText(cfg.algorithms, cfg.plan), roundsText(cfg.rounds), cfg.steady, cfg.logDir)
 	started := time.Now()
+	use := readCPUUse()
 	var results []*result
 	var failed []string
 	for _, c := range columns(cfg.algorithms, cfg.plan) {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !cfg.static {
 			break
 		}
 		fmt.Fprintf(out, "bench: %s, %d nodes\n", c.algorithm, c.n)
@@ -262,8 +284,30 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 		results = append(results, res)
 	}
+	var dyns []*dynResult
+	if cfg.dynamic {
+		if slices.Contains(cfg.algorithms, protocol.Byzantine) {
+			fmt.Fprintln(out, "bench: byzantine does not run with dynamic membership: static only")
+		}
+		for _, c := range columns(dynamicAlgorithms(cfg.algorithms), cfg.plan) {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(out, "bench: %s, %d members, dynamic membership\n", c.algorithm, c.n)
+			res, err := env.measureDynamic(ctx, c.algorithm, c.n)
+			if err != nil {
+				fmt.Fprintf(out, "bench: %s, %d members, dynamic membership: %v\n", c.algorithm, c.n, err)
+				failed = append(failed, fmt.Sprintf("%s/%d dynamic", c.algorithm, c.n))
+			}
+			dyns = append(dyns, res)
+		}
+	}
 	var raft []raftSeries
-	if cfg.raftcheck != "" {
+	if cfg.raftcheck != "" && cfg.dynamic {
+		// The section of members that come and go compares with the
+		// static clusters, not with raft.
+		fmt.Fprintln(out, "bench: -membership dynamic: hashicorp/raft not measured")
+	} else if cfg.raftcheck != "" {
 		for _, n := range cfg.raftSizes {
 			if ctx.Err() != nil {
 				break
@@ -285,11 +329,32 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	fmt.Fprintln(out)
-	printTable(out, results)
+	if len(results) > 0 {
+		printTable(out, results)
+	}
+	if len(dyns) > 0 {
+		fmt.Fprintln(out)
+		printDynTable(out, results, dyns)
+	}
 	fmt.Fprint(out, raftTable(results, raft, false))
 	fmt.Fprint(out, raftLoadTable(env.raftLoads, false))
 	fmt.Fprintf(out, "took %s\n", time.Since(started).Round(time.Second))
-	if cfg.out != "" {
+	if cfg.out != "" && cfg.dynamic {
+		// The section of members that come and go alone: the main table
+		// stays that of the last run of the static benchmark.
+		// The observers still run: their CPU is the benchmark's.
+		var observers time.Duration
+		for _, o := range env.observers {
+			if c, err := readCPU(o.cmd.Process.Pid); err == nil {
+				observers += time.Duration(c.ticks) * time.Second / userHZ
+			}
+		}
+		path, err := writeDynMarkdown(cfg, results, dyns, time.Since(started), use.othersSince(observers))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote the section %q of %s\n", dynSectionHeading, path)
+	} else if cfg.out != "" {
 		plotPath := ""
 		if cfg.plot != "" {
 			p, err := writePlot(ctx, cfg, results, raft)

@@ -283,9 +283,13 @@ type wire struct {
 	lastTerm      uint64
 	changes       changeCounter // new terms and leaders, for the steady state
 	regressions   int           // announcements whose term did not exceed the last one
+	regressed     []string      // what each of them announced, and when
 	restarting    bool          // the whole cluster restarts: concurrent claims are not counted
 	lastActive    time.Time
 	announced     chan announced // to the observer's lag, if any
+	// presences are the presence broadcasts of a dynamic cluster since
+	// resetPresences: part of its steady traffic, not of an election.
+	presences []presenceSeen
 }
 
 // announced is a leadership seen on the leader subject, and when.
@@ -306,6 +310,7 @@ func (w *wire) handle(m *nats.Msg) {
 		if a, err := protocol.DecodeAnnouncement(m.Data); err == nil {
 			if a.Term <= w.lastTerm && !w.restarting {
 				w.regressions++
+				w.regressed = append(w.regressed, fmt.Sprintf("leader %d, term %d after term %d, at %s", a.Leader, a.Term, w.lastTerm, now.Format("15:04:05.000")))
 			}
 			w.lastTerm = max(w.lastTerm, a.Term)
 			w.changes.add(a.Term, a.Leader)
@@ -318,6 +323,12 @@ func (w *wire) handle(m *nats.Msg) {
 		}
 		return
 	}
+	if strings.HasSuffix(m.Subject, "."+protocol.KindPresence) {
+		if msg, err := protocol.Decode(m.Data); err == nil {
+			w.presences = append(w.presences, presenceSeen{from: msg.From, at: now})
+		}
+		return
+	}
 	if msg, err := protocol.Decode(m.Data); err == nil && protocol.Steady(msg) {
 		w.steady++
 		return
@@ -325,6 +336,39 @@ func (w *wire) handle(m *nats.Msg) {
 	w.messages++
 	w.bytes += len(m.Data)
 	w.lastActive = now
+}
+
+// resetPresences forgets the presence broadcasts received so far.
+func (w *wire) resetPresences() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.presences = nil
+}
+
+// presencesSince are the presence broadcasts received after t.
+func (w *wire) presencesSince(t time.Time) []presenceSeen {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(w.presences, t, func(p presenceSeen, t time.Time) int {
+		if p.at.After(t) {
+			return 1
+		}
+		return -1
+	})
+	return slices.Clone(w.presences[i:])
+}
+
+// presenceFrom is the first presence broadcast of id received at or
+// after t0.
+func (w *wire) presenceFrom(id uint64, t0 time.Time) (presenceSeen, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.presences {
+		if p.from == id && !p.at.Before(t0) {
+			return p, true
+		}
+	}
+	return presenceSeen{}, false
 }
 
 func (w *wire) setRestarting(on bool) {

@@ -433,7 +433,11 @@ func writeMarkdown(cfg config, results []*result, raft []raftSeries, raftLoads [
 		fmt.Fprintf(&b, "\n![crash failover, p50, p90 and max per cluster](%s)\n", filepath.Base(plot))
 	}
 	path := filepath.Join(cfg.out, "benchmarks.md")
-	return path, os.WriteFile(path, b.Bytes(), 0o644)
+	doc, err := keepDynSection(path, b.Bytes())
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, doc, 0o644)
 }
 
 // oneLine shortens s to at most n bytes on one line.

@@ -304,7 +304,9 @@ func (c *Core) Receive(m protocol.Message) bool {
 	if m.Type == protocol.TypeHeartbeat || m.Type == protocol.TypeCoordinator || m.Type == protocol.TypePropose {
 		c.claimInc[m.From] = m.Inc
 	}
-	if c.presence != nil && m.Type != protocol.TypeResign {
+	// A Resign is a departure, unless it names a successor (a Paxos
+	// leader handing over, which stays a member).
+	if c.presence != nil && (m.Type != protocol.TypeResign || m.Candidate != 0) {
 		// The first broadcast of a process is answered, whatever its
 		// type: a newcomer's Election or Prepare, sent beside its
 		// presence on another subject, may overtake it, and its

@@ -134,3 +134,23 @@ func TestNewcomerAnsweredOnItsFirstBroadcast(t *testing.T) {
 		t.Fatalf("%d presence answers to the newcomer, want 1", answers)
 	}
 }
+
+// TestHandOverShowsPresence: a Paxos leader handing over to a newcomer
+// broadcasts a Resign naming it, which the newcomer may read before that
+// leader's answer to its presence (then dropped as a number already
+// passed): the hand-over shows the leader present, as any message does,
+// and a Resign that names nobody is a departure.
+func TestHandOverShowsPresence(t *testing.T) {
+	c, err := NewCore(election.Config{ID: 5, Members: []uint64{5}, Dynamic: true, Timing: election.DefaultTiming(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Receive(protocol.Message{Type: protocol.TypeResign, From: 4, Candidate: 5, Inc: 1, N: 57, Term: 3})
+	if got := c.Members(); !slices.Equal(got, []uint64{4, 5}) {
+		t.Fatalf("members after 4's hand-over: %v, want [4 5]", got)
+	}
+	c.Receive(protocol.Message{Type: protocol.TypeResign, From: 7, Inc: 1, N: 3, Term: 3})
+	if got := c.Members(); !slices.Equal(got, []uint64{4, 5}) {
+		t.Fatalf("members after 7's resignation: %v, want [4 5]", got)
+	}
+}

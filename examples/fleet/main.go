@@ -39,6 +39,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -269,14 +270,5 @@ func (c *Config) authOptions() []nats.Option {
 // probe opens a connection named name to NATS and closes it: the node
 // checks with it that the server delivers connection events.
 func (c *Config) probe(ctx context.Context, name string) error {
-	opts := append([]nats.Option{nats.Name(name), nats.NoEcho()}, c.authOptions()...)
-	if deadline, ok := ctx.Deadline(); ok {
-		opts = append(opts, nats.Timeout(time.Until(deadline)))
-	}
-	nc, err := nats.Connect(strings.Join(c.urls, ","), opts...)
-	if err != nil {
-		return err
-	}
-	nc.Close()
-	return nil
+	return natsconn.Probe(ctx, strings.Join(c.urls, ","), name, c.authOptions())
 }

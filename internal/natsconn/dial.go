@@ -104,3 +104,20 @@ type contextDialer struct {
 func (d contextDialer) Dial(network, address string) (net.Conn, error) {
 	return d.dialer.DialContext(d.ctx, network, address)
 }
+
+// Probe opens a connection named name to servers with opts and closes it:
+// a node checks with it, at start, that the server delivers connection
+// events (their client name is the probe's). The connection's timeout is
+// ctx's deadline, if it has one.
+func Probe(ctx context.Context, servers, name string, opts []nats.Option) error {
+	all := append([]nats.Option{nats.Name(name), nats.NoEcho()}, opts...)
+	if deadline, ok := ctx.Deadline(); ok {
+		all = append(all, nats.Timeout(time.Until(deadline)))
+	}
+	nc, err := nats.Connect(servers, all...)
+	if err != nil {
+		return err
+	}
+	nc.Close()
+	return nil
+}

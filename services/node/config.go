@@ -584,16 +584,7 @@ func (c *Config) natsOptions(log *slog.Logger) []nats.Option {
 // probe opens a connection named name to the node's NATS server and closes
 // it: the node checks with it that the server delivers connection events.
 func (c *Config) probe(ctx context.Context, name string) error {
-	opts := append([]nats.Option{nats.Name(name), nats.NoEcho()}, c.authOptions()...)
-	if deadline, ok := ctx.Deadline(); ok {
-		opts = append(opts, nats.Timeout(time.Until(deadline)))
-	}
-	nc, err := nats.Connect(strings.Join(c.urls, ","), opts...)
-	if err != nil {
-		return err
-	}
-	nc.Close()
-	return nil
+	return natsconn.Probe(ctx, strings.Join(c.urls, ","), name, c.authOptions())
 }
 
 // newLogger builds the service's logger on w.

@@ -176,15 +176,21 @@ func (n *Node) advance(t time.Time) {
 // interval and the bound before it gives d: the events that come in
 // meanwhile are handled before d, each with the time it arrived. When
 // one of them moves the deadline (the leader's heartbeat, a higher node's
-// claim, a closed connection), the hold ends at once (release). This is
+// claim) or changes the leader (a closed connection), the hold ends at
+// once (release, see handle). This is
 // the runtime's answer to a stalled host: a node whose own timers fired
 // late, whose leader was stalled with it, does not time the leader out
 // before its next heartbeat could come. A leader never withholds: its
 // deadlines are its own heartbeats and lease. It reports whether it
 // withheld d.
 func (n *Node) withhold(now time.Time, d int) bool {
-	if d == n.held.last {
-		return false // its lateness is known since it was withheld
+	if d == n.held.last || !n.held.began.IsZero() && n.realAt(d).Before(n.held.began) {
+		// Its lateness is known: it was withheld, or it fell due within
+		// the stall that the last hold answered (with leases the
+		// machine's clock catches up after the hold, and its next
+		// deadlines of that stall come late again; holding each would
+		// hold the machine for the stall over and over).
+		return false
 	}
 	if n.drv.Status().Role == election.Leader {
 		return false
@@ -284,9 +290,19 @@ func (n *Node) untilDeadline() time.Duration {
 	return max(0, time.Until(n.wake))
 }
 
-// handle gives one queued event to the machine.
+// handle gives one queued event to the machine. An event ends a hold
+// (release) when it moves the machine's deadline, makes it the leader,
+// or changes the leader it follows: the news the hold waits for has
+// come, or (the leader's connection closed) will never come, and the
+// machine needs its clock to elect a successor. The deadline alone does
+// not tell: the soonest one may be another clock's (the member time-outs
+// of dynamic membership), which no message moves.
 func (n *Node) handle(in transport.Inbound) {
 	now := time.Now()
+	var before election.SoftState
+	if n.held.deadline != 0 {
+		before = n.drv.Status()
+	}
 	lag := max(0, now.Sub(in.At))
 	n.metrics.loopLag.Observe(lag.Seconds())
 	n.health.loopLag.note(now, lag)
@@ -306,7 +322,10 @@ func (n *Node) handle(in transport.Inbound) {
 		// grant is counted from the arrival.
 		n.drv.Step(in.Msg, n.machineTime(in.At))
 	}
-	if n.held.deadline != 0 && (n.drv.Deadline() != n.held.deadline || n.drv.Status().Role == election.Leader) {
+	if n.held.deadline == 0 {
+		return
+	}
+	if after := n.drv.Status(); n.drv.Deadline() != n.held.deadline || after.Role == election.Leader || after.Leader != before.Leader {
 		n.release(in.At, true)
 	}
 }

@@ -219,3 +219,130 @@ func TestLatenessCountsWithinTheLongestTimeout(t *testing.T) {
 		}
 	})
 }
+
+// membershipClock is a follower of leader 2 whose soonest deadline is a
+// clock of its own that no message moves (the member time-outs of
+// dynamic membership): losing its leader makes it campaign after a wait
+// that ends later than that deadline.
+type membershipClock struct {
+	now, deadline, campaignAt int
+	leader                    uint64
+	// campaign, if not 0, is the tick at which losing the leader makes
+	// it campaign, also moving its own deadline there; else it campaigns
+	// 30 ticks after its deadline.
+	campaign int
+}
+
+func (m *membershipClock) Start() {}
+func (m *membershipClock) Tick() {
+	m.now++
+	if m.campaignAt != 0 && m.now >= m.campaignAt {
+		m.campaignAt, m.leader = 0, 1 // it campaigned and won
+	}
+}
+func (m *membershipClock) Due() int {
+	d := m.deadline
+	if m.campaignAt != 0 {
+		d = min(d, m.campaignAt)
+	}
+	return max(1, d-m.now)
+}
+func (m *membershipClock) Step(protocol.Message) {}
+func (m *membershipClock) Unreachable(uint64)    {}
+func (m *membershipClock) PeerDown(id uint64) {
+	switch {
+	case id != m.leader:
+	case m.campaign != 0:
+		m.leader, m.campaignAt, m.deadline = 0, m.campaign, m.campaign
+	default:
+		m.leader, m.campaignAt = 0, m.deadline+30
+	}
+}
+func (m *membershipClock) Resign()               {}
+func (m *membershipClock) Ready() election.Ready { return election.Ready{} }
+func (m *membershipClock) Status() election.SoftState {
+	if m.leader == 0 {
+		return election.SoftState{Role: election.Candidate}
+	}
+	return election.SoftState{Role: election.Follower, Leader: m.leader}
+}
+
+// A hold ends when an event takes the node's leader away, even if the
+// machine's soonest deadline stays where it was: the leader whose
+// messages the hold waits for is gone, and the machine needs its clock
+// to elect a successor. (A node resumed from a pause, holding a deadline
+// of its member time-outs, otherwise sat out the leader's crash for the
+// whole hold.)
+func TestWithheldDeadlineEndsWhenTheLeaderIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &membershipClock{deadline: 50, leader: 2}
+		n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+			Cluster: "withhold", Algorithm: protocol.Paxos,
+			Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
+		})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
+		if err != nil {
+			t.Fatalf("driver.New: %v", err)
+		}
+		n.drv = drv
+		drv.Start(time.Now().Add(-50*DefaultTick - time.Second))
+		n.advance(time.Now())
+		if n.held.deadline != 50 {
+			t.Fatalf("late by 1s: held %d, want the deadline 50 held", n.held.deadline)
+		}
+		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
+		if n.drv.Deadline() != 50 {
+			t.Fatalf("deadline %d after PeerDown; the test needs it unmoved at 50", n.drv.Deadline())
+		}
+		if n.held.deadline != 0 {
+			t.Fatalf("the leader's connection closed and the hold stands: %+v", n.held)
+		}
+		n.advance(time.Now())
+		if want := 50 + int(time.Second/DefaultTick); m.now != want {
+			t.Errorf("machine at tick %d after the hold ended; want it caught up with real time, tick %d", m.now, want)
+		}
+	})
+}
+
+// A deadline that fell due within the stall that a hold answered is not
+// withheld again once the hold ended: with leases the machine's clock
+// catches up at once, and its next deadline, still in the past, comes
+// "late" only because of the same stall. (A node resumed from a pause
+// whose leader crashed in the hold campaigned, then held its campaign's
+// next step for as long again.)
+func TestWithheldStallIsNotWithheldTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &membershipClock{deadline: 50, leader: 2, campaign: 60}
+		n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+			Cluster: "withhold", Algorithm: protocol.Paxos,
+			Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
+		})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
+		if err != nil {
+			t.Fatalf("driver.New: %v", err)
+		}
+		n.drv = drv
+		drv.Start(time.Now().Add(-50*DefaultTick - time.Second))
+		n.advance(time.Now())
+		if n.held.deadline != 50 {
+			t.Fatalf("late by 1s: held %d, want the deadline 50 held", n.held.deadline)
+		}
+		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
+		if n.held.deadline != 0 {
+			t.Fatalf("the leader's connection closed and the hold stands: %+v", n.held)
+		}
+		n.advance(time.Now())
+		if n.held.deadline != 0 {
+			t.Fatalf("deadline %d of the same stall withheld again", n.held.deadline)
+		}
+		if want := 50 + int(time.Second/DefaultTick); m.now != want || m.leader != 1 {
+			t.Errorf("machine at tick %d, leader %d; want it caught up at tick %d and elected", m.now, m.leader, want)
+		}
+	})
+}

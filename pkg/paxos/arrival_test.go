@@ -138,3 +138,32 @@ func renewedFollower(t *testing.T) (*Machine, protocol.Message) {
 	m.Ready()
 	return m, p
 }
+
+// A member's message handed over before ticks that fell due before it
+// arrived (a node resumed from a pause, which holds a deadline and then
+// catches up) counts the member present from its arrival: the ticks given
+// next do not make it look silent, and it stays a member until the
+// member time-out after the arrival.
+func TestPresenceCountsFromArrival(t *testing.T) {
+	m, err := New(election.Config{ID: 4, Members: []uint64{4}, Dynamic: true, Voters: []uint64{1, 2, 3},
+		Timing: election.DefaultLeaseTiming(5), Incarnation: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	m.Ready()
+	limit := election.MemberTimeoutFactor * m.timing.PresenceTicks
+	late := limit / 2
+	m.StepAt(protocol.Message{Type: protocol.TypePresence, From: 2, Inc: 2}, m.now+late)
+	if !slices.Contains(m.Members(), 2) {
+		t.Fatalf("members %v after 2's presence, want 2 among them", m.Members())
+	}
+	ticks(m, late+limit-1)
+	if !slices.Contains(m.Members(), 2) {
+		t.Fatalf("members %v a tick before the member time-out counted from the arrival, want 2 still present", m.Members())
+	}
+	ticks(m, 1)
+	if slices.Contains(m.Members(), 2) {
+		t.Errorf("members %v at the member time-out after the arrival, want 2 gone", m.Members())
+	}
+}

@@ -381,7 +381,7 @@ func (m *Machine) Step(msg protocol.Message) { m.StepAt(msg, m.now) }
 func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 	m.late = max(0, arrived-m.now)
 	defer func() { m.late = 0 }()
-	if !m.c.Receive(msg) {
+	if !m.c.ReceiveLate(msg, m.late) {
 		return
 	}
 	if msg.Cfg != nil {

@@ -294,7 +294,15 @@ func (c *Core) Tick() (timedOut bool) {
 // credit left, so that a node far behind an honest cluster (a long
 // partition, a restart without data that learnt nothing) still catches
 // up, by TermBurst at once and TermRate a tick after.
-func (c *Core) Receive(m protocol.Message) bool {
+func (c *Core) Receive(m protocol.Message) bool { return c.ReceiveLate(m, 0) }
+
+// ReceiveLate is Receive for a message that arrived late ticks after the
+// current tick (election.ArrivalStepper: a driver that settles hands over
+// what arrived while the machine waited before a deadline's tick): the
+// membership counts its sender heard when it arrived, so that the ticks
+// the machine is given next do not make a member that spoke meanwhile
+// look silent.
+func (c *Core) ReceiveLate(m protocol.Message, late int) bool {
 	if c.left || m.From == c.id || m.Term > protocol.MaxTerm {
 		return false
 	}
@@ -312,7 +320,7 @@ func (c *Core) Receive(m protocol.Message) bool {
 		// presence on another subject, may overtake it, and its
 		// receivers then drop the presence as a number already passed
 		// (protocol.ReplayGuard's floor).
-		joined, answer := c.presence.Heard(m.From, m.Inc, c.now, m.To == 0)
+		joined, answer := c.presence.Heard(m.From, m.Inc, c.now+uint64(max(0, late)), m.To == 0)
 		if joined {
 			c.membersChanged(election.MemberJoined, m.From)
 		}

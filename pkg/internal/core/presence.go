@@ -63,7 +63,9 @@ func (p *Presence) Present(id uint64) bool {
 	return ok || id == p.self
 }
 
-// Heard records a message of member id's incarnation inc at tick now.
+// Heard records a message of member id's incarnation inc that arrived in
+// tick now (one that arrived earlier but is handed over later does not
+// move it back).
 // It reports whether id joined (it was not present), and, for a
 // broadcast, whether this node must answer it with its presence: the
 // first broadcast of each incarnation is answered, so that a member that
@@ -80,7 +82,7 @@ func (p *Presence) Heard(id, inc, now uint64, broadcast bool) (joined, answer bo
 	if m.inc != inc {
 		m.inc, m.answered = inc, false
 	}
-	m.at = now
+	m.at = max(m.at, now) // a message handed over late may come before one that arrived earlier
 	if broadcast && !m.answered {
 		m.answered, answer = true, true
 	}

@@ -182,6 +182,19 @@ func ParseConnectionName(name string) (cluster string, id uint64, ok bool) {
 	return rest[:i], id, true
 }
 
+// MemberUser is the name of the NATS user that the server's credential
+// check (internal/natsauth) gives member id of cluster, admitted with the
+// credential that binds its user key userKey (U…): "baton <cluster> <id>
+// <userKey>". The server reports it as the user (client.user) of the
+// member's connection events, and no client can choose it, as it can its
+// connection name: a password user is reported under its configured name,
+// an nkey user under its key. So a connection event whose user is
+// MemberUser(cluster, id, key) is about a connection of the member whose
+// messages are signed with key.
+func MemberUser(cluster string, id uint64, userKey string) string {
+	return "baton " + cluster + " " + strconv.FormatUint(id, 10) + " " + userKey
+}
+
 // InboxPrefix is the inbox prefix (nats.CustomInboxPrefix) of member id of
 // cluster: "_INBOX_BATON.<cluster>.<id>". Where the NATS server lists the
 // members' keys as users (internal/natsconf), a member user may subscribe

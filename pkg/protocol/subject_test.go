@@ -127,3 +127,10 @@ func TestConnectionName(t *testing.T) {
 		}
 	}
 }
+
+func TestMemberUser(t *testing.T) {
+	const key = "UATDRDH3U7URFCT34LEE5UAAJW7UWE72SEXB5ASN3YC4LDKLQWEVRPL2"
+	if got := MemberUser("Prod", 7, key); got != "baton Prod 7 "+key {
+		t.Errorf("MemberUser: got %q", got)
+	}
+}

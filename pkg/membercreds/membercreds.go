@@ -4,8 +4,9 @@
 // authority issued, and whoever checks it holds only the authority's
 // public key.
 //
-// The credentials are those of NATS decentralized authentication, so that
-// the NATS server accepts them as they are:
+// The credentials are those of NATS decentralized authentication, which
+// the deployment's NATS servers check themselves when a member connects
+// with them (NATSOptions; internal/natsauth):
 //
 //   - The authority is a NATS account key pair (public key A…, seed SA…).
 //   - A member's key is its Ed25519 user key pair (public key U…, seed
@@ -45,10 +46,12 @@
 // credentials file (WriteCreds, ReadCreds), which NATS clients read as
 // they are (nats.UserCredentials).
 //
-// Revocation: the NATS server applies the revocations of the authority's
-// account JWT to connections; Verify, which holds only public keys, checks
-// the signature, the expiry and the claims. Issue credentials that expire
-// where revocation must reach the readers too.
+// Revocation: the deployment's NATS servers refuse a new connection with a
+// revoked key (a list of revoked keys per cluster, internal/natsauth);
+// Verify, which holds only public keys, checks the signature, the expiry
+// and the claims, and a connection already open stays until it closes or
+// its credential expires. Issue credentials that expire where revocation
+// must reach the readers and the open connections too.
 package membercreds
 
 import (
@@ -64,6 +67,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/pkg/internal/atomicfile"
@@ -548,4 +552,28 @@ func Load(path, authorities, cluster string, now time.Time) (Member, error) {
 		return Member{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return Member{Credential: cred, Signer: signer, Keys: checker.Keys()}, nil
+}
+
+// NATSOptions are the options by which a member connects to a NATS server
+// that checks member credentials (the deployment's, whose users are in its
+// configuration and which hands the clients it does not know to its
+// credential check): the member's user key as the connection's nkey, with
+// which the client signs the server's nonce, proving it holds the seed;
+// and its credential token as the connection's token, since such a server
+// discards a JWT a client presents as one. The server then names the
+// connection's user protocol.MemberUser and confines it to its cluster's
+// subjects.
+func NATSOptions(token string, kp nkeys.KeyPair) []nats.Option {
+	public, _ := kp.PublicKey()
+	return []nats.Option{nats.Nkey(public, kp.Sign), nats.Token(token)}
+}
+
+// NATSOptionsFile is NATSOptions with the credential and seed of the creds
+// file at path (ReadCreds).
+func NATSOptionsFile(path string) ([]nats.Option, error) {
+	token, kp, err := ReadCreds(path)
+	if err != nil {
+		return nil, err
+	}
+	return NATSOptions(token, kp), nil
 }

@@ -37,3 +37,32 @@ func TestRenderRefuses(t *testing.T) {
 		t.Errorf("Render(nil): %v; want the password users alone", err)
 	}
 }
+
+func TestRenderCallout(t *testing.T) {
+	const (
+		issuer = "ABJHLOVMPA4CI6R5KLNGOB4GSLNIY7IOUPAJC4YFNDLQVIOBYQGUWVLA"
+		user   = "UATDRDH3U7URFCT34LEE5UAAJW7UWE72SEXB5ASN3YC4LDKLQWEVRPL2"
+	)
+	plain, err := Render(nil)
+	if err != nil || strings.Contains(plain, "auth_callout {") || strings.Contains(plain, CalloutAccount+" {") {
+		t.Fatalf("Render(nil): %v; want no callout", err)
+	}
+	conf, err := RenderWith(nil, &Callout{Issuer: issuer, User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		CalloutAccount + " {\n    users = [ { nkey: " + user + " } ]",
+		"issuer: " + issuer, "account: " + CalloutAccount, "auth_users: [ " + user + " ]",
+		"allowed_accounts: [ " + CalloutAccount + " ]",
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("RenderWith: no %q in\n%s", want, conf)
+		}
+	}
+	for _, c := range []Callout{{Issuer: user, User: user}, {Issuer: issuer, User: issuer}} {
+		if _, err := RenderWith(nil, &c); err == nil {
+			t.Errorf("RenderWith(%+v): no error", c)
+		}
+	}
+}

@@ -3,9 +3,14 @@ package natsconf
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/internal/natsauth"
 
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -54,4 +59,53 @@ func StartLocal(dir, host string, port int, storeDir string, clusters map[string
 		return nil, err
 	}
 	return Start(opts)
+}
+
+// StartLocalWithCallout is StartLocal with the server's check of member
+// credentials (internal/natsauth): it makes the callout's keys in keysDir
+// where they are missing (natsauth.EnsureKeys), configures the server
+// with them, and runs the responder over an in-process connection,
+// trusting the authorities of authoritiesDir (<cluster>.authority, and
+// <cluster>.revoked). Members of those clusters then connect with their
+// credentials. stop stops the responder, then the server.
+func StartLocalWithCallout(dir, host string, port int, storeDir string, clusters map[string]*protocol.MemberKeys, keysDir, authoritiesDir string, log *slog.Logger) (s *server.Server, stop func(), err error) {
+	keys, _, err := natsauth.EnsureKeys(keysDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := natsauth.Files{
+		IssuerSeed:  filepath.Join(keysDir, natsauth.IssuerSeedFile),
+		UserSeed:    filepath.Join(keysDir, natsauth.UserSeedFile),
+		Authorities: authoritiesDir,
+		Account:     MemberAccount,
+	}
+	responder, user, err := files.Load(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := OptionsWith(dir, host, port, storeDir, LocalPasswords, clusters, &Callout{Issuer: keys.Issuer, User: keys.User})
+	if err != nil {
+		return nil, nil, err
+	}
+	return StartWithCallout(opts, responder, user)
+}
+
+// StartWithCallout is Start with the responder r of the server's check of
+// member credentials answering over an in-process connection as user (the
+// nkey user of the callout account that opts names). stop stops the
+// responder, then the server.
+func StartWithCallout(opts *server.Options, r *natsauth.Responder, user nkeys.KeyPair) (*server.Server, func(), error) {
+	s, err := Start(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := natsauth.StartInProcess(s, user, r)
+	if err != nil {
+		Stop(s)
+		return nil, nil, err
+	}
+	return s, func() {
+		p.Stop()
+		Stop(s)
+	}, nil
 }

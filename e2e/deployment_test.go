@@ -116,7 +116,7 @@ func doBuildImages() (map[string]string, error) {
 		"node":        "./services/node",
 		"observer":    "./services/observer",
 		"healthcheck": "./cmd/healthcheck",
-		"nats-server": "github.com/nats-io/nats-server/v2",
+		"nats-server": "./cmd/natsd", // nats-server with the credential check
 		"liar":        "./liar",
 	}
 	for name, pkg := range binaries {

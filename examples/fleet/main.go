@@ -41,6 +41,7 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -252,17 +253,21 @@ func connect(ctx context.Context, cfg *Config, log *slog.Logger) (*nats.Conn, er
 }
 
 // authOptions authenticate to NATS: NATS_CREDS, or NATS_USER and
-// NATS_PASSWORD, or else the member credential, if any.
+// NATS_PASSWORD, or else the member credential, if any: the one of
+// ELECTION_CREDS_FILE or the one the replica issued itself
+// (FLEET_ISSUER_SEED_FILE).
 func (c *Config) authOptions() []nats.Option {
 	switch {
 	case c.NATSCreds != "":
 		return []nats.Option{nats.UserCredentials(c.NATSCreds)}
 	case c.NATSUser != "":
 		return []nats.Option{nats.UserInfo(c.NATSUser, c.NATSPassword)}
-	case c.CredsFile != "":
+	case c.signer != nil && c.signer.Credential() != "":
 		// A NATS server that trusts the authority checks the credential
-		// and confines the member to its cluster's subjects.
-		return []nats.Option{nats.UserCredentials(c.CredsFile)}
+		// and confines the member to its cluster's subjects
+		// (internal/natsauth); its connection events then name the
+		// member, so that the others learn at once that it left.
+		return membercreds.NATSOptions(c.signer.Credential(), c.signer.KeyPair())
 	}
 	return nil
 }

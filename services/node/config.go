@@ -406,8 +406,8 @@ func (c *Config) keyOptions() []nats.Option {
 	if c.withCredential() {
 		// The server checks the credential itself, against the
 		// authority it trusts, and confines the member to its cluster's
-		// subjects and the inboxes.
-		return []nats.Option{nats.UserCredentials(c.CredsFile)}
+		// subjects and the inboxes (internal/natsauth).
+		return membercreds.NATSOptions(c.signer.Credential(), c.signer.KeyPair())
 	}
 	if !c.asNkeyUser() {
 		return nil

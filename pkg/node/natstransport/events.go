@@ -130,10 +130,9 @@ func (a *Adapter) probeEvents(ctx context.Context) {
 // unless a newer connection of that member is known: an old connection's
 // close, reported late, says nothing about the process that replaced it.
 // The connection name is the client's choice: with member keys, an event
-// counts only if the client authenticated as the member's nkey user (the
-// event's client.user is the member's public key). The server must list
-// the members as nkey users: where it has none, it ignores a key a client
-// claims and reports it all the same.
+// counts only if the client authenticated as the member (eventUser). The
+// server must list the members as nkey users, or check their credentials:
+// where it does neither, no event about a member counts.
 func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
 	if a.stopping.Load() || len(msg.Data) > maxEventSize {
 		return
@@ -153,8 +152,8 @@ func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
 		return
 	}
 	if a.cfg.Keys != nil {
-		if public, _ := a.cfg.Keys.PublicKey(id); e.Client.User != public {
-			a.drop(protocol.ReasonSignature, msg.Subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %q)", id, e.Client.User))
+		if want, ok := eventUser(a.cfg.Keys, cluster, id); !ok || e.Client.User != want {
+			a.drop(protocol.ReasonSignature, msg.Subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %.120q)", id, e.Client.User))
 			return
 		}
 	}
@@ -163,6 +162,29 @@ func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
 	}
 	a.cfg.Meter.PeerDisconnected()
 	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerDown, Peer: id, At: time.Now()})
+}
+
+// eventUser is the user that a connection event of member id of cluster
+// must report, client.user, for the connection to be the member's, with
+// keys: the member's nkey user, its public key, where the keys are a list
+// (the server lists the members as nkey users); and with member
+// credentials, protocol.MemberUser with the key of the member's latest
+// verified message, the user the server's credential check
+// (internal/natsauth) names a member it admitted with that key. Neither
+// can be chosen by a client: the server reports a password user under
+// its configured name and an nkey user under its key, and what a client
+// puts in its connect message (a connection name, a JWT, a user name) is
+// not reported in place of those. ok is false while the member's key is
+// unknown: with credentials, before any of its messages verified.
+func eventUser(keys *protocol.MemberKeys, cluster string, id uint64) (user string, ok bool) {
+	public, ok := keys.PublicKey(id)
+	if !ok {
+		return "", false
+	}
+	if keys.Authority() {
+		return protocol.MemberUser(cluster, id, public), true
+	}
+	return public, true
 }
 
 // down records a connection event of member id about its connection

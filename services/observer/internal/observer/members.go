@@ -119,17 +119,24 @@ func (v keysVerifier) Message(cluster, subject string, data []byte, h nats.Heade
 }
 
 // Connection checks, with keys, that the client authenticated as the
-// member's nkey user (with member credentials, as the user its last
-// verified message's credential binds): the connection name is the
-// client's choice. The NATS server must know the members' keys as users
-// (internal/natsconf's member users, or credentials in operator mode);
-// where it does not, no connection event counts.
+// member: as the member's nkey user, whose name is its key; with member
+// credentials, as the user the NATS server's credential check
+// (internal/natsauth) names a member it admitted, protocol.MemberUser
+// with the key its last verified message's credential binds. The
+// connection name is the client's choice; the user is not. The NATS
+// server must know the members' keys as users (internal/natsconf's member
+// users) or check their credentials; where it does neither, no connection
+// event counts.
 func (v keysVerifier) Connection(cluster string, id uint64, user string) error {
 	keys, err := clusterKeys(v.keys, cluster)
 	if err != nil || keys == nil {
 		return err
 	}
-	if public, ok := keys.PublicKey(id); !ok || user != public {
+	public, ok := keys.PublicKey(id)
+	if ok && keys.Authority() {
+		public = protocol.MemberUser(cluster, id, public)
+	}
+	if !ok || user != public {
 		return &protocol.ValidationError{Reason: protocol.ReasonSignature, Detail: fmt.Sprintf("a connection named after member %d authenticated as %q, not as its key", id, clip(user))}
 	}
 	return nil

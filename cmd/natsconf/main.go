@@ -11,7 +11,17 @@
 // an algorithm's, as in Compose's clusters. The configuration goes to
 // <dir>/accounts.conf, where Compose mounts it over the image's copy.
 //
-//	go run ./cmd/natsconf -dir .keys -cluster bully=1,2,3,4,5 -cluster prod:paxos=1,2,3
+// Each -dynamic name is a cluster whose members connect with credentials
+// (dynamic membership): the NATS servers then check them (cmd/natsd,
+// internal/natsauth). natsconf makes the check's keys where they are
+// missing, <dir>/callout/issuer.seed and user.seed, renders the callout
+// account and the auth_callout block, and copies each such cluster's
+// authority, <dir>/<name>/authority.pub (the keys command makes it), to
+// <dir>/callout/authorities/<name>.authority, the directory the servers
+// read (NATS_CALLOUT_AUTHORITIES_DIR), where <name>.revoked may list
+// revoked keys. Without -dynamic the configuration has no callout.
+//
+//	go run ./cmd/natsconf -dir .keys -cluster bully=1,2,3,4,5 -cluster prod:paxos=1,2,3 -dynamic fleet
 package main
 
 import (
@@ -20,9 +30,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -82,14 +95,30 @@ func run(args []string) error {
 	dir := fs.String("dir", ".keys", "directory of the keys (one subdirectory per cluster) and of accounts.conf")
 	cs := clusters{}
 	fs.Var(cs, "cluster", "a cluster, its algorithm and its member IDs, name:algorithm=ID,ID,… (name=ID,… when the name is an algorithm's; repeat for each cluster)")
+	var dynamic []string
+	fs.Func("dynamic", "a cluster whose members connect with credentials, whose authority <dir>/<name>/authority.pub the NATS servers' credential check trusts (repeat for each)", func(v string) error {
+		if err := protocol.ValidateCluster(v); err != nil {
+			return err
+		}
+		if slices.Contains(dynamic, v) {
+			return fmt.Errorf("cluster %s given twice", v)
+		}
+		dynamic = append(dynamic, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if len(cs) == 0 {
-		return errors.New("no -cluster given")
+	if len(cs) == 0 && len(dynamic) == 0 {
+		return errors.New("no -cluster or -dynamic given")
+	}
+	for _, name := range dynamic {
+		if _, ok := cs[name]; ok {
+			return fmt.Errorf("cluster %s given as -cluster, with member keys, and as -dynamic, with credentials: one or the other", name)
+		}
 	}
 	members := map[string]*protocol.MemberKeys{}
 	for name, c := range cs {
@@ -103,7 +132,11 @@ func run(args []string) error {
 			fmt.Printf("made the keys of cluster %s in %s\n", name, d)
 		}
 	}
-	conf, err := natsconf.Render(members)
+	callout, err := ensureCallout(*dir, dynamic)
+	if err != nil {
+		return err
+	}
+	conf, err := natsconf.RenderWith(members, callout)
 	if err != nil {
 		return err
 	}
@@ -113,4 +146,43 @@ func run(args []string) error {
 	}
 	fmt.Println("wrote", out)
 	return nil
+}
+
+// calloutDir is the subdirectory of the credential check's keys and
+// authorities.
+const calloutDir = "callout"
+
+// ensureCallout makes the credential check's keys in <dir>/callout where
+// missing and copies the authorities of the clusters dynamic into
+// <dir>/callout/authorities; nil, with no cluster.
+func ensureCallout(dir string, dynamic []string) (*natsconf.Callout, error) {
+	if len(dynamic) == 0 {
+		return nil, nil
+	}
+	d := filepath.Join(dir, calloutDir)
+	keys, made, err := natsauth.EnsureKeys(d)
+	if err != nil {
+		return nil, err
+	}
+	if made {
+		fmt.Printf("made the keys of the NATS servers' credential check in %s\n", d)
+	}
+	authorities := filepath.Join(d, "authorities")
+	if err := os.MkdirAll(authorities, 0o755); err != nil {
+		return nil, err
+	}
+	for _, name := range dynamic {
+		from := filepath.Join(dir, name, membercreds.AuthorityFile)
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w (make its authority first: go run ./cmd/keys -out %s -cluster %s -authority new)", name, err, filepath.Join(dir, name), name)
+		}
+		if _, err := membercreds.ParseAuthorities(strings.TrimSpace(string(data))); err != nil {
+			return nil, fmt.Errorf("cluster %s: %s: %w", name, from, err)
+		}
+		if err := memberkeys.WriteFile(filepath.Join(authorities, name+natsauth.AuthoritySuffix), data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return &natsconf.Callout{Issuer: keys.Issuer, User: keys.User}, nil
 }

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/internal/natsauth"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -45,5 +49,46 @@ func TestClusterFlag(t *testing.T) {
 	}
 	if err := c.Set("ring:bully=3"); err == nil {
 		t.Error("-cluster ring given twice: no error")
+	}
+}
+
+// A dynamic cluster gets the credential check: its keys, its authority
+// where the servers read it, and the auth_callout block; its authority
+// must exist first.
+func TestDynamicCluster(t *testing.T) {
+	dir := t.TempDir()
+	if err := run([]string{"-dir", dir, "-cluster", "bully=1,2,3", "-dynamic", "fleet"}); err == nil || !strings.Contains(err.Error(), "-authority new") {
+		t.Fatalf("no authority yet: %v; want an error that says how to make it", err)
+	}
+	authority, _ := nkeys.CreateAccount()
+	public, _ := authority.PublicKey()
+	if err := os.MkdirAll(filepath.Join(dir, "fleet"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fleet", membercreds.AuthorityFile), []byte(public+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"-dir", dir, "-cluster", "bully=1,2,3", "-dynamic", "fleet"}); err != nil {
+		t.Fatal(err)
+	}
+	keys, made, err := natsauth.EnsureKeys(filepath.Join(dir, "callout"))
+	if err != nil || made {
+		t.Fatalf("callout keys: made again %v, %v", made, err)
+	}
+	conf, err := os.ReadFile(filepath.Join(dir, "accounts.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"issuer: " + keys.Issuer, "auth_users: [ " + keys.User + " ]", "# member bully/1"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("accounts.conf has no %q", want)
+		}
+	}
+	got, err := natsauth.LoadAuthorities(filepath.Join(dir, "callout", "authorities"))
+	if err != nil || len(got) != 1 || len(got["fleet"]) != 1 || got["fleet"][0] != public {
+		t.Errorf("authorities %v, %v; want fleet's", got, err)
+	}
+	if err := run([]string{"-dir", dir, "-cluster", "fleet:bully=1", "-dynamic", "fleet"}); err == nil {
+		t.Error("a cluster both with keys and dynamic: no error")
 	}
 }

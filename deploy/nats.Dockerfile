@@ -1,8 +1,13 @@
-# The NATS server image: nats-server built by the Go toolchain from the
-# github.com/nats-io/nats-server/v2 module pinned in go.mod (CGO_ENABLED=0,
-# see Taskfile.yml), on an empty base, so it builds without any registry.
-# With registry access, the official image (nats:2-alpine or nats:2) takes
-# the same configuration file and command-line flags. The configuration
+# The NATS server image: cmd/natsd, which is nats-server (the
+# github.com/nats-io/nats-server/v2 module pinned in go.mod: the same
+# command line, configuration file and signals) and also runs the server's
+# check of member credentials in-process when NATS_CALLOUT_ISSUER_SEED_FILE,
+# NATS_CALLOUT_USER_SEED_FILE and NATS_CALLOUT_AUTHORITIES_DIR are set
+# (docs/configuration.md). A static binary (CGO_ENABLED=0, see
+# Taskfile.yml) on an empty base, so it builds without any registry. The
+# official image (nats:2-alpine or nats:2) takes the same configuration
+# file and flags, but without the check no member connects with its
+# credential. The configuration
 # (deploy/nats.conf, which includes accounts.conf: internal/natsconf/accounts.conf,
 # where the Go code that renders and embeds it lives) reads the users'
 # passwords from NATS_*_PASSWORD in the environment.

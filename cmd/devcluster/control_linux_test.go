@@ -299,3 +299,59 @@ func TestRestartBringsANodeBack(t *testing.T) {
 		t.Errorf("the control endpoint still answers after devcluster exited")
 	}
 }
+
+// With -membership dynamic, the nodes connect to NATS with their
+// credentials, which the embedded server checks: all are present, none
+// has the node user's password, and a node's death is the server's
+// connection event to the others, not a time-out.
+func TestDynamicMembersConnectWithCredentials(t *testing.T) {
+	node := batontest.BuildBinary(t, "github.com/baton-election/baton/services/node")
+	logs := t.TempDir()
+	cmd, r, _ := start(t, "devcluster", []string{"-nodes", "3", "-binary", node, "-observer", "",
+		"-nats-port", "-1", "-control-port", "-1", "-http-port", "20211", "-keys", "on", "-membership", "dynamic", "-logs", logs})
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out := newOutput(t, r)
+	pids := map[uint64]int{}
+	for _, id := range []uint64{1, 2, 3} {
+		pid, err := strconv.Atoi(out.expect(startedLine("default", id))[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids[id] = pid
+	}
+	out.expect(readyLine)
+	out.expect(regexp.MustCompile(`member credentials in .*; each node connects to NATS with its own`))
+	out.expect(leaderLine("default", 3))
+	if user := environ(t, pids[3], "NATS_USER"); user != "" {
+		t.Errorf("node 3 has NATS_USER=%q, want none: it connects with its credential", user)
+	}
+	client := localcluster.NewHTTPClient()
+	batontest.CheckFor(t, stopDeadline, func() error {
+		s, err := localcluster.FetchStatus(context.Background(), client, "127.0.0.1:20211")
+		if err != nil {
+			return err
+		}
+		if len(s.Members) != 3 {
+			return fmt.Errorf("node 1's members %v, want 1, 2 and 3", s.Members)
+		}
+		return nil
+	})
+	if err := syscall.Kill(pids[3], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	out.expect(leaderLine("default", 2))
+	log, err := os.ReadFile(filepath.Join(logs, "default", "node-1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(log, []byte("reason=connection_closed")) {
+		t.Errorf("node 1 did not learn of the leader's death from its connection event; its log:\n%s", log)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	text := out.rest()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("devcluster after SIGINT: %v; its output:\n%s", err, text)
+	}
+}

@@ -27,7 +27,11 @@
 // each cluster gets one key per node (in the log directory, keys/<cluster>)
 // and each node connects to NATS as the user of its key, allowed only its
 // own cluster's subjects; a binary built before member keys connects as
-// the shared node user.
+// the shared node user. With -membership dynamic each node gets a
+// credential of its cluster's authority instead, and connects to NATS with
+// it: the embedded server checks it (its credential check runs in
+// devcluster's process, logging to nats/callout.log in the log directory)
+// and confines the node to its cluster's subjects.
 package main
 
 import (
@@ -36,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -49,9 +54,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -218,7 +225,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	members := map[string]*protocol.MemberKeys{}
-	keyDirs := map[string]string{} // each cluster's key directory, with keys
+	keyDirs := map[string]string{}     // each cluster's key directory, with keys
+	authorities := map[string]string{} // each dynamic cluster's authority, with keys
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
 	// A node's exit is read before the node is started again, so each has
 	// at most one waiting.
@@ -241,6 +249,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		env, keyDir := localcluster.NodeEnv(), filepath.Join(cfg.logDir, "keys", name)
 		dynamic := cfg.membership == "dynamic"
 		var authority string
+		if withKeys && dynamic {
+			// The nodes connect with their credentials, which the
+			// server checks (CredentialEnv), not as the node user.
+			env = nil
+		}
 		if dynamic && algorithm == string(protocol.Paxos) {
 			env = append(env, "ELECTION_VOTERS="+voters(ids))
 		}
@@ -250,6 +263,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			}
 			keyDirs[name] = keyDir
+			authorities[name] = authority
 		case withKeys:
 			env = nil
 			if members[name], err = localcluster.MakeMemberKeys(keyDir, name, protocol.Algorithm(algorithm), ids); err != nil {
@@ -296,11 +310,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := os.MkdirAll(natsDir, 0o755); err != nil {
 		return err
 	}
-	ns, err := natsconf.StartLocal(natsDir, "127.0.0.1", cfg.natsPort, filepath.Join(natsDir, "jetstream"), members)
+	ns, stopNATS, err := startNATS(natsDir, cfg.natsPort, members, authorities)
 	if err != nil {
 		return err
 	}
-	defer natsconf.Stop(ns)
+	defer stopNATS()
 	// The server's own address: the port it took if -nats-port is -1.
 	natsURL = ns.ClientURL()
 	for _, n := range nodes {
@@ -384,9 +398,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "devcluster: NATS %s (user %s for applications, see internal/natsconf), Ctrl-C stops\n", natsURL, natsconf.AppUser)
-	if withKeys {
+	switch {
+	case withKeys && len(authorities) > 0:
+		fmt.Fprintf(out, "devcluster: member credentials in %s; each node connects to NATS with its own, which the server checks (refusals in %s)\n",
+			filepath.Join(cfg.logDir, "keys"), filepath.Join(natsDir, "callout.log"))
+	case withKeys:
 		fmt.Fprintf(out, "devcluster: member keys in %s; each node connects as the NATS user of its key\n", filepath.Join(cfg.logDir, "keys"))
-	} else {
+	default:
 		fmt.Fprintln(out, "devcluster: no member keys (the node binary does not read ELECTION_KEY_FILE, or -keys off): the nodes connect as the shared node user")
 	}
 	for _, c := range clusters {
@@ -574,4 +592,44 @@ func voters(ids []uint64) string {
 		out = append(out, strconv.FormatUint(id, 10))
 	}
 	return strings.Join(out, ",")
+}
+
+// startNATS starts the embedded NATS server in dir on port, configured as
+// the deployment, with a user for each member key of members; and, for
+// the clusters of authorities (cluster name → authority's public key,
+// the dynamic clusters with credentials), the server's check of member
+// credentials, run in-process: its keys and the authorities it trusts are
+// kept in dir/callout, its refusals logged to dir/callout.log.
+func startNATS(dir string, port int, members map[string]*protocol.MemberKeys, authorities map[string]string) (*server.Server, func(), error) {
+	jetstream := filepath.Join(dir, "jetstream")
+	if len(authorities) == 0 {
+		s, err := natsconf.StartLocal(dir, "127.0.0.1", port, jetstream, members)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { natsconf.Stop(s) }, nil
+	}
+	authDir := filepath.Join(dir, "callout", "authorities")
+	if err := os.MkdirAll(authDir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	for cluster, public := range authorities {
+		if err := os.WriteFile(filepath.Join(authDir, cluster+natsauth.AuthoritySuffix), []byte(public+"\n"), 0o644); err != nil {
+			return nil, nil, err
+		}
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, "callout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, stop, err := natsconf.StartLocalWithCallout(dir, "127.0.0.1", port, jetstream, members, filepath.Join(dir, "callout"), authDir, log)
+	if err != nil {
+		logFile.Close()
+		return nil, nil, err
+	}
+	return s, func() {
+		stop()
+		logFile.Close()
+	}, nil
 }

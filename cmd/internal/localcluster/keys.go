@@ -134,9 +134,10 @@ func MakeCredentials(dir, cluster string, ids []uint64) (string, error) {
 
 // CredentialEnv is the environment by which node id of a dynamic cluster
 // signs with its credential from dir, as MakeCredentials left it, checked
-// with authority: ELECTION_CREDS_FILE and ELECTION_AUTHORITY. It is
-// combined with NodeEnv: the local NATS server does not take
-// credentials, so the node connects as the node user.
+// with authority: ELECTION_CREDS_FILE and ELECTION_AUTHORITY. The node
+// also connects to NATS with the credential, so it is not combined with
+// NodeEnv: the server must check credentials, trusting authority
+// (natsconf.StartLocalWithCallout).
 func CredentialEnv(dir string, id uint64, authority string) []string {
 	return []string{
 		"ELECTION_CREDS_FILE=" + filepath.Join(dir, membercreds.CredsFile(id)),

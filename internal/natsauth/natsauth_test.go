@@ -2,6 +2,7 @@ package natsauth_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -424,5 +425,68 @@ func TestRespondUnreadable(t *testing.T) {
 		if out := r.Respond(data); out != nil {
 			t.Errorf("Respond(%.20q): %q; want nothing", data, out)
 		}
+	}
+}
+
+// The user the responder admits a member as: for the server's user key,
+// in the members' account, named after the member and its key, confined
+// to its cluster, and expiring with the credential.
+func TestRespondAdmits(t *testing.T) {
+	issuer, authority := account(t), account(t)
+	authorityPublic, _ := authority.PublicKey()
+	r, err := natsauth.New(natsauth.Config{Issuer: issuer, Account: "BATON",
+		Authorities: map[string][]string{"fleet": {authorityPublic}}, Log: slog.New(&records{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := issue(t, authority, "fleet", 4)
+	credential, err := jwt.DecodeUserClaims(m.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverKey, _ := nkeys.CreateServer()
+	connUser, _ := nkeys.CreateUser()
+	connPublic, _ := connUser.PublicKey()
+	serverPublic, _ := serverKey.PublicKey()
+	req := jwt.NewAuthorizationRequestClaims(serverPublic)
+	req.UserNkey = connPublic
+	req.Server.ID = "server-1"
+	req.ClientInformation.Nonce = "nonce-123"
+	sig, _ := m.kp.Sign([]byte(req.ClientInformation.Nonce))
+	req.ConnectOptions.SignedNonce = base64.RawURLEncoding.EncodeToString(sig)
+	req.ConnectOptions.Nkey = m.public()
+	req.ConnectOptions.Token = m.token
+	token, err := req.Encode(serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := jwt.DecodeAuthorizationResponseClaims(string(r.Respond([]byte(token))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Subject != connPublic || resp.Audience != "server-1" || resp.Issuer != r.Issuer() || resp.Error != "" {
+		t.Fatalf("response for %s, to %s, by %s, error %q; want for %s, to server-1, by %s, no error",
+			resp.Subject, resp.Audience, resp.Issuer, resp.Error, connPublic, r.Issuer())
+	}
+	user, err := jwt.DecodeUserClaims(resp.Jwt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user.Subject != connPublic || user.Issuer != r.Issuer() || user.IssuerAccount != "" || user.Audience != "BATON" {
+		t.Errorf("user %s by %s (account %q) in %q; want %s by the issuer, in BATON", user.Subject, user.Issuer, user.IssuerAccount, user.Audience, connPublic)
+	}
+	if want := protocol.MemberUser("fleet", 4, m.public()); user.Name != want {
+		t.Errorf("user named %q, want %q", user.Name, want)
+	}
+	if user.Expires == 0 || user.Expires != credential.Expires {
+		t.Errorf("user expires at %d, want the credential's %d", user.Expires, credential.Expires)
+	}
+	if !user.Pub.Allow.Contains("election.fleet.>") || user.Pub.Allow.Contains("election.>") || user.Pub.Allow.Contains("$JS.API.>") ||
+		!user.Sub.Allow.Contains("$SYS.ACCOUNT.*.DISCONNECT") || user.Sub.Allow.Contains(">") {
+		t.Errorf("permissions pub %v, sub %v; want the fleet's subjects and a node's", user.Pub.Allow, user.Sub.Allow)
+	}
+	// Too big a request is not read.
+	if out := r.Respond([]byte(token + strings.Repeat("x", natsauth.MaxRequestSize))); out != nil {
+		t.Errorf("an oversized request was answered")
 	}
 }

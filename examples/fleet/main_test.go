@@ -6,17 +6,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
 	"go.uber.org/goleak"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -249,4 +254,48 @@ func TestBinaryInvalidConfiguration(t *testing.T) {
 			t.Errorf("%s=%s: stderr %q, want one line naming it", tc.key, tc.value, out)
 		}
 	}
+}
+
+// A replica that issues itself a credential connects to NATS with it, no
+// user or password: a server that checks credentials admits it.
+func TestSelfIssuedCredentialConnects(t *testing.T) {
+	authority, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := authority.Seed()
+	public, _ := authority.PublicKey()
+	dir := t.TempDir()
+	seedFile := filepath.Join(dir, "authority.seed")
+	if err := os.WriteFile(seedFile, append(seed, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(authDir, "fleet"+natsauth.AuthoritySuffix), []byte(public+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, stop, err := natsconf.StartLocalWithCallout(t.TempDir(), "127.0.0.1", -1, "", nil, t.TempDir(), authDir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	r := startReplica(t, s.ClientURL(), 5, map[string]string{"NATS_USER": "", "NATS_PASSWORD": "", "FLEET_ISSUER_SEED_FILE": seedFile})
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		var st protocol.Status
+		if err := getJSON(r.base+"/status", &st); err != nil {
+			return err
+		}
+		if st.Leader == nil || *st.Leader != 5 {
+			return fmt.Errorf("status %+v, want replica 5 leading", st)
+		}
+		return nil
+	})
+	// Its own connection's events, or its probe's, reach it: the server
+	// admitted it into the members' account.
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if !strings.Contains(r.log.String(), "connection events in effect") {
+			return errors.New("connection events not in effect yet")
+		}
+		return nil
+	})
 }

@@ -86,14 +86,13 @@ func main() {
 	if err := server.Run(s); err != nil {
 		server.PrintAndDie(err.Error())
 	}
-	if check != nil {
-		stop, err := check.start(s)
-		if err != nil {
-			s.Fatalf("%v", err) // shuts the server down and exits
-		}
-		defer stop()
+	if check == nil {
+		s.WaitForShutdown()
+		return
 	}
-	s.WaitForShutdown()
+	if err := check.run(s); err != nil {
+		s.Fatalf("%v", err) // shuts the server down and exits
+	}
 }
 
 // check is the credential check a server runs: where its files are.
@@ -159,9 +158,52 @@ func accountHasUser(opts *server.Options, account, public string) bool {
 	return false
 }
 
-// start runs the check over an in-process connection to s, once s
-// accepts connections; stop ends it.
-func (c *check) start(s *server.Server) (stop func(), err error) {
+// restartWait is how long the check waits before it connects again when
+// its connection closed while the server runs.
+const restartWait = time.Second
+
+// run runs the check over an in-process connection to s, once s accepts
+// connections, until s shuts down: if the check's connection closes while
+// s runs, it connects again. It returns an error only if the check
+// cannot start.
+func (c *check) run(s *server.Server) error {
+	down := make(chan struct{})
+	go func() {
+		s.WaitForShutdown()
+		close(down)
+	}()
+	p, err := c.start(s)
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-down:
+			p.Stop()
+			return nil
+		case <-p.Done():
+		}
+		if !s.Running() { // shutting down: its connection went with it
+			<-down
+			return nil
+		}
+		s.Warnf("The check of member credentials stopped (%v); connecting again in %v", p.Err(), restartWait)
+		for p = nil; p == nil; {
+			select {
+			case <-down:
+				return nil
+			case <-time.After(restartWait):
+			}
+			if p, err = c.start(s); err != nil {
+				s.Errorf("%v", err)
+			}
+		}
+	}
+}
+
+// start starts the check over an in-process connection to s, once s
+// accepts connections.
+func (c *check) start(s *server.Server) (*natsauth.InProcess, error) {
 	log := slog.New(serverLog{s})
 	responder, user, err := c.files.Load(log)
 	if err != nil {
@@ -176,7 +218,7 @@ func (c *check) start(s *server.Server) (stop func(), err error) {
 	}
 	public, _ := user.PublicKey()
 	s.Noticef("Checking member credentials (issuer %s, as user %s) of clusters %s", responder.Issuer(), public, strings.Join(clusters(c.files.Authorities), ", "))
-	return p.Stop, nil
+	return p, nil
 }
 
 // clusters names the clusters of the authorities in dir, for the log.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/membercreds"
@@ -98,21 +100,58 @@ func TestCheckRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer natsconf.Stop(s)
-	stop, err := c.start(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- c.run(s) }()
+	defer func() {
+		natsconf.Stop(s)
+		if err := <-ran; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
 	user, _ := nkeys.CreateUser()
 	public, _ := user.PublicKey()
 	token, err := membercreds.Issue(fleet, "fleet", 9, public, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(s.ClientURL(), append(membercreds.NATSOptions(token, user), nats.Name(protocol.ConnectionName("fleet", 9)))...)
-	if err != nil {
-		t.Fatalf("member: %v", err)
+	connect := func() error {
+		nc, err := nats.Connect(s.ClientURL(), append(membercreds.NATSOptions(token, user), nats.Name(protocol.ConnectionName("fleet", 9)))...)
+		if err == nil {
+			nc.Close()
+		}
+		return err
 	}
-	nc.Close()
+	// run subscribes in its own goroutine: wait for it.
+	batontest.CheckFor(t, 5*time.Second, connect)
+	// The check's connection closed while the server runs (here: kicked
+	// by the server, as a slow consumer would be): it connects again.
+	var cid uint64
+	for _, c := range connz(t, s) {
+		if c.Name == "baton-auth" {
+			cid = c.Cid
+		}
+	}
+	if cid == 0 {
+		t.Fatal("no connection of the check")
+	}
+	if err := s.DisconnectClientByID(cid); err != nil {
+		t.Fatal(err)
+	}
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		for _, c := range connz(t, s) {
+			if c.Name == "baton-auth" && c.Cid != cid {
+				return connect()
+			}
+		}
+		return errors.New("the check has not connected again")
+	})
+}
+
+func connz(t *testing.T, s *server.Server) []*server.ConnInfo {
+	t.Helper()
+	z, err := s.Connz(&server.ConnzOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return z.Conns
 }

@@ -137,7 +137,8 @@ func (f Files) Load(log *slog.Logger) (*Responder, nkeys.KeyPair, error) {
 // in-process connection (StartInProcess).
 type InProcess struct {
 	nc   *nats.Conn
-	done chan error
+	done chan struct{} // closed when the goroutine has returned
+	err  error         // what ended it, once done is closed
 }
 
 // StartInProcess connects to the server s in-process as the responder's
@@ -161,8 +162,11 @@ func StartInProcess(s nats.InProcessConnProvider, user nkeys.KeyPair, r *Respond
 		nc.Close()
 		return nil, err
 	}
-	p := &InProcess{nc: nc, done: make(chan error, 1)}
-	go func() { p.done <- r.serve(context.Background(), sub) }()
+	p := &InProcess{nc: nc, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.err = r.serve(context.Background(), sub)
+	}()
 	return p, nil
 }
 
@@ -171,4 +175,15 @@ func StartInProcess(s nats.InProcessConnProvider, user nkeys.KeyPair, r *Respond
 func (p *InProcess) Stop() {
 	p.nc.Close()
 	<-p.done
+}
+
+// Done is closed once the responder has stopped answering: after Stop,
+// or when its connection closed (the server shut down); Err then says
+// why.
+func (p *InProcess) Done() <-chan struct{} { return p.done }
+
+// Err is what ended the responder, once Done is closed: nil after Stop.
+func (p *InProcess) Err() error {
+	<-p.done
+	return p.err
 }

@@ -424,7 +424,7 @@ func (r *Responder) subscribe(nc *nats.Conn) (*nats.Subscription, error) {
 		return nil, fmt.Errorf("natsauth: subscribe %s: %w", Subject, err)
 	}
 	// A request is a few kilobytes; allow a burst of reconnecting clients.
-	if err := sub.SetPendingLimits(4096, 4096*MaxRequestSize); err != nil {
+	if err := sub.SetPendingLimits(1024, 1024*MaxRequestSize); err != nil {
 		sub.Unsubscribe()
 		return nil, fmt.Errorf("natsauth: %w", err)
 	}

@@ -1,8 +1,11 @@
 // Package natsconf holds the NATS accounts, users and permissions of a
 // deployment (accounts.conf, which deploy/nats.conf includes; the NATS
-// image copies it from here), and the one starter of embedded servers
-// (Start, StartLocal), so that the embedded servers of the local run, the
-// benchmark and the tests run with the same configuration as Compose.
+// image copies it from here), rendered with the member users and, for
+// clusters with member credentials, the server's check of them
+// (RenderWith, internal/natsauth); and the one starter of embedded servers
+// (Start, StartLocal, StartLocalWithCallout), so that the embedded servers
+// of the local run, the benchmark and the tests run with the same
+// configuration as Compose.
 package natsconf
 
 import (

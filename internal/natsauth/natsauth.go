@@ -11,12 +11,12 @@
 // responder. A client the configuration does not know is handed to the
 // responder, which admits it only if it presents a member credential:
 //
-//   - the credential (the user JWT the client presents as its token:
-//     the server discards a JWT presented as such in this configuration)
-//     verifies with
-//     membercreds.Verify against the authority of the cluster it names,
-//     which must be one of Config.Authorities: signature, claims, not
-//     before, expiry;
+//   - the client is a client, not a leaf node;
+//   - the credential (the user JWT the client presents as its token: the
+//     server discards a JWT presented as such in this configuration)
+//     verifies with membercreds.Verify against the authority of the
+//     cluster it names, which must be one of Config.Authorities:
+//     signature, claims, not before, expiry;
 //   - the client presents the credential's user key as its nkey and
 //     signed the server's nonce with it, which proves it holds the seed
 //     (the server checks no signature of a key it does not list: the
@@ -288,6 +288,9 @@ func (r *Responder) authorize(req *jwt.AuthorizationRequestClaims) (string, memb
 	// client presents before it asks: a member presents its credential
 	// as the connection's token, and its user key as its nkey, with
 	// which it signs the nonce (membercreds.NATSOptions).
+	if kind := req.ClientInformation.Kind; kind != "Client" {
+		return "", membercreds.Credential{}, fmt.Errorf("baton: a connection of kind %.20q: members connect as clients", kind)
+	}
 	token := req.ConnectOptions.Token
 	if token == "" {
 		token = req.ConnectOptions.JWT

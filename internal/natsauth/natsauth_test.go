@@ -452,6 +452,7 @@ func TestRespondAdmits(t *testing.T) {
 	req.UserNkey = connPublic
 	req.Server.ID = "server-1"
 	req.ClientInformation.Nonce = "nonce-123"
+	req.ClientInformation.Kind = "Client"
 	sig, _ := m.kp.Sign([]byte(req.ClientInformation.Nonce))
 	req.ConnectOptions.SignedNonce = base64.RawURLEncoding.EncodeToString(sig)
 	req.ConnectOptions.Nkey = m.public()
@@ -484,6 +485,15 @@ func TestRespondAdmits(t *testing.T) {
 	if !user.Pub.Allow.Contains("election.fleet.>") || user.Pub.Allow.Contains("election.>") || user.Pub.Allow.Contains("$JS.API.>") ||
 		!user.Sub.Allow.Contains("$SYS.ACCOUNT.*.DISCONNECT") || user.Sub.Allow.Contains(">") {
 		t.Errorf("permissions pub %v, sub %v; want the fleet's subjects and a node's", user.Pub.Allow, user.Sub.Allow)
+	}
+	// A leaf node with a member's credential is refused.
+	req.ClientInformation.Kind = "Leafnode"
+	leaf, err := req.Encode(serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := jwt.DecodeAuthorizationResponseClaims(string(r.Respond([]byte(leaf)))); err != nil || resp.Jwt != "" || !strings.Contains(resp.Error, "members connect as clients") {
+		t.Errorf("a leaf node: %+v, %v; want a refusal", resp, err)
 	}
 	// Too big a request is not read.
 	if out := r.Respond([]byte(token + strings.Repeat("x", natsauth.MaxRequestSize))); out != nil {

@@ -59,6 +59,8 @@ const readyTimeout = 30 * time.Second
 func main() {
 	fs := flag.NewFlagSet(exe, flag.ExitOnError)
 	fs.Usage = func() {
+		// On stdout, as nats-server prints its usage.
+		fs.SetOutput(os.Stdout)
 		fmt.Printf("Usage: %s [options]\n\nThe options of nats-server:\n", exe)
 		fs.PrintDefaults()
 		fmt.Printf("\nThe server's check of member credentials is configured by %s, %s,\n%s and %s (see the command's documentation).\n",

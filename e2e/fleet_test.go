@@ -18,11 +18,14 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"github.com/testcontainers/testcontainers-go"
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
+	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -115,20 +118,76 @@ type fleetDeployment struct {
 	// joined are the IDs of every replica started.
 	joined []uint64
 
+	// creds, if set, are the keys of a fleet whose replicas connect with
+	// the credentials they issue themselves, to NATS servers that check
+	// them.
+	creds *fleetCredentials
+
 	mu            sync.Mutex
 	announcements []protocol.Announcement
 	annErr        error
+}
+
+// fleetCredentials are the files of a deployment whose NATS servers check
+// the fleet's credentials, as go tool task keys makes them for Compose:
+// the rendered accounts (with the callout), the check's keys, the fleet's
+// authority, in dir on the host.
+type fleetCredentials struct {
+	dir       string
+	authority nkeys.KeyPair
+}
+
+func makeFleetCredentials(t *testing.T) *fleetCredentials {
+	t.Helper()
+	c := &fleetCredentials{dir: t.TempDir()}
+	keys, _, err := natsauth.EnsureKeys(filepath.Join(c.dir, "callout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.authority, err = nkeys.CreateAccount(); err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := c.authority.Seed()
+	public, _ := c.authority.PublicKey()
+	conf, err := natsconf.RenderWith(nil, &natsconf.Callout{Issuer: keys.Issuer, User: keys.User})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]struct {
+		data []byte
+		mode os.FileMode
+	}{
+		"authority.seed":  {append(seed, '\n'), 0o600},
+		"fleet.authority": {[]byte(public + "\n"), 0o644},
+		"accounts.conf":   {[]byte(conf), 0o644},
+	} {
+		if err := os.WriteFile(filepath.Join(c.dir, name), f.data, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// file is the container file of name in dir, at path, with mode.
+func (c *fleetCredentials) file(name, path string, mode int64) testcontainers.ContainerFile {
+	return testcontainers.ContainerFile{HostFilePath: filepath.Join(c.dir, name), ContainerFilePath: path, FileMode: mode}
 }
 
 // deployFleet starts NATS and the observer, and subscribes to the
 // fleet's announcements. The replicas run unsigned, as the node user, and
 // the observer has no member keys, so that it records them (with keys of
 // other clusters it would refuse a cluster it holds none for).
-func deployFleet(t *testing.T) *fleetDeployment {
+func deployFleet(t *testing.T) *fleetDeployment { return deployFleetWith(t, nil) }
+
+// deployFleetWith is deployFleet, and with creds the NATS servers check
+// the fleet's credentials as in Compose, the replicas connect with those
+// they issue themselves, and the observer checks them with the
+// authority's public key.
+func deployFleetWith(t *testing.T, creds *fleetCredentials) *fleetDeployment {
 	t.Helper()
 	docker := requireDocker(t)
 	d := &deployment{t: t, docker: docker, images: buildImages(t), sizes: map[string]int{}}
-	f := &fleetDeployment{deployment: d, image: buildFleetImage(t), running: map[uint64]*fleetReplica{}, left: map[uint64]string{}}
+	f := &fleetDeployment{deployment: d, image: buildFleetImage(t), running: map[uint64]*fleetReplica{}, left: map[uint64]string{}, creds: creds}
 	ctx := context.Background()
 	nw, err := tcnetwork.New(ctx)
 	if err != nil {
@@ -149,21 +208,41 @@ func deployFleet(t *testing.T) *fleetDeployment {
 	for i := 1; i <= natsServers; i++ {
 		name := fmt.Sprintf("nats-%d", i)
 		// The image's own accounts: the node, observer and app users.
-		req := d.request(d.images["nats"], name, natsconf.LocalPasswords.Env(), []string{
+		env := natsconf.LocalPasswords.Env()
+		if creds != nil {
+			env["NATS_CALLOUT_ISSUER_SEED_FILE"] = "/etc/nats/callout/" + natsauth.IssuerSeedFile
+			env["NATS_CALLOUT_USER_SEED_FILE"] = "/etc/nats/callout/" + natsauth.UserSeedFile
+			env["NATS_CALLOUT_AUTHORITIES_DIR"] = "/etc/nats/callout/authorities"
+		}
+		req := d.request(d.images["nats"], name, env, []string{
 			"--name=" + name, "--routes=" + strings.Join(routes, ","),
 		}, "4222/tcp")
 		req.WaitingFor = wait.ForExec([]string{"/healthcheck", "http://127.0.0.1:8222/healthz"}).WithStartupTimeout(60 * time.Second)
+		if creds != nil {
+			req.Files = []testcontainers.ContainerFile{
+				creds.file("accounts.conf", "/etc/nats/accounts.conf", 0o644),
+				creds.file("callout/"+natsauth.IssuerSeedFile, "/etc/nats/callout/"+natsauth.IssuerSeedFile, 0o600),
+				creds.file("callout/"+natsauth.UserSeedFile, "/etc/nats/callout/"+natsauth.UserSeedFile, 0o600),
+				creds.file("fleet.authority", "/etc/nats/callout/authorities/fleet.authority", 0o644),
+			}
+		}
 		reqs = append(reqs, req)
 	}
 	d.nats = d.startAll(reqs)
-	d.observer = d.startAll([]testcontainers.GenericContainerRequest{d.request(d.images["observer"], "observer", map[string]string{
+	obsEnv := map[string]string{
 		"NATS_URL":                 natsURLs(),
 		"NATS_USER":                natsconf.ObserverUser,
 		"NATS_PASSWORD":            natsconf.LocalPasswords.Observer,
 		"OBSERVER_DATA":            "/data",
 		"OBSERVER_STREAM_REPLICAS": "3",
 		"HTTP_ADDR":                ":8080",
-	}, nil, "8080/tcp")})[0]
+	}
+	obs := d.request(d.images["observer"], "observer", obsEnv, nil, "8080/tcp")
+	if creds != nil {
+		obsEnv["OBSERVER_KEYS_DIR"] = "/run/baton/keys"
+		obs.Files = []testcontainers.ContainerFile{creds.file("fleet.authority", "/run/baton/keys/fleet.authority", 0o644)}
+	}
+	d.observer = d.startAll([]testcontainers.GenericContainerRequest{obs})[0]
 
 	host, err := d.nats[0].Host(ctx)
 	if err != nil {
@@ -211,10 +290,19 @@ func (f *fleetDeployment) start(hosts ...string) {
 		"NATS_PASSWORD":       natsconf.LocalPasswords.Node,
 		"FLEET_WORK_INTERVAL": "100ms",
 	}
+	if f.creds != nil {
+		// As in Compose: no NATS user, a credential of its own.
+		delete(env, "NATS_USER")
+		delete(env, "NATS_PASSWORD")
+		env["FLEET_ISSUER_SEED_FILE"] = "/run/baton/authority.seed"
+	}
 	var reqs []testcontainers.GenericContainerRequest
 	for _, h := range hosts {
 		req := f.request(f.image, h, env, nil, "8080/tcp")
 		req.ConfigModifier = func(c *container.Config) { c.Hostname = h }
+		if f.creds != nil {
+			req.Files = []testcontainers.ContainerFile{f.creds.file("authority.seed", "/run/baton/authority.seed", 0o600)}
+		}
 		reqs = append(reqs, req)
 	}
 	started := f.startAll(reqs)
@@ -526,4 +614,61 @@ func TestFleet(t *testing.T) {
 		t.Errorf("observer's last leadership %+v, want leader %d at term %d", last, top.id, term)
 	}
 	t.Logf("fleet scaled 3 → 7 → 2 with two leaders killed and one stopped in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// TestFleetCredentials runs the fleet as Compose does: the replicas
+// connect with the credentials they issue themselves to NATS servers that
+// check them (cmd/natsd). They elect; a killed leader is replaced and
+// recorded by the observer as disconnected, from the server's connection
+// event, which names it only because its connection is its own; and a
+// fleet credential is refused another cluster's subjects.
+func TestFleetCredentials(t *testing.T) {
+	hosts := []string{"replica-1", "replica-2", "replica-3"}
+	f := deployFleetWith(t, makeFleetCredentials(t))
+	f.start(hosts...)
+	term := f.settle("3 replicas with credentials", 0)
+	leader := f.leader()
+	f.kill(leader)
+	f.settle(fmt.Sprintf("leader %d killed", leader.id), term)
+
+	// A client with a credential of the fleet, from the host.
+	ctx := context.Background()
+	host, err := f.nats[0].Host(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := f.nats[0].MappedPort(ctx, "4222/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _ := nkeys.CreateUser()
+	public, _ := user.PublicKey()
+	token, err := membercreds.Issue(f.creds.authority, fleetCluster, 77, public, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	violations := make(chan error, 4)
+	nc, err := nats.Connect(fmt.Sprintf("nats://%s:%s", host, port.Port()), append(membercreds.NATSOptions(token, user),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))...)
+	if err != nil {
+		t.Fatalf("a fleet credential: %v", err)
+	}
+	defer nc.Close()
+	if err := nc.Publish("election.bully.leader", nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-violations:
+		if !strings.Contains(err.Error(), `Permissions Violation for Publish to "election.bully.leader"`) {
+			t.Errorf("publish on another cluster's subject: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a fleet credential published on election.bully.leader unrefused")
+	}
+	// Without its seed, the credential is refused.
+	thief, _ := nkeys.CreateUser()
+	if nc, err := nats.Connect(fmt.Sprintf("nats://%s:%s", host, port.Port()), membercreds.NATSOptions(token, thief)...); err == nil {
+		nc.Close()
+		t.Error("a credential presented without its seed was admitted")
+	}
 }

@@ -99,6 +99,21 @@ var (
 	allDeadLine = regexp.MustCompile(`every node has exited; NATS and the observer keep running`)
 )
 
+// started reads the lines of nodes ids of cluster "default" starting, in
+// order, and returns their process IDs.
+func (o *output) started(ids ...uint64) map[uint64]int {
+	o.t.Helper()
+	pids := make(map[uint64]int, len(ids))
+	for _, id := range ids {
+		pid, err := strconv.Atoi(o.expect(startedLine("default", id))[1])
+		if err != nil {
+			o.t.Fatal(err)
+		}
+		pids[id] = pid
+	}
+	return pids
+}
+
 // startedLine matches the line devcluster prints when node id of cluster
 // starts; its first submatch is the PID.
 func startedLine(cluster string, id uint64) *regexp.Regexp {
@@ -208,14 +223,7 @@ func TestRestartBringsANodeBack(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	out := newOutput(t, r)
 	port := out.expect(controlLine)[1]
-	pids := map[uint64]int{}
-	for _, id := range []uint64{1, 2, 3} {
-		pid, err := strconv.Atoi(out.expect(startedLine("default", id))[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids[id] = pid
-	}
+	pids := out.started(1, 2, 3)
 	out.expect(readyLine)
 	out.expect(leaderLine("default", 3))
 	data := environ(t, pids[3], "ELECTION_DATA")
@@ -311,14 +319,7 @@ func TestDynamicMembersConnectWithCredentials(t *testing.T) {
 		"-nats-port", "-1", "-control-port", "-1", "-http-port", "20211", "-keys", "on", "-membership", "dynamic", "-logs", logs})
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	out := newOutput(t, r)
-	pids := map[uint64]int{}
-	for _, id := range []uint64{1, 2, 3} {
-		pid, err := strconv.Atoi(out.expect(startedLine("default", id))[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids[id] = pid
-	}
+	pids := out.started(1, 2, 3)
 	out.expect(readyLine)
 	out.expect(regexp.MustCompile(`member credentials in .*; each node connects to NATS with its own`))
 	out.expect(leaderLine("default", 3))

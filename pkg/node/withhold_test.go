@@ -267,6 +267,30 @@ func (m *membershipClock) Status() election.SoftState {
 	return election.SoftState{Role: election.Follower, Leader: m.leader}
 }
 
+// heldNode is a Paxos node of m, whose deadline is tick 50, reached a
+// second late: it holds that deadline.
+func heldNode(t *testing.T, m *membershipClock) *Node {
+	t.Helper()
+	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+		Cluster: "withhold", Algorithm: protocol.Paxos,
+		Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
+	if err != nil {
+		t.Fatalf("driver.New: %v", err)
+	}
+	n.drv = drv
+	drv.Start(time.Now().Add(-50*DefaultTick - time.Second))
+	n.advance(time.Now())
+	if n.held.deadline != 50 {
+		t.Fatalf("late by 1s: held %d, want the deadline 50 held", n.held.deadline)
+	}
+	return n
+}
+
 // A hold ends when an event takes the node's leader away, even if the
 // machine's soonest deadline stays where it was: the leader whose
 // messages the hold waits for is gone, and the machine needs its clock
@@ -276,23 +300,7 @@ func (m *membershipClock) Status() election.SoftState {
 func TestWithheldDeadlineEndsWhenTheLeaderIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &membershipClock{deadline: 50, leader: 2}
-		n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
-			Cluster: "withhold", Algorithm: protocol.Paxos,
-			Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
-		})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
-		if err != nil {
-			t.Fatalf("driver.New: %v", err)
-		}
-		n.drv = drv
-		drv.Start(time.Now().Add(-50*DefaultTick - time.Second))
-		n.advance(time.Now())
-		if n.held.deadline != 50 {
-			t.Fatalf("late by 1s: held %d, want the deadline 50 held", n.held.deadline)
-		}
+		n := heldNode(t, m)
 		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
 		if n.drv.Deadline() != 50 {
 			t.Fatalf("deadline %d after PeerDown; the test needs it unmoved at 50", n.drv.Deadline())
@@ -316,23 +324,7 @@ func TestWithheldDeadlineEndsWhenTheLeaderIsLost(t *testing.T) {
 func TestWithheldStallIsNotWithheldTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &membershipClock{deadline: 50, leader: 2, campaign: 60}
-		n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
-			Cluster: "withhold", Algorithm: protocol.Paxos,
-			Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
-		})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
-		if err != nil {
-			t.Fatalf("driver.New: %v", err)
-		}
-		n.drv = drv
-		drv.Start(time.Now().Add(-50*DefaultTick - time.Second))
-		n.advance(time.Now())
-		if n.held.deadline != 50 {
-			t.Fatalf("late by 1s: held %d, want the deadline 50 held", n.held.deadline)
-		}
+		n := heldNode(t, m)
 		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
 		if n.held.deadline != 0 {
 			t.Fatalf("the leader's connection closed and the hold stands: %+v", n.held)

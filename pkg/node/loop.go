@@ -238,7 +238,8 @@ func (n *Node) holdFor(late time.Duration) time.Duration {
 // time-out again, and a deadline that expired starts its next wait
 // (Bully's T for an Answer) now instead of finding it spent. With leases
 // (Paxos, byzantine) the machine's clock must keep pace with real time,
-// which the lease argument bounds: it catches up (as after settle).
+// which the lease argument bounds: it catches up (as after settle),
+// from the deadline's tick, given first when the hold expired.
 func (n *Node) release(at time.Time, heard bool) {
 	h := n.held
 	n.held.deadline = 0
@@ -252,6 +253,16 @@ func (n *Node) release(at time.Time, heard bool) {
 		if skip := at.Sub(n.realAt(h.deadline - 1)); skip > 0 {
 			n.offset += skip
 		}
+		return
+	}
+	if !heard {
+		// The deadline's own tick is given now, as the last of its
+		// advance: what the machine does at it (a campaign, a probe)
+		// leaves, instead of counting among the stale ticks of the
+		// catch-up that follows, whose messages the driver drops.
+		// Sending it late is safe: a lease counts from the machine's
+		// tick of the sending, which is earlier still.
+		n.drv.Advance(n.drv.At(h.deadline))
 	}
 }
 

@@ -338,3 +338,75 @@ func TestWithheldStallIsNotWithheldTwice(t *testing.T) {
 		}
 	})
 }
+
+// campaigner is a follower whose deadline, tick 50, makes it send a
+// Prepare: what a node does when it reaches the deadline it held.
+type campaigner struct {
+	now  int
+	sent []protocol.Message
+}
+
+func (m *campaigner) Start() {}
+func (m *campaigner) Tick() {
+	m.now++
+	if m.now == 50 {
+		m.sent = append(m.sent, protocol.Message{Type: protocol.TypePrepare, Term: 1})
+	}
+}
+func (m *campaigner) Due() int {
+	if m.now >= 50 {
+		return 1 << 30
+	}
+	return 50 - m.now
+}
+func (m *campaigner) Step(protocol.Message) {}
+func (m *campaigner) Unreachable(uint64)    {}
+func (m *campaigner) PeerDown(uint64)       {}
+func (m *campaigner) Resign()               {}
+func (m *campaigner) Ready() election.Ready {
+	rd := election.Ready{Messages: m.sent}
+	m.sent = nil
+	return rd
+}
+func (m *campaigner) Status() election.SoftState {
+	return election.SoftState{Role: election.Follower, Leader: 2}
+}
+
+// A deadline held until the hold expired still acts: with leases the
+// machine's clock then catches up with real time, and the deadline's
+// tick, by then more than a hold behind the last, must not count among
+// the stale ticks of a stall whose messages are dropped. (On a loaded
+// host every deadline of a Paxos candidate came late, and each campaign
+// it held was dropped as out of date: at 101 members on two cores the
+// highest ID never sent a Prepare after its first.)
+func TestHeldDeadlineActsWhenTheHoldExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &campaigner{}
+		n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+			Cluster: "withhold", Algorithm: protocol.Paxos,
+			Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
+		})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
+		if err != nil {
+			t.Fatalf("driver.New: %v", err)
+		}
+		n.drv = drv
+		drv.Start(time.Now().Add(-50*DefaultTick - 100*time.Millisecond))
+		n.advance(time.Now())
+		if n.held.deadline != 50 {
+			t.Fatalf("late by 100ms: held %d, want the deadline 50 held", n.held.deadline)
+		}
+		time.Sleep(time.Until(n.held.until) + DefaultTick)
+		n.advance(time.Now())
+		if n.held.deadline != 0 || m.now <= 50+election.StaleTicks {
+			t.Fatalf("hold %+v, machine at tick %d; want the hold expired and the clock caught up", n.held, m.now)
+		}
+		rd := n.drv.Ready(time.Now())
+		if len(rd.Messages) != 1 || rd.Messages[0].Type != protocol.TypePrepare {
+			t.Errorf("after the hold: sent %v, dropped as stale %v; want the deadline's Prepare sent", rd.Messages, rd.Stale)
+		}
+	})
+}

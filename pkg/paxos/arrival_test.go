@@ -167,3 +167,49 @@ func TestPresenceCountsFromArrival(t *testing.T) {
 		t.Errorf("members %v at the member time-out after the arrival, want 2 gone", m.Members())
 	}
 }
+
+// A candidate of a cluster with dynamic membership gives a ballot that
+// stalls as long as a static cluster of the members present would
+// (core.CoordinatorTicks), not the time-out of a cluster of one: with 100
+// members on a loaded host the answers to a Prepare took longer than a
+// cluster of one's 10 ticks, and the highest ID, starting a new ballot
+// every 10 ticks, ignored each answer as one to an old ballot.
+func TestDynamicBallotWaitGrowsWithMembers(t *testing.T) {
+	m, err := New(election.Config{ID: 100, Members: []uint64{100}, Dynamic: true, Voters: []uint64{1, 2, 3},
+		Timing: election.DefaultLeaseTiming(1), Incarnation: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	for id := uint64(1); id <= 20; id++ {
+		m.Step(protocol.Message{Type: protocol.TypePresence, From: id, Inc: id})
+	}
+	prepares := func() int {
+		n := 0
+		for _, msg := range m.Ready().Messages {
+			if msg.Type == protocol.TypePrepare {
+				n++
+			}
+		}
+		return n
+	}
+	if prepares() != 1 {
+		t.Fatal("no Prepare at the start")
+	}
+	// The first ballot was started with one member present.
+	for k := 1; prepares() == 0; k++ {
+		if m.Tick(); k > 1000 {
+			t.Fatal("the first ballot never started again")
+		}
+	}
+	want := (len(m.Members()) + 1) * m.timing.AnswerTicks
+	for k := 1; k <= want; k++ {
+		m.Tick()
+		if n := prepares(); n > 0 && k < want {
+			t.Fatalf("a new ballot %d ticks after the last, with %d members present; want %d ticks", k, len(m.Members()), want)
+		} else if n > 0 {
+			return
+		}
+	}
+	t.Fatalf("no new ballot within %d ticks", want)
+}

@@ -307,7 +307,7 @@ func (m *Machine) Tick() {
 		m.heard = m.now
 		m.resume()
 	case m.phase == leading:
-		if m.upgrade != 0 && m.now-m.upSince >= t.CoordinatorTicks {
+		if m.upgrade != 0 && m.now-m.upSince >= m.c.CoordinatorTicks() {
 			m.upgrade = 0 // stalled; the next refusal starts another
 		}
 		m.sinceRenew++
@@ -446,7 +446,7 @@ func (m *Machine) resume() {
 // that campaigns makes the acceptors refuse the resume with a Nack,
 // which ends it at once.
 func (m *Machine) resumeTicks() int {
-	return election.MaxAdaptiveTimeoutFactor*m.timing.LeaderTimeoutTicks + m.timing.CoordinatorTicks
+	return election.MaxAdaptiveTimeoutFactor*m.timing.LeaderTimeoutTicks + m.c.CoordinatorTicks()
 }
 
 // Unreachable records that a peer cannot be reached.
@@ -540,7 +540,7 @@ func (m *Machine) campaign() {
 	m.c.BecomeCandidate(true)
 	m.phase, m.ballot, m.promises, m.rounds, m.blocked = preparing, b, m.promises[:0], m.rounds[:0], 0
 	m.resuming = false
-	m.wait = m.timing.CoordinatorTicks // start again if this ballot stalls
+	m.wait = m.c.CoordinatorTicks() // start again if this ballot stalls
 	m.c.Send(protocol.Message{Type: protocol.TypePrepare, Term: b, Cfg: m.cfg})
 	if m.voter() {
 		if reply := m.acceptPrepare(m.id, m.inc, b); reply.Type == protocol.TypePromise {
@@ -595,7 +595,7 @@ func (m *Machine) backOff() {
 	if m.phase == preparing || m.phase == proposing {
 		m.phase = idle
 	}
-	m.wait = m.timing.CoordinatorTicks
+	m.wait = m.c.CoordinatorTicks()
 }
 
 // onPrepare is the acceptor's Phase 1, and what a proposer or leader
@@ -719,7 +719,7 @@ func (m *Machine) promised(from uint64) {
 	m.promises = append(m.promises, from)
 	if m.quorate(m.promises, m.cfg) {
 		m.phase = proposing
-		m.wait = m.timing.CoordinatorTicks // start again if Phase 2 stalls
+		m.wait = m.c.CoordinatorTicks() // start again if Phase 2 stalls
 		m.propose()
 	}
 }

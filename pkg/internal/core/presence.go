@@ -222,7 +222,8 @@ func (c *Core) membersChanged(kind election.EventKind, id uint64) {
 }
 
 // CoordinatorTicks is how long a candidate that was answered waits for
-// the winner's claim: Timing.CoordinatorTicks, and with dynamic
+// the winner's claim, and how long a Paxos ballot may stall before the
+// candidate starts another: Timing.CoordinatorTicks, and with dynamic
 // membership at least (n+1)·T for the n members present now, as
 // election.DefaultTiming gives a static cluster of n.
 func (c *Core) CoordinatorTicks() int {

@@ -267,9 +267,9 @@ func (m *membershipClock) Status() election.SoftState {
 	return election.SoftState{Role: election.Follower, Leader: m.leader}
 }
 
-// heldNode is a Paxos node of m, whose deadline is tick 50, reached a
-// second late: it holds that deadline.
-func heldNode(t *testing.T, m *membershipClock) *Node {
+// heldNode is a Paxos node of m, a machine whose deadline is tick 50,
+// reached late by late: it holds that deadline.
+func heldNode(t *testing.T, m election.Machine, late time.Duration) *Node {
 	t.Helper()
 	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
 		Cluster: "withhold", Algorithm: protocol.Paxos,
@@ -283,10 +283,10 @@ func heldNode(t *testing.T, m *membershipClock) *Node {
 		t.Fatalf("driver.New: %v", err)
 	}
 	n.drv = drv
-	drv.Start(time.Now().Add(-50*DefaultTick - time.Second))
+	drv.Start(time.Now().Add(-50*DefaultTick - late))
 	n.advance(time.Now())
 	if n.held.deadline != 50 {
-		t.Fatalf("late by 1s: held %d, want the deadline 50 held", n.held.deadline)
+		t.Fatalf("late by %v: held %d, want the deadline 50 held", late, n.held.deadline)
 	}
 	return n
 }
@@ -300,7 +300,7 @@ func heldNode(t *testing.T, m *membershipClock) *Node {
 func TestWithheldDeadlineEndsWhenTheLeaderIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &membershipClock{deadline: 50, leader: 2}
-		n := heldNode(t, m)
+		n := heldNode(t, m, time.Second)
 		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
 		if n.drv.Deadline() != 50 {
 			t.Fatalf("deadline %d after PeerDown; the test needs it unmoved at 50", n.drv.Deadline())
@@ -324,7 +324,7 @@ func TestWithheldDeadlineEndsWhenTheLeaderIsLost(t *testing.T) {
 func TestWithheldStallIsNotWithheldTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &membershipClock{deadline: 50, leader: 2, campaign: 60}
-		n := heldNode(t, m)
+		n := heldNode(t, m, time.Second)
 		n.handle(transport.Inbound{Kind: transport.PeerDown, Peer: 2, At: time.Now()})
 		if n.held.deadline != 0 {
 			t.Fatalf("the leader's connection closed and the hold stands: %+v", n.held)
@@ -382,23 +382,7 @@ func (m *campaigner) Status() election.SoftState {
 func TestHeldDeadlineActsWhenTheHoldExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &campaigner{}
-		n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
-			Cluster: "withhold", Algorithm: protocol.Paxos,
-			Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
-		})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		drv, err := driver.New(m, driver.Config{Tick: DefaultTick, Incarnation: 1})
-		if err != nil {
-			t.Fatalf("driver.New: %v", err)
-		}
-		n.drv = drv
-		drv.Start(time.Now().Add(-50*DefaultTick - 100*time.Millisecond))
-		n.advance(time.Now())
-		if n.held.deadline != 50 {
-			t.Fatalf("late by 100ms: held %d, want the deadline 50 held", n.held.deadline)
-		}
+		n := heldNode(t, m, 100*time.Millisecond)
 		time.Sleep(time.Until(n.held.until) + DefaultTick)
 		n.advance(time.Now())
 		if n.held.deadline != 0 || m.now <= 50+election.StaleTicks {

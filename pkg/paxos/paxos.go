@@ -606,6 +606,13 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 	}
 	if m.voter() {
 		m.answerPrepare(msg)
+	} else if m.stale(msg.Cfg) {
+		// A candidate that does not vote answers nothing, but one with
+		// older voters than its own learns them from it (as from a
+		// proposal, onPropose): else a candidate left holding a joint
+		// configuration whose old voters are gone campaigns for ever,
+		// while the only running voter of the new one holds it.
+		m.c.Send(protocol.Message{Type: protocol.TypeNack, To: msg.From, Term: m.acc.state.Promised, Cfg: m.cfg})
 	}
 	if msg.From < m.id {
 		return

@@ -301,3 +301,20 @@ func TestChurnKeepLeaderHungFollower(t *testing.T) {
 		}
 	}
 }
+
+// TestChurnSeedsThatFailed replays churn seeds that failed once, beyond
+// the seeds go test runs by default.
+func TestChurnSeedsThatFailed(t *testing.T) {
+	for _, c := range []struct {
+		spec sim.ChurnSpec
+		seed uint64
+		why  string
+	}{
+		{sim.ChurnSpec{Spec: paxosSpec, Voters: true}, 1250,
+			"candidate 40 held a joint configuration whose old voters were gone, and 33, the one other running member and not a voter of the new one, ignored its Prepares instead of telling it the new voters"},
+	} {
+		if res := sim.RunChurn(c.seed, c.spec, nil); res.Err != nil {
+			t.Errorf("%s, seed %d (%s): %v\nreplay with SIM_CHURN_SEED=%d", churnMode(c.spec), c.seed, c.why, res.Err, c.seed)
+		}
+	}
+}

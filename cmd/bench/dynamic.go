@@ -671,16 +671,11 @@ func (e *environment) measureDynamic(ctx context.Context, algorithm protocol.Alg
 	w := &wire{}
 	// As measure: the broadcast subjects (presence among them) and the
 	// leader subject, not the inboxes nor the query subject.
-	for _, subject := range append(protocol.BroadcastSubjectsOf(name, algorithm), protocol.LeaderSubject(name)) {
-		sub, err := e.nc.Subscribe(subject, w.handle)
-		if err != nil {
-			return res, err
-		}
-		defer sub.Unsubscribe()
-	}
-	if err := e.nc.Flush(); err != nil {
+	unsubscribe, err := e.listen(w, name, algorithm)
+	if err != nil {
 		return res, err
 	}
+	defer unsubscribe()
 	defer func() {
 		w.mu.Lock()
 		res.termRegressions = w.regressions

@@ -272,6 +272,31 @@ type result struct {
 	termRegressions int
 }
 
+// listen subscribes w to cluster's broadcast subjects and its leader
+// subject, and returns once the server has the subscriptions; the
+// function it returns unsubscribes them.
+func (e *environment) listen(w *wire, cluster string, algorithm protocol.Algorithm) (func(), error) {
+	var subs []*nats.Subscription
+	unsubscribe := func() {
+		for _, sub := range subs {
+			sub.Unsubscribe()
+		}
+	}
+	for _, subject := range append(protocol.BroadcastSubjectsOf(cluster, algorithm), protocol.LeaderSubject(cluster)) {
+		sub, err := e.nc.Subscribe(subject, w.handle)
+		if err != nil {
+			unsubscribe()
+			return nil, err
+		}
+		subs = append(subs, sub)
+	}
+	if err := e.nc.Flush(); err != nil {
+		unsubscribe()
+		return nil, err
+	}
+	return unsubscribe, nil
+}
+
 // wire counts what is published on one cluster's subjects.
 type wire struct {
 	mu            sync.Mutex
@@ -425,17 +450,11 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 	// that a peer is gone (NATS answers "no responders" only to a message
 	// nobody receives). Point-to-point messages are counted by the nodes'
 	// metrics instead.
-	subjects := append(protocol.BroadcastSubjectsOf(cluster, algorithm), protocol.LeaderSubject(cluster))
-	for _, subject := range subjects {
-		sub, err := e.nc.Subscribe(subject, w.handle)
-		if err != nil {
-			return res, err
-		}
-		defer sub.Unsubscribe()
-	}
-	if err := e.nc.Flush(); err != nil {
+	unsubscribe, err := e.listen(w, cluster, algorithm)
+	if err != nil {
 		return res, err
 	}
+	defer unsubscribe()
 	defer func() {
 		w.mu.Lock()
 		res.termRegressions = w.regressions

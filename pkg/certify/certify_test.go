@@ -2,6 +2,7 @@ package certify_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"math/bits"
 	"reflect"
@@ -180,6 +181,46 @@ func statements() []certify.Statement {
 		certify.Timeout("default", 2, 7),
 		certify.Relay("default", 7, 1, []uint64{4, 3}, []byte("attack")),
 		certify.Relay("a_B-9", 1<<63, 0, []uint64{3}, nil),
+		certify.VoteIn("default", 2, 7, 4, 3),
+		certify.Accept("default", 2, 7, 3, certify.Digest([]byte("members"))),
+		certify.Commit("default", 2, 7, 3, certify.Digest([]byte("members"))),
+	}
+}
+
+// The encodings of votes under the configured set, time-outs and relays
+// are those from before member sets had versions, byte for byte, so that
+// the signatures and certificates made then still hold. A vote under a
+// later version appends it; an accept or a commit has it after the term,
+// then the set's digest.
+func TestStatementEncodings(t *testing.T) {
+	const (
+		prefix = "6261746f6e2d636572746966792d7631" // "baton-certify-v1"
+		dflt   = "000764656661756c74"               // "default"
+		m2t7   = "0000000000000002" + "0000000000000007"
+	)
+	digest := certify.Digest([]byte("members"))
+	for _, tc := range []struct {
+		st   certify.Statement
+		want string
+	}{
+		{certify.Vote("default", 2, 7, 4), "6261746f6e2d636572746966792d763101000764656661756c74000000000000000200000000000000070000000000000004"},
+		{certify.VoteIn("default", 2, 7, 4, 0), "6261746f6e2d636572746966792d763101000764656661756c74000000000000000200000000000000070000000000000004"},
+		{certify.Timeout("default", 2, 7), "6261746f6e2d636572746966792d763102000764656661756c7400000000000000020000000000000007"},
+		{certify.Relay("default", 7, 1, []uint64{4, 3}, []byte("attack")), "6261746f6e2d636572746966792d763103000764656661756c74000000000000000300000000000000070000000000000001000200000000000000040000000000000003fca30679635be3bbce1ca7d8a9ceb8f0daceaaa80e4cf645584db5ccc0dbf0b2"},
+		{certify.VoteIn("default", 2, 7, 4, 3), prefix + "01" + dflt + m2t7 + "0000000000000004" + "0000000000000003"},
+		{certify.Accept("default", 2, 7, 3, digest), prefix + "04" + dflt + m2t7 + "0000000000000003" + hex.EncodeToString(digest[:])},
+		{certify.Commit("default", 2, 7, 3, digest), prefix + "05" + dflt + m2t7 + "0000000000000003" + hex.EncodeToString(digest[:])},
+	} {
+		data, err := tc.st.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hex.EncodeToString(data); got != tc.want {
+			t.Errorf("%s version %d: encoding\n%s, want\n%s", tc.st.Kind, tc.st.Version, got, tc.want)
+		}
+	}
+	if !reflect.DeepEqual(certify.Vote("default", 2, 7, 4), certify.VoteIn("default", 2, 7, 4, 0)) {
+		t.Errorf("Vote differs from VoteIn with version 0")
 	}
 }
 
@@ -248,6 +289,18 @@ func TestStatementInvalid(t *testing.T) {
 		{"repeated member", certify.Relay("c", 1, 1, []uint64{1, 2, 1}, nil), "member 1 twice"},
 		{"zero in path", certify.Relay("c", 1, 1, []uint64{0, 2}, nil), "member 0 in the path"},
 		{"path of another", certify.Statement{Kind: certify.KindRelay, Cluster: "c", Member: 1, Term: 1, Path: []uint64{1, 2}}, "not with the member 1"},
+		{"timeout with version", certify.Statement{Kind: certify.KindTimeout, Cluster: "c", Member: 1, Term: 1, Version: 2}, "version 2 in a time-out"},
+		{"relay with version", certify.Statement{Kind: certify.KindRelay, Cluster: "c", Member: 1, Term: 1, Version: 2, Path: []uint64{1}}, "version 2 in a relay"},
+		{"vote with digest", certify.Statement{Kind: certify.KindVote, Cluster: "c", Member: 1, Term: 1, Leader: 1, Version: 2, Digest: certify.Digest(nil)}, "outside a relay"},
+		{"accept of version 0", certify.Accept("c", 1, 1, 0, certify.Digest(nil)), "version 0"},
+		{"commit of version 0", certify.Commit("c", 1, 1, 0, certify.Digest(nil)), "version 0"},
+		{"accept of no digest", certify.Accept("c", 1, 1, 1, [certify.DigestSize]byte{}), "zero digest"},
+		{"commit of no digest", certify.Commit("c", 1, 1, 1, [certify.DigestSize]byte{}), "zero digest"},
+		{"accept with leader", certify.Statement{Kind: certify.KindAccept, Cluster: "c", Member: 1, Term: 1, Leader: 2, Version: 1, Digest: certify.Digest(nil)}, "leader 2 in an accept"},
+		{"commit with order", certify.Statement{Kind: certify.KindCommit, Cluster: "c", Member: 1, Term: 1, Order: 2, Version: 1, Digest: certify.Digest(nil)}, "order or path in a commit"},
+		{"accept with path", certify.Statement{Kind: certify.KindAccept, Cluster: "c", Member: 1, Term: 1, Path: []uint64{1}, Version: 1, Digest: certify.Digest(nil)}, "order or path in an accept"},
+		{"accept of member 0", certify.Accept("c", 0, 1, 1, certify.Digest(nil)), "member 0"},
+		{"commit in term 0", certify.Commit("c", 1, 0, 1, certify.Digest(nil)), "term 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.st.Encode()
@@ -294,6 +347,55 @@ func TestDecodeStatementRefuses(t *testing.T) {
 	}
 }
 
+func TestDecodeVersionedStatementRefuses(t *testing.T) {
+	encode := func(st certify.Statement) []byte {
+		t.Helper()
+		data, err := st.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	vote := encode(certify.Vote("default", 2, 7, 4))
+	voteIn := encode(certify.VoteIn("default", 2, 7, 4, 3))
+	accept := encode(certify.Accept("default", 2, 7, 3, certify.Digest([]byte("members"))))
+	for _, data := range [][]byte{voteIn, accept} {
+		for cut := range len(data) {
+			st, err := certify.DecodeStatement(data[:cut])
+			if cut == len(vote) && bytes.Equal(data, voteIn) {
+				// Cut after the leader: the same vote under the
+				// configured set.
+				if err != nil || st.Version != 0 {
+					t.Fatalf("vote cut before its version: got %+v, %v", st, err)
+				}
+				continue
+			}
+			if !errors.Is(err, certify.ErrStatement) {
+				t.Fatalf("cut at %d of %d: got %v, want ErrStatement", cut, len(data), err)
+			}
+		}
+	}
+	at := len(certify.Prefix) + 1 + 2 + len("default") + 8 + 8 // after the term
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"vote's version 0", append(bytes.Clone(vote), 0, 0, 0, 0, 0, 0, 0, 0), "version 0 encoded"},
+		{"vote's trailing byte", append(bytes.Clone(vote), 1), "1 bytes after the statement"},
+		{"vote's version and a byte", append(bytes.Clone(voteIn), 1), "9 bytes after the statement"},
+		{"accept's trailing byte", append(bytes.Clone(accept), 0), "1 bytes after the statement"},
+		{"accept of version 0", func() []byte { b := bytes.Clone(accept); copy(b[at:], make([]byte, 8)); return b }(), "version 0"},
+		{"accept of no digest", func() []byte { b := bytes.Clone(accept); copy(b[at+8:], make([]byte, 32)); return b }(), "zero digest"},
+		{"kind 6", func() []byte { b := bytes.Clone(accept); b[len(certify.Prefix)] = 6; return b }(), "unknown kind 6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := certify.DecodeStatement(tc.data)
+			wantErr(t, err, certify.ErrStatement, tc.want)
+		})
+	}
+}
+
 func TestSignaturesForgedOrAltered(t *testing.T) {
 	c := newCluster(t, 4)
 	good := c.sign(t, certify.Vote("default", 2, 7, 4))
@@ -313,6 +415,7 @@ func TestSignaturesForgedOrAltered(t *testing.T) {
 		"term":    func(s *certify.Statement) { s.Term = 8 },
 		"cluster": func(s *certify.Statement) { s.Cluster = "other" },
 		"kind":    func(s *certify.Statement) { s.Kind, s.Leader = certify.KindTimeout, 0 },
+		"version": func(s *certify.Statement) { s.Version = 1 },
 	} {
 		altered := good
 		alter(&altered.Statement)
@@ -560,6 +663,17 @@ func TestSignedStatementJSONRefuses(t *testing.T) {
 		{"no signature", `{"kind":"timeout","cluster":"c","member":1,"term":1}`, certify.ErrSignature, "0 bytes"},
 		{"unknown field", `{"kind":"timeout","cluster":"c","member":1,"term":1,"extra":true,` + sig + `}`, certify.ErrStatement, `unknown field "extra"`},
 		{"term 0", `{"kind":"timeout","cluster":"c","member":1,"term":0,` + sig + `}`, certify.ErrStatement, "term 0"},
+		{"vote of version 0", `{"kind":"vote","cluster":"c","member":1,"term":1,"leader":2,"version":0,` + sig + `}`, certify.ErrStatement, `no "version"`},
+		{"timeout with version", `{"kind":"timeout","cluster":"c","member":1,"term":1,"version":2,` + sig + `}`, certify.ErrStatement, `"version" does not belong`},
+		{"relay with version", `{"kind":"relay","cluster":"c","member":1,"term":1,"version":2,"order":1,"path":[1],"digest":"` + digest + `",` + sig + `}`, certify.ErrStatement, `"version" does not belong`},
+		{"accept without version", `{"kind":"accept","cluster":"c","member":1,"term":1,"digest":"` + digest + `",` + sig + `}`, certify.ErrStatement, `"version" missing`},
+		{"commit without digest", `{"kind":"commit","cluster":"c","member":1,"term":1,"version":2,` + sig + `}`, certify.ErrStatement, `"digest" missing`},
+		{"accept with leader", `{"kind":"accept","cluster":"c","member":1,"term":1,"leader":1,"version":2,"digest":"` + digest + `",` + sig + `}`, certify.ErrStatement, `"leader" does not belong`},
+		{"commit with path", `{"kind":"commit","cluster":"c","member":1,"term":1,"version":2,"path":[1],"digest":"` + digest + `",` + sig + `}`, certify.ErrStatement, `"path" does not belong`},
+		{"commit with order", `{"kind":"commit","cluster":"c","member":1,"term":1,"version":2,"order":0,"digest":"` + digest + `",` + sig + `}`, certify.ErrStatement, `"order" does not belong`},
+		{"accept of version 0", `{"kind":"accept","cluster":"c","member":1,"term":1,"version":0,"digest":"` + digest + `",` + sig + `}`, certify.ErrStatement, "version 0"},
+		{"accept of a short digest", `{"kind":"accept","cluster":"c","member":1,"term":1,"version":2,"digest":"abcd",` + sig + `}`, certify.ErrStatement, "accept: digest"},
+		{"commit of no digest", `{"kind":"commit","cluster":"c","member":1,"term":1,"version":2,"digest":"` + strings.Repeat("0", 64) + `",` + sig + `}`, certify.ErrStatement, "zero digest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := certify.DecodeSignedStatement([]byte(tc.in))

@@ -10,12 +10,17 @@
 //
 // A Statement is what one member says, of one Kind, within one cluster:
 //
-//   - KindVote: the member votes for Leader in Term;
+//   - KindVote: the member votes for Leader in Term, under version
+//     Version of the member set (0 for the configured set);
 //   - KindTimeout: the member gives up on Term (its leader timed out);
 //   - KindRelay: the member says that the value whose SHA-256 is Digest
 //     reached it along Path as order Order of Term's leader (Path[0] is
 //     the leader that issued it, the last member of Path is the member;
-//     the leader's own issue is the relay along the path [leader]).
+//     the leader's own issue is the relay along the path [leader]);
+//   - KindAccept: the member accepts the member set whose digest is
+//     Digest as version Version, proposed by the leader of Term;
+//   - KindCommit: the member saw a quorum accept that member set, and
+//     commits to it.
 //
 // A member signs the statement's canonical encoding (Encode), version 1,
 // with Ed25519. Every number is big-endian of fixed width; a string is
@@ -23,20 +28,24 @@
 //
 //	field        bytes         kinds
 //	prefix       16            all: the ASCII "baton-certify-v1" (Prefix)
-//	kind         1             all: 1 vote, 2 time-out, 3 relay
+//	kind         1             all: 1 vote, 2 time-out, 3 relay, 4 accept, 5 commit
 //	cluster      2 + len       all: uint16 length, then the name (1–255 bytes of [A-Za-z0-9_-])
 //	member       8             all: uint64, ≥ 1
 //	term         8             all: uint64, ≥ 1
 //	leader       8             vote: uint64, ≥ 1
+//	version      8             vote, present only when ≥ 1; accept, commit: uint64, ≥ 1
 //	order        8             relay: uint64
 //	path         2 + 8·len     relay: uint16 count (1–MaxMembers), then that many uint64 IDs, distinct, ≥ 1, the last = member
-//	digest       32            relay: SHA-256 of the value (Digest)
+//	digest       32            relay: SHA-256 of the value (Digest); accept, commit: the member set's (MemberSet.Digest), not zero
 //
-// Nothing follows. The prefix keeps a signature over a statement from
-// being read as anything else signed with the same key; the cluster name
-// keeps it from counting in another cluster. DecodeStatement reads the
-// encoding back and refuses anything Encode would not have produced, so
-// one statement has exactly one encoding. The example of the package
+// Nothing follows. A vote under the configured member set (version 0)
+// has no version field, so its encoding is the one of votes before
+// member sets had versions. The prefix keeps a signature over a
+// statement from being read as anything else signed with the same key;
+// the cluster name keeps it from counting in another cluster.
+// DecodeStatement reads the encoding back and refuses anything Encode
+// would not have produced (a vote's version 0 written out among them),
+// so one statement has exactly one encoding. The example of the package
 // prints an encoding and its signature, byte for byte, for other
 // implementations to check theirs against.
 //

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // MaxJSONSize bounds the JSON form of a certificate, a signed statement or
@@ -20,19 +21,34 @@ type statementJSON struct {
 	Member    uint64   `json:"member"`
 	Term      uint64   `json:"term"`
 	Leader    *uint64  `json:"leader,omitempty"`
+	Version   *uint64  `json:"version,omitempty"`
 	Order     *uint64  `json:"order,omitempty"`
 	Path      []uint64 `json:"path,omitempty"`
 	Digest    string   `json:"digest,omitempty"`
 	Signature []byte   `json:"signature"`
 }
 
+// kindFields are the JSON fields of each kind beyond kind, cluster,
+// member, term and signature (a vote's version only when ≥ 1).
+var kindFields = map[Kind][]string{
+	KindVote:    {"leader", "version"},
+	KindTimeout: nil,
+	KindRelay:   {"order", "path", "digest"},
+	KindAccept:  {"version", "digest"},
+	KindCommit:  {"version", "digest"},
+}
+
 // MarshalJSON renders s as
 //
 //	{"kind":"vote","cluster":"default","member":2,"term":7,"leader":4,"signature":"<base64>"}
+//	{"kind":"vote","cluster":"default","member":2,"term":7,"leader":4,"version":3,"signature":"<base64>"}
 //	{"kind":"timeout","cluster":"default","member":2,"term":7,"signature":"<base64>"}
 //	{"kind":"relay","cluster":"default","member":3,"term":7,"order":1,"path":[4,3],"digest":"<hex>","signature":"<base64>"}
+//	{"kind":"accept","cluster":"default","member":2,"term":7,"version":3,"digest":"<hex>","signature":"<base64>"}
+//	{"kind":"commit","cluster":"default","member":2,"term":7,"version":3,"digest":"<hex>","signature":"<base64>"}
 //
-// It fails if the statement is invalid.
+// A vote's version is there only when ≥ 1 (a vote under the configured
+// set has none). It fails if the statement is invalid.
 func (s SignedStatement) MarshalJSON() ([]byte, error) {
 	st := s.Statement
 	if err := st.Validate(); err != nil {
@@ -42,17 +58,24 @@ func (s SignedStatement) MarshalJSON() ([]byte, error) {
 	switch st.Kind {
 	case KindVote:
 		w.Leader = &st.Leader
+		if st.Version != 0 {
+			w.Version = &st.Version
+		}
 	case KindRelay:
 		w.Order = &st.Order
 		w.Path = st.Path
+		w.Digest = hex.EncodeToString(st.Digest[:])
+	case KindAccept, KindCommit:
+		w.Version = &st.Version
 		w.Digest = hex.EncodeToString(st.Digest[:])
 	}
 	return json.Marshal(w)
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes: every field the kind
-// has must be present and no other; the statement must be valid and the
-// signature SignatureSize bytes.
+// has must be present and no other (a vote's version is present only
+// when ≥ 1); the statement must be valid and the signature SignatureSize
+// bytes.
 func (s *SignedStatement) UnmarshalJSON(data []byte) error {
 	var w statementJSON
 	if err := strict(data, &w); err != nil {
@@ -75,6 +98,12 @@ func (s *SignedStatement) UnmarshalJSON(data []byte) error {
 			return missing("leader")
 		}
 		st.Leader = *w.Leader
+		if w.Version != nil {
+			if *w.Version == 0 {
+				return fmt.Errorf("%w: vote: version 0; a vote under the configured set has no \"version\"", ErrStatement)
+			}
+			st.Version = *w.Version
+		}
 	case KindRelay:
 		if w.Order == nil {
 			return missing("order")
@@ -86,24 +115,35 @@ func (s *SignedStatement) UnmarshalJSON(data []byte) error {
 			return missing("digest")
 		}
 		st.Order, st.Path = *w.Order, w.Path
-		d, err := hex.DecodeString(w.Digest)
-		if err != nil || len(d) != DigestSize || hex.EncodeToString(d) != w.Digest {
-			return fmt.Errorf("%w: relay: digest %q is not %d bytes in lower-case hex", ErrStatement, w.Digest, DigestSize)
+	case KindAccept, KindCommit:
+		if w.Version == nil {
+			return missing("version")
 		}
-		copy(st.Digest[:], d)
-	}
-	if kind != KindVote && w.Leader != nil {
-		return misplaced("leader")
-	}
-	if kind != KindRelay {
-		switch {
-		case w.Order != nil:
-			return misplaced("order")
-		case w.Path != nil:
-			return misplaced("path")
-		case w.Digest != "":
-			return misplaced("digest")
+		if w.Digest == "" {
+			return missing("digest")
 		}
+		st.Version = *w.Version
+	}
+	for _, f := range []struct {
+		name    string
+		present bool
+	}{
+		{"leader", w.Leader != nil},
+		{"version", w.Version != nil},
+		{"order", w.Order != nil},
+		{"path", w.Path != nil},
+		{"digest", w.Digest != ""},
+	} {
+		if f.present && !slices.Contains(kindFields[kind], f.name) {
+			return misplaced(f.name)
+		}
+	}
+	if w.Digest != "" {
+		d, err := parseDigest(w.Digest)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrStatement, kind, err)
+		}
+		st.Digest = d
 	}
 	if err := st.Validate(); err != nil {
 		return err
@@ -113,6 +153,17 @@ func (s *SignedStatement) UnmarshalJSON(data []byte) error {
 	}
 	*s = SignedStatement{Statement: st, Signature: w.Signature}
 	return nil
+}
+
+// parseDigest reads a digest in lower-case hex.
+func parseDigest(s string) ([DigestSize]byte, error) {
+	var out [DigestSize]byte
+	d, err := hex.DecodeString(s)
+	if err != nil || len(d) != DigestSize || hex.EncodeToString(d) != s {
+		return out, fmt.Errorf("digest %q is not %d bytes in lower-case hex", s, DigestSize)
+	}
+	copy(out[:], d)
+	return out, nil
 }
 
 // DecodeSignedStatement reads a signed statement's JSON form (see

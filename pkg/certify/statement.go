@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Prefix starts every encoded statement (domain separation).
@@ -38,9 +39,19 @@ const (
 	KindTimeout Kind = 2
 	// KindRelay: the member relays order Order of Term along Path.
 	KindRelay Kind = 3
+	// KindAccept: the member accepts the member set whose digest is
+	// Digest as version Version, proposed by the leader of Term.
+	KindAccept Kind = 4
+	// KindCommit: the member saw a quorum accept the member set whose
+	// digest is Digest as version Version, and commits to it.
+	KindCommit Kind = 5
 )
 
-// String returns the kind's name in the JSON form: vote, timeout, relay.
+// kinds are the known kinds.
+var kinds = []Kind{KindVote, KindTimeout, KindRelay, KindAccept, KindCommit}
+
+// String returns the kind's name in the JSON form: vote, timeout, relay,
+// accept, commit.
 func (k Kind) String() string {
 	switch k {
 	case KindVote:
@@ -49,13 +60,17 @@ func (k Kind) String() string {
 		return "timeout"
 	case KindRelay:
 		return "relay"
+	case KindAccept:
+		return "accept"
+	case KindCommit:
+		return "commit"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // kindNamed returns the kind of a name String returns.
 func kindNamed(name string) (Kind, bool) {
-	for _, k := range []Kind{KindVote, KindTimeout, KindRelay} {
+	for _, k := range kinds {
 		if k.String() == name {
 			return k, true
 		}
@@ -89,26 +104,40 @@ type Statement struct {
 	// Member is the ID of the member that states it, ≥ 1.
 	Member uint64
 	// Term is the term voted in, given up, or whose leader issued the
-	// relayed order; ≥ 1.
+	// relayed order or proposed the member set; ≥ 1.
 	Term uint64
 	// Leader is the member voted for (KindVote), ≥ 1.
 	Leader uint64
+	// Version is the member-set version: the one a vote is cast under
+	// (KindVote; 0 for the configured set, encoded only when ≥ 1), or the
+	// one the accepted or committed member set would be (KindAccept,
+	// KindCommit; ≥ 1). Zero in the other kinds.
+	Version uint64
 	// Order numbers the order among those of Term's leader (KindRelay).
 	Order uint64
 	// Path is the relay chain (KindRelay): the leader that issued the
 	// order, then the members that relayed it, distinct; the last is
 	// Member. 1–MaxMembers IDs.
 	Path []uint64
-	// Digest is the SHA-256 of the relayed value (KindRelay; see Digest).
+	// Digest is the SHA-256 of the relayed value (KindRelay; see Digest),
+	// or the digest of the accepted or committed member set (KindAccept,
+	// KindCommit; see MemberSet.Digest), not zero.
 	Digest [DigestSize]byte
 }
 
 // Digest returns the digest of a relayed value, its SHA-256.
 func Digest(value []byte) [DigestSize]byte { return sha256.Sum256(value) }
 
-// Vote returns member's vote for leader in term of cluster.
+// Vote returns member's vote for leader in term of cluster, under the
+// configured member set (version 0); it is VoteIn with version 0.
 func Vote(cluster string, member, term, leader uint64) Statement {
-	return Statement{Kind: KindVote, Cluster: cluster, Member: member, Term: term, Leader: leader}
+	return VoteIn(cluster, member, term, leader, 0)
+}
+
+// VoteIn returns member's vote for leader in term of cluster, under
+// version version of the member set.
+func VoteIn(cluster string, member, term, leader, version uint64) Statement {
+	return Statement{Kind: KindVote, Cluster: cluster, Member: member, Term: term, Leader: leader, Version: version}
 }
 
 // Timeout returns member's time-out of term in cluster.
@@ -125,6 +154,18 @@ func Relay(cluster string, term, order uint64, path []uint64, value []byte) Stat
 	}
 	return Statement{Kind: KindRelay, Cluster: cluster, Member: member, Term: term, Order: order,
 		Path: append([]uint64(nil), path...), Digest: Digest(value)}
+}
+
+// Accept returns member's accept of the member set whose digest is digest
+// as version version of cluster, proposed by the leader of term.
+func Accept(cluster string, member, term, version uint64, digest [DigestSize]byte) Statement {
+	return Statement{Kind: KindAccept, Cluster: cluster, Member: member, Term: term, Version: version, Digest: digest}
+}
+
+// Commit returns member's commit to the member set whose digest is digest
+// as version version of cluster, proposed by the leader of term.
+func Commit(cluster string, member, term, version uint64, digest [DigestSize]byte) Statement {
+	return Statement{Kind: KindCommit, Cluster: cluster, Member: member, Term: term, Version: version, Digest: digest}
 }
 
 // validateCluster checks a cluster name.
@@ -170,12 +211,36 @@ func (s Statement) validate() error {
 		if s.Leader != 0 {
 			return fmt.Errorf("leader %d in a time-out", s.Leader)
 		}
+		if s.Version != 0 {
+			return fmt.Errorf("version %d in a time-out", s.Version)
+		}
 		return s.noRelay()
 	case KindRelay:
 		if s.Leader != 0 {
 			return fmt.Errorf("leader %d in a relay", s.Leader)
 		}
+		if s.Version != 0 {
+			return fmt.Errorf("version %d in a relay", s.Version)
+		}
 		return validatePath(s.Path, s.Member)
+	case KindAccept, KindCommit:
+		what := "an accept"
+		if s.Kind == KindCommit {
+			what = "a commit"
+		}
+		if s.Leader != 0 {
+			return fmt.Errorf("leader %d in %s", s.Leader, what)
+		}
+		if s.Version == 0 {
+			return errors.New("version 0; the versions of changed member sets are ≥ 1")
+		}
+		if s.Order != 0 || s.Path != nil {
+			return fmt.Errorf("order or path in %s", what)
+		}
+		if s.Digest == ([DigestSize]byte{}) {
+			return errors.New("zero digest; want the member set's")
+		}
+		return nil
 	}
 	return errors.New("unknown kind")
 }
@@ -225,6 +290,12 @@ func (s Statement) Encode() ([]byte, error) {
 	switch s.Kind {
 	case KindVote:
 		b = binary.BigEndian.AppendUint64(b, s.Leader)
+		if s.Version != 0 {
+			b = binary.BigEndian.AppendUint64(b, s.Version)
+		}
+	case KindAccept, KindCommit:
+		b = binary.BigEndian.AppendUint64(b, s.Version)
+		b = append(b, s.Digest[:]...)
 	case KindRelay:
 		b = binary.BigEndian.AppendUint64(b, s.Order)
 		b = binary.BigEndian.AppendUint16(b, uint16(len(s.Path)))
@@ -242,6 +313,11 @@ func (s Statement) encodedSize() int {
 	switch s.Kind {
 	case KindVote:
 		n += 8
+		if s.Version != 0 {
+			n += 8
+		}
+	case KindAccept, KindCommit:
+		n += 8 + DigestSize
 	case KindRelay:
 		n += 8 + 2 + 8*len(s.Path) + DigestSize
 	}
@@ -283,7 +359,8 @@ func (r *reader) u64(what string) uint64 {
 
 // DecodeStatement reads a statement's canonical encoding. It refuses,
 // wrapping ErrStatement, any input that Encode would not produce: wrong
-// prefix, unknown kind, short or trailing bytes, invalid fields.
+// prefix, unknown kind, short or trailing bytes, invalid fields, a vote's
+// version 0 encoded (a vote of the configured set has no version field).
 func DecodeStatement(data []byte) (Statement, error) {
 	s, err := decodeStatement(data)
 	if err != nil {
@@ -304,7 +381,7 @@ func decodeStatement(data []byte) (Statement, error) {
 	if k := r.take(1, "the kind"); k != nil {
 		s.Kind = Kind(k[0])
 	}
-	if r.err == nil && s.Kind != KindVote && s.Kind != KindTimeout && s.Kind != KindRelay {
+	if r.err == nil && !slices.Contains(kinds, s.Kind) {
 		return Statement{}, fmt.Errorf("unknown kind %d", uint8(s.Kind))
 	}
 	n := r.u16("the cluster's length")
@@ -314,6 +391,14 @@ func decodeStatement(data []byte) (Statement, error) {
 	switch s.Kind {
 	case KindVote:
 		s.Leader = r.u64("the leader")
+		if r.err == nil && len(r.b) == 8 {
+			if s.Version = r.u64("the version"); s.Version == 0 {
+				return Statement{}, errors.New("a vote's version 0 encoded; version 0 is left out")
+			}
+		}
+	case KindAccept, KindCommit:
+		s.Version = r.u64("the version")
+		copy(s.Digest[:], r.take(DigestSize, "the digest"))
 	case KindRelay:
 		s.Order = r.u64("the order")
 		count := r.u16("the path's length")

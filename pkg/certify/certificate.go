@@ -26,7 +26,7 @@ func Quorum(n int) int {
 }
 
 // Certificate shows that a quorum of a cluster's members voted for Leader
-// in Term.
+// in Term, under version Version of the member set.
 type Certificate struct {
 	// Cluster is the cluster's name.
 	Cluster string
@@ -34,9 +34,12 @@ type Certificate struct {
 	Term uint64
 	// Leader is the member voted for, ≥ 1.
 	Leader uint64
-	// Votes are the signatures of Vote(Cluster, member, Term, Leader),
-	// one per member, in ascending order of member as NewCertificate
-	// builds them (VerifyCertificate accepts any order).
+	// Version is the member-set version of the votes (0 for the
+	// configured set).
+	Version uint64
+	// Votes are the signatures of VoteIn(Cluster, member, Term, Leader,
+	// Version), one per member, in ascending order of member as
+	// NewCertificate builds them (VerifyCertificate accepts any order).
 	Votes []MemberSignature
 }
 
@@ -50,19 +53,19 @@ type MemberSignature struct {
 
 // Vote returns the vote statement that member signed for c.
 func (c Certificate) Vote(member uint64) Statement {
-	return Vote(c.Cluster, member, c.Term, c.Leader)
+	return VoteIn(c.Cluster, member, c.Term, c.Leader, c.Version)
 }
 
 // NewCertificate gathers signed votes, all for one cluster, term and
-// leader and each from a different member, into a certificate, in
-// ascending order of member. It checks neither the signatures nor the
+// leader under one member-set version and each from a different member,
+// into a certificate, in ascending order of member. It checks neither the signatures nor the
 // quorum: VerifyCertificate does. The error wraps ErrCertificate.
 func NewCertificate(votes []SignedStatement) (Certificate, error) {
 	if len(votes) == 0 || len(votes) > MaxMembers {
 		return Certificate{}, fmt.Errorf("%w: %d votes, want 1 to %d", ErrCertificate, len(votes), MaxMembers)
 	}
 	first := votes[0].Statement
-	c := Certificate{Cluster: first.Cluster, Term: first.Term, Leader: first.Leader}
+	c := Certificate{Cluster: first.Cluster, Term: first.Term, Leader: first.Leader, Version: first.Version}
 	seen := make(map[uint64]bool, len(votes))
 	for _, v := range votes {
 		s := v.Statement
@@ -75,6 +78,10 @@ func NewCertificate(votes []SignedStatement) (Certificate, error) {
 		if s.Cluster != c.Cluster || s.Term != c.Term || s.Leader != c.Leader {
 			return Certificate{}, fmt.Errorf("%w: member %d votes for %d in term %d of %q, not for %d in term %d of %q",
 				ErrCertificate, s.Member, s.Leader, s.Term, s.Cluster, c.Leader, c.Term, c.Cluster)
+		}
+		if s.Version != c.Version {
+			return Certificate{}, fmt.Errorf("%w: member %d votes under member-set version %d, not %d",
+				ErrCertificate, s.Member, s.Version, c.Version)
 		}
 		if seen[s.Member] {
 			return Certificate{}, fmt.Errorf("%w: member %d votes twice", ErrCertificate, s.Member)
@@ -165,10 +172,11 @@ func sortByMember(sigs []MemberSignature) {
 }
 
 // VerifyCertificate checks that c certifies c.Leader in c.Term of
-// c.Cluster among members: the leader is a member; the signers are
-// distinct members, at least Quorum(n) and at most n of them; every
-// signature is the signer's over its vote for c.Leader in c.Term of
-// c.Cluster. The cheap checks come first, the signatures last. A caller
+// c.Cluster among members, the member set of version c.Version: the
+// leader is a member; the signers are distinct members, at least
+// Quorum(n) and at most n of them; every signature is the signer's over
+// its vote for c.Leader in c.Term of c.Cluster under c.Version. The cheap
+// checks come first, the signatures last. A caller
 // that expects a given cluster, term or leader compares them with c's
 // (or uses VerifyCertificateFor). The error wraps ErrCertificate, and
 // ErrUnknownMember or ErrSignature where one applies.

@@ -70,6 +70,21 @@ func (c cluster) certificate(t testing.TB, term, leader uint64, members ...uint6
 	return cert
 }
 
+// certificateIn signs votes of members for leader in term of "default"
+// under member-set version version.
+func (c cluster) certificateIn(t testing.TB, version, term, leader uint64, members ...uint64) certify.Certificate {
+	t.Helper()
+	var votes []certify.SignedStatement
+	for _, m := range members {
+		votes = append(votes, c.sign(t, certify.VoteIn("default", m, term, leader, version)))
+	}
+	cert, err := certify.NewCertificate(votes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
 // wantErr fails unless err wraps target and mentions each of words.
 func wantErr(t *testing.T, err, target error, words ...string) {
 	t.Helper()
@@ -602,6 +617,66 @@ func TestNewCertificateRefuses(t *testing.T) {
 			wantErr(t, err, certify.ErrCertificate, tc.want)
 		})
 	}
+}
+
+// A certificate's votes are of one member-set version, which the
+// certificate carries: its votes hold under it and no other.
+func TestCertificateVersion(t *testing.T) {
+	c := newCluster(t, 4)
+	cert := c.certificateIn(t, 3, 7, 4, 3, 1, 2)
+	if cert.Version != 3 {
+		t.Fatalf("version %d, want 3", cert.Version)
+	}
+	if got, want := cert.Vote(2), certify.VoteIn("default", 2, 7, 4, 3); !reflect.DeepEqual(got, want) {
+		t.Errorf("Vote(2): got %+v, want %+v", got, want)
+	}
+	if err := certify.VerifyCertificateFor(c.keys, cert, "default", 7, 4); err != nil {
+		t.Fatalf("certificate of version 3: %v", err)
+	}
+	for _, version := range []uint64{0, 2, 4} {
+		moved := cert
+		moved.Version = version
+		wantErr(t, certify.VerifyCertificate(c.keys, moved), certify.ErrSignature, "vote for 4 in term 7")
+	}
+	// A certificate of the configured set is the one of before.
+	if got := c.certificate(t, 7, 4, 1, 2, 3); got.Version != 0 || !reflect.DeepEqual(got.Vote(1), certify.Vote("default", 1, 7, 4)) {
+		t.Errorf("certificate of the configured set: version %d, vote %+v", got.Version, got.Vote(1))
+	}
+
+	mixed := []certify.SignedStatement{
+		c.sign(t, certify.VoteIn("default", 1, 7, 4, 3)),
+		c.sign(t, certify.VoteIn("default", 2, 7, 4, 2)),
+	}
+	_, err := certify.NewCertificate(mixed)
+	wantErr(t, err, certify.ErrCertificate, "member 2 votes under member-set version 2, not 3")
+	mixed[1] = c.sign(t, certify.Vote("default", 2, 7, 4))
+	_, err = certify.NewCertificate(mixed)
+	wantErr(t, err, certify.ErrCertificate, "member 2 votes under member-set version 0, not 3")
+
+	js, err := cert.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js, []byte(`"leader":4,"version":3,"votes":`)) {
+		t.Errorf("JSON %s: want \"version\":3 after the leader", js)
+	}
+	back, err := certify.DecodeCertificate(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, cert) {
+		t.Fatalf("round trip: got %+v, want %+v", back, cert)
+	}
+	plain, err := c.certificate(t, 7, 4, 1, 2, 3).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(plain, []byte("version")) {
+		t.Errorf("JSON of the configured set's certificate %s has a version", plain)
+	}
+	zero := bytes.Replace(plain, []byte(`"leader":4,`), []byte(`"leader":4,"version":0,`), 1)
+	_, err = certify.DecodeCertificate(zero)
+	wantErr(t, err, certify.ErrCertificate, `no "version"`)
 }
 
 func TestCertificateJSON(t *testing.T) {

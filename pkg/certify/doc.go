@@ -64,9 +64,11 @@
 //
 // With n members, at most F(n) = ⌊(n−1)/3⌋ of them may lie. A Certificate
 // for (cluster, term, leader) holds the vote signatures of Quorum(n) =
-// ⌈(n+f+1)/2⌉ distinct members, f = F(n). VerifyCertificate checks that
-// every signer is a distinct known member, that there are at least
-// Quorum(n) of them and at most n, that the leader is a member, and every
+// ⌈(n+f+1)/2⌉ distinct members, f = F(n), all cast under one version of
+// the member set (Certificate.Version, 0 for the configured set; the n
+// members are that version's). VerifyCertificate checks that every
+// signer is a distinct known member, that there are at least Quorum(n)
+// of them and at most n, that the leader is a member, and every
 // signature.
 //
 // Why a certificate makes a leader unique per term: two quorums Q1 and Q2

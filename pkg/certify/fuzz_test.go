@@ -42,6 +42,11 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(cert)
+	certIn, err := c.certificateIn(f, 2, 7, 4, 1, 2, 3).MarshalJSON()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(certIn)
 	for _, st := range statements() {
 		js, err := c.sign(f, st).MarshalJSON()
 		if err != nil {

@@ -184,6 +184,7 @@ type certificateJSON struct {
 	Cluster string     `json:"cluster"`
 	Term    uint64     `json:"term"`
 	Leader  uint64     `json:"leader"`
+	Version *uint64    `json:"version,omitempty"`
 	Votes   []voteJSON `json:"votes"`
 }
 
@@ -195,11 +196,15 @@ type voteJSON struct {
 // MarshalJSON renders c as
 //
 //	{"cluster":"default","term":7,"leader":4,"votes":[{"member":1,"signature":"<base64>"},…]}
+//	{"cluster":"default","term":7,"leader":4,"version":3,"votes":[{"member":1,"signature":"<base64>"},…]}
 //
-// where each signature is the member's over Vote(cluster, member, term,
-// leader).Encode().
+// where each signature is the member's over VoteIn(cluster, member, term,
+// leader, version).Encode(); the version is there only when ≥ 1.
 func (c Certificate) MarshalJSON() ([]byte, error) {
 	w := certificateJSON{Cluster: c.Cluster, Term: c.Term, Leader: c.Leader, Votes: make([]voteJSON, len(c.Votes))}
+	if c.Version != 0 {
+		w.Version = &c.Version
+	}
 	for i, v := range c.Votes {
 		w.Votes[i] = voteJSON(v)
 	}
@@ -207,14 +212,20 @@ func (c Certificate) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes and checks its shape
-// (fields present, 1–MaxMembers distinct signers, signatures'
-// sizes), not the signatures.
+// (fields present, a version only when ≥ 1, 1–MaxMembers distinct
+// signers, signatures' sizes), not the signatures.
 func (c *Certificate) UnmarshalJSON(data []byte) error {
 	var w certificateJSON
 	if err := strict(data, &w); err != nil {
 		return fmt.Errorf("%w: %v", ErrCertificate, err)
 	}
 	out := Certificate{Cluster: w.Cluster, Term: w.Term, Leader: w.Leader, Votes: make([]MemberSignature, len(w.Votes))}
+	if w.Version != nil {
+		if *w.Version == 0 {
+			return fmt.Errorf("%w: version 0; a certificate of the configured set has no \"version\"", ErrCertificate)
+		}
+		out.Version = *w.Version
+	}
 	for i, v := range w.Votes {
 		out.Votes[i] = MemberSignature(v)
 	}

@@ -11,12 +11,13 @@ import (
 // it, an application fences each write with it) checks its quorum's
 // signatures once. A certificate never changes: one that held under a
 // set of keys holds for good. It is known by a hash of all of it (the
-// cluster, term and leader, and each member with its signature), so
-// another certificate of the same cluster, term and leader, forged or
-// signed by another quorum, is checked in full; one that fails is not
-// remembered. It keeps at most its size, and forgets the oldest first. A
-// Verified serves one set of members' keys: a reader of several (one per
-// cluster) keeps one for each. It is safe for concurrent use.
+// cluster, term, leader and member-set version, and each member with its
+// signature), so another certificate of the same cluster, term and
+// leader, forged, signed by another quorum or under another version, is
+// checked in full; one that fails is not remembered. It keeps at most its
+// size, and forgets the oldest first. A Verified serves one cluster, each
+// certificate checked with the keys of its member-set version: a reader
+// of several clusters keeps one for each. It is safe for concurrent use.
 type Verified struct {
 	mu   sync.Mutex
 	seen map[[sha256.Size]byte]struct{}
@@ -88,6 +89,7 @@ func certificateKey(c Certificate) [sha256.Size]byte {
 	b = append(b, c.Cluster...)
 	b = binary.BigEndian.AppendUint64(b, c.Term)
 	b = binary.BigEndian.AppendUint64(b, c.Leader)
+	b = binary.BigEndian.AppendUint64(b, c.Version)
 	b = binary.BigEndian.AppendUint64(b, uint64(len(c.Votes)))
 	h.Write(b)
 	for _, s := range c.Votes {

@@ -71,6 +71,18 @@ func TestVerifiedChecksEachCertificateOnce(t *testing.T) {
 	if keys.checks-before != 3 {
 		t.Errorf("another quorum's certificate: %d signatures checked, want 3", keys.checks-before)
 	}
+
+	// The certificate that held, said to be of another member-set
+	// version: checked in full, and refused.
+	moved := cert
+	moved.Version = 1
+	before = keys.checks
+	if err := v.VerifyCertificateFor(keys, moved, "default", 3, 4); !errors.Is(err, certify.ErrSignature) {
+		t.Fatalf("the certificate under another version: %v, want %v", err, certify.ErrSignature)
+	}
+	if keys.checks == before {
+		t.Errorf("the certificate under another version: no signature checked")
+	}
 }
 
 // It keeps at most its size, forgetting the oldest first: a forgotten

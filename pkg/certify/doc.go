@@ -98,11 +98,30 @@
 // different values. VerifyEvidence checks both signatures, so evidence
 // convicts only the member whose key signed it.
 //
+// # Member sets and their changes
+//
+// The members of a cluster may change at run time. A MemberSet is version
+// Version of them: version 0 is the members the cluster is configured
+// with, and each later version differs from the one before by exactly one
+// member added or removed (MemberSet.Next checks it; With and Without
+// make the next version). A vote names the version it is cast under, and
+// a certificate is checked with the members of its version.
+//
+// A set is known in a cluster by its digest (MemberSet.Digest), the
+// SHA-256 of:
+//
+//	field        bytes         value
+//	prefix       16            the ASCII "baton-members-v1" (MemberSetPrefix)
+//	cluster      2 + len       uint16 length, then the name (1–255 bytes of [A-Za-z0-9_-])
+//	version      8             uint64
+//	count        2             uint16, the number of members (1–MaxMembers)
+//	members      count · …     per member, in ascending order of ID: the ID (uint64, ≥ 1), then the key (uint16 length, then the ASCII "U…")
+//
 // # JSON
 //
-// Certificates, signed statements and evidence have a JSON form for
-// announcements and the observer (see the MarshalJSON methods for the
-// field names). Numbers are JSON numbers, signatures standard base64 with
+// Certificates, signed statements, evidence and member sets have a JSON
+// form for announcements and the observer (see the MarshalJSON and
+// UnmarshalJSON methods for the field names). Numbers are JSON numbers, signatures standard base64 with
 // padding (64 bytes), digests lower-case hex (32 bytes). The decoders
 // refuse unknown fields, missing or misplaced fields, trailing data and
 // inputs over MaxJSONSize; they check shapes, not signatures. Field names

@@ -10,8 +10,9 @@ import (
 	"slices"
 )
 
-// MaxJSONSize bounds the JSON form of a certificate, a signed statement or
-// evidence; the largest valid certificate (MaxMembers votes) fits.
+// MaxJSONSize bounds the JSON form of a certificate, a signed statement,
+// evidence or a member set; the largest valid certificate (MaxMembers
+// votes) and member set (MaxMembers members) fit.
 const MaxJSONSize = 32 << 10
 
 // statementJSON is the JSON form of a signed statement.

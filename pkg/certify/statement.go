@@ -92,6 +92,9 @@ var (
 	ErrCertificate = errors.New("certify: invalid certificate")
 	// ErrEvidence: evidence is malformed or proves nothing.
 	ErrEvidence = errors.New("certify: invalid evidence")
+	// ErrMemberSet: a member set, or a change of it, is malformed or
+	// does not hold.
+	ErrMemberSet = errors.New("certify: invalid member set")
 )
 
 // Statement is what one member states; which fields it uses depends on

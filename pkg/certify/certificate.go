@@ -73,7 +73,7 @@ func NewCertificate(votes []SignedStatement) (Certificate, error) {
 			return Certificate{}, fmt.Errorf("%w: %w", ErrCertificate, err)
 		}
 		if s.Kind != KindVote {
-			return Certificate{}, fmt.Errorf("%w: a %s of member %d among the votes", ErrCertificate, s.Kind, s.Member)
+			return Certificate{}, fmt.Errorf("%w: %s of member %d among the votes", ErrCertificate, s.Kind.withArticle(), s.Member)
 		}
 		if s.Cluster != c.Cluster || s.Term != c.Term || s.Leader != c.Leader {
 			return Certificate{}, fmt.Errorf("%w: member %d votes for %d in term %d of %q, not for %d in term %d of %q",

@@ -117,10 +117,21 @@
 //	count        2             uint16, the number of members (1–MaxMembers)
 //	members      count · …     per member, in ascending order of ID: the ID (uint64, ≥ 1), then the key (uint16 length, then the ASCII "U…")
 //
+// A change is proposed by a term's leader, accepted then committed by a
+// quorum of the set before it. A member accepts the proposed set with a
+// KindAccept statement of the term, the new version and the set's
+// digest; a QuorumCertificate of kind KindAccept holds the accepts of
+// Quorum(n) of the n members of the set before, and is a prepared
+// certificate. A member that holds one commits with a KindCommit
+// statement of the same term, version and digest; a QuorumCertificate of
+// kind KindCommit holds the commits of such a quorum, and makes the
+// change final. VerifyQuorumCertificate checks either with the members of
+// the version before the proposed one.
+//
 // # JSON
 //
-// Certificates, signed statements, evidence and member sets have a JSON
-// form for announcements and the observer (see the MarshalJSON and
+// Certificates, signed statements, evidence, member sets and quorum
+// certificates have a JSON form for announcements and the observer (see the MarshalJSON and
 // UnmarshalJSON methods for the field names). Numbers are JSON numbers, signatures standard base64 with
 // padding (64 bytes), digests lower-case hex (32 bytes). The decoders
 // refuse unknown fields, missing or misplaced fields, trailing data and

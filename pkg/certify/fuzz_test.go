@@ -2,6 +2,7 @@ package certify_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -67,6 +68,19 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(to)
+	digest := certify.Digest([]byte("version 3"))
+	for _, kind := range []certify.Kind{certify.KindAccept, certify.KindCommit} {
+		qc, err := c.quorum(f, kind, 7, 3, digest, 1, 2, 3).MarshalJSON()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(qc)
+	}
+	set, err := json.Marshal(setOf(f, 3, 1, 2, 5))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(set)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if cert, err := certify.DecodeCertificate(data); err == nil {
 			js, err := cert.MarshalJSON()
@@ -114,6 +128,30 @@ func FuzzDecodeJSON(f *testing.F) {
 				t.Fatalf("evidence %s: round trip gave %+v, %v", data, back, err)
 			}
 			_ = certify.VerifyEvidence(c.keys, e)
+		}
+		if qc, err := certify.DecodeQuorumCertificate(data); err == nil {
+			js, err := qc.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := certify.DecodeQuorumCertificate(js)
+			if err != nil || !reflect.DeepEqual(back, qc) {
+				t.Fatalf("quorum certificate %s: round trip gave %+v, %v", data, back, err)
+			}
+			_ = certify.VerifyQuorumCertificate(c.keys, qc)
+		}
+		if s, err := certify.DecodeMemberSet(data); err == nil {
+			js, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := certify.DecodeMemberSet(js)
+			if err != nil || !reflect.DeepEqual(back, s) {
+				t.Fatalf("member set %s: round trip gave %+v, %v", data, back, err)
+			}
+			if _, err := s.Keys(); err != nil {
+				t.Fatalf("member set %s: valid, but its keys: %v", data, err)
+			}
 		}
 	})
 }

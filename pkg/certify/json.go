@@ -11,8 +11,9 @@ import (
 )
 
 // MaxJSONSize bounds the JSON form of a certificate, a signed statement,
-// evidence or a member set; the largest valid certificate (MaxMembers
-// votes) and member set (MaxMembers members) fit.
+// evidence, a member set or a quorum certificate; the largest valid
+// certificates (MaxMembers signatures) and member set (MaxMembers
+// members) fit.
 const MaxJSONSize = 32 << 10
 
 // statementJSON is the JSON form of a signed statement.
@@ -180,7 +181,8 @@ func DecodeSignedStatement(data []byte) (SignedStatement, error) {
 	return s, nil
 }
 
-// certificateJSON and voteJSON are the JSON form of a certificate.
+// certificateJSON and voteJSON are the JSON form of a certificate; the
+// other certificates list their signatures as voteJSON too.
 type certificateJSON struct {
 	Cluster string     `json:"cluster"`
 	Term    uint64     `json:"term"`
@@ -299,6 +301,76 @@ func DecodeTimeoutCertificate(data []byte) (TimeoutCertificate, error) {
 	var c TimeoutCertificate
 	if err := c.UnmarshalJSON(data); err != nil {
 		return TimeoutCertificate{}, err
+	}
+	return c, nil
+}
+
+// quorumJSON is the JSON form of a quorum certificate.
+type quorumJSON struct {
+	Kind    string     `json:"kind"`
+	Cluster string     `json:"cluster"`
+	Term    uint64     `json:"term"`
+	Version uint64     `json:"version"`
+	Digest  string     `json:"digest"`
+	Sigs    []voteJSON `json:"sigs"`
+}
+
+// MarshalJSON renders c as
+//
+//	{"kind":"accept","cluster":"default","term":7,"version":3,"digest":"<hex>","sigs":[{"member":1,"signature":"<base64>"},…]}
+//
+// (kind "commit" for commits) where each signature is the member's over
+// Accept(cluster, member, term, version, digest).Encode(), or Commit's.
+func (c QuorumCertificate) MarshalJSON() ([]byte, error) {
+	w := quorumJSON{Kind: c.Kind.String(), Cluster: c.Cluster, Term: c.Term, Version: c.Version,
+		Digest: hex.EncodeToString(c.Digest[:]), Sigs: make([]voteJSON, len(c.Sigs))}
+	for i, v := range c.Sigs {
+		w.Sigs[i] = voteJSON(v)
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes and checks its shape
+// (kind accept or commit, fields present, 1–MaxMembers distinct signers,
+// signatures' sizes), not the signatures.
+func (c *QuorumCertificate) UnmarshalJSON(data []byte) error {
+	var w quorumJSON
+	if err := strict(data, &w); err != nil {
+		return fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	kind, ok := kindNamed(w.Kind)
+	if !ok {
+		return fmt.Errorf("%w: unknown kind %q", ErrCertificate, w.Kind)
+	}
+	if w.Digest == "" {
+		return fmt.Errorf("%w: field \"digest\" missing", ErrCertificate)
+	}
+	digest, err := parseDigest(w.Digest)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	out := QuorumCertificate{Kind: kind, Cluster: w.Cluster, Term: w.Term, Version: w.Version, Digest: digest,
+		Sigs: make([]MemberSignature, len(w.Sigs))}
+	for i, v := range w.Sigs {
+		out.Sigs[i] = MemberSignature(v)
+	}
+	if err := out.validateShape(); err != nil {
+		return fmt.Errorf("%w: %v", ErrCertificate, err)
+	}
+	*c = out
+	return nil
+}
+
+// DecodeQuorumCertificate reads a quorum certificate's JSON form (see
+// MarshalJSON). It checks the shape; VerifyQuorumCertificate checks the
+// rest.
+func DecodeQuorumCertificate(data []byte) (QuorumCertificate, error) {
+	if len(data) > MaxJSONSize {
+		return QuorumCertificate{}, fmt.Errorf("%w: %d bytes, at most %d", ErrCertificate, len(data), MaxJSONSize)
+	}
+	var c QuorumCertificate
+	if err := c.UnmarshalJSON(data); err != nil {
+		return QuorumCertificate{}, err
 	}
 	return c, nil
 }

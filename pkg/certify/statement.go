@@ -68,6 +68,15 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
+// withArticle returns the kind's name after "a" or "an": "a vote", "an
+// accept".
+func (k Kind) withArticle() string {
+	if k == KindAccept {
+		return "an " + k.String()
+	}
+	return "a " + k.String()
+}
+
 // kindNamed returns the kind of a name String returns.
 func kindNamed(name string) (Kind, bool) {
 	for _, k := range kinds {
@@ -227,18 +236,14 @@ func (s Statement) validate() error {
 		}
 		return validatePath(s.Path, s.Member)
 	case KindAccept, KindCommit:
-		what := "an accept"
-		if s.Kind == KindCommit {
-			what = "a commit"
-		}
 		if s.Leader != 0 {
-			return fmt.Errorf("leader %d in %s", s.Leader, what)
+			return fmt.Errorf("leader %d in %s", s.Leader, s.Kind.withArticle())
 		}
 		if s.Version == 0 {
 			return errors.New("version 0; the versions of changed member sets are ≥ 1")
 		}
 		if s.Order != 0 || s.Path != nil {
-			return fmt.Errorf("order or path in %s", what)
+			return fmt.Errorf("order or path in %s", s.Kind.withArticle())
 		}
 		if s.Digest == ([DigestSize]byte{}) {
 			return errors.New("zero digest; want the member set's")

@@ -42,7 +42,7 @@ func NewTimeoutCertificate(timeouts []SignedStatement) (TimeoutCertificate, erro
 			return TimeoutCertificate{}, fmt.Errorf("%w: %w", ErrCertificate, err)
 		}
 		if s.Kind != KindTimeout {
-			return TimeoutCertificate{}, fmt.Errorf("%w: a %s of member %d among the time-outs", ErrCertificate, s.Kind, s.Member)
+			return TimeoutCertificate{}, fmt.Errorf("%w: %s of member %d among the time-outs", ErrCertificate, s.Kind.withArticle(), s.Member)
 		}
 		if s.Cluster != c.Cluster || s.Term != c.Term {
 			return TimeoutCertificate{}, fmt.Errorf("%w: member %d gives up term %d of %q, not term %d of %q",

@@ -128,10 +128,17 @@
 // change final. VerifyQuorumCertificate checks either with the members of
 // the version before the proposed one.
 //
+// A Step is one change: the new set and the commit certificate that made
+// it final. VerifyStep checks that the set is the version after the one
+// before it (MemberSet.Next) and that a quorum of the set before it
+// committed to its digest; FollowChain checks steps one after the other,
+// at most MaxSteps at once, from a set the reader already holds to the
+// last step's.
+//
 // # JSON
 //
-// Certificates, signed statements, evidence, member sets and quorum
-// certificates have a JSON form for announcements and the observer (see the MarshalJSON and
+// Certificates, signed statements, evidence, member sets, quorum
+// certificates and steps have a JSON form for announcements and the observer (see the MarshalJSON and
 // UnmarshalJSON methods for the field names). Numbers are JSON numbers, signatures standard base64 with
 // padding (64 bytes), digests lower-case hex (32 bytes). The decoders
 // refuse unknown fields, missing or misplaced fields, trailing data and

@@ -81,6 +81,12 @@ func FuzzDecodeJSON(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(set)
+	_, steps := chain(f, newCluster(f, 7))
+	step, err := json.Marshal(steps[1])
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(step)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if cert, err := certify.DecodeCertificate(data); err == nil {
 			js, err := cert.MarshalJSON()
@@ -152,6 +158,17 @@ func FuzzDecodeJSON(f *testing.F) {
 			if _, err := s.Keys(); err != nil {
 				t.Fatalf("member set %s: valid, but its keys: %v", data, err)
 			}
+		}
+		if s, err := certify.DecodeStep(data); err == nil {
+			js, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := certify.DecodeStep(js)
+			if err != nil || !reflect.DeepEqual(back, s) {
+				t.Fatalf("step %s: round trip gave %+v, %v", data, back, err)
+			}
+			_ = certify.VerifyStep("default", setOf(t, s.Set.Version-1, 1, 2, 3, 4), s)
 		}
 	})
 }

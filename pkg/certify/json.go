@@ -11,9 +11,9 @@ import (
 )
 
 // MaxJSONSize bounds the JSON form of a certificate, a signed statement,
-// evidence, a member set or a quorum certificate; the largest valid
-// certificates (MaxMembers signatures) and member set (MaxMembers
-// members) fit.
+// evidence, a member set, a quorum certificate or a step; the largest
+// valid certificates (MaxMembers signatures), member set (MaxMembers
+// members) and step fit.
 const MaxJSONSize = 32 << 10
 
 // statementJSON is the JSON form of a signed statement.

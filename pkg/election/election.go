@@ -215,6 +215,13 @@ const (
 	// it resigned, its connection closed, or nothing came from it for
 	// the member time-out (Timing.PresenceTicks·MemberTimeoutFactor).
 	MemberLeft
+	// MemberAdded: a change of the member set that adds Member became
+	// final (the byzantine algorithm's member sets that change); the
+	// node uses the new set from the next term it enters.
+	MemberAdded
+	// MemberRemoved: a change of the member set that removes Member
+	// became final.
+	MemberRemoved
 )
 
 // String names the event kind for logs.
@@ -242,6 +249,10 @@ func (k EventKind) String() string {
 		return "member_joined"
 	case MemberLeft:
 		return "member_left"
+	case MemberAdded:
+		return "member_added"
+	case MemberRemoved:
+		return "member_removed"
 	}
 	return fmt.Sprintf("event(%d)", int(k))
 }
@@ -253,7 +264,8 @@ type Event struct {
 	// ElectionStarted).
 	Leader, Term uint64
 	// Member is the member a MemberLied event convicts, or the member a
-	// MemberJoined or MemberLeft event is about; 0 otherwise.
+	// MemberJoined, MemberLeft, MemberAdded or MemberRemoved event is
+	// about; 0 otherwise.
 	Member uint64
 }
 

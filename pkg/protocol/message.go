@@ -167,6 +167,25 @@ const (
 	// TypeBzEvidence is broadcast by a member that holds Evidence that
 	// another member lied.
 	TypeBzEvidence Type = "bz_evidence"
+	// TypeBzChange is broadcast by the certified leader of Term to change
+	// the member set (dynamic membership): Set is the proposed set, the
+	// version after the latest; Cred the credential of the member it
+	// adds, if any; QC, if set, a prepared certificate of Set (a quorum's
+	// accepts): of an earlier term it justifies the proposal, of Term it
+	// asks the members to commit. A member that will not accept Set
+	// because it holds a prepared certificate of another answers with
+	// TypeBzLock.
+	TypeBzChange Type = "bz_change"
+	// TypeBzAccept is a member's answer to a TypeBzChange, sent to the
+	// leader: Statement is its signed accept of the proposed set.
+	TypeBzAccept Type = "bz_accept"
+	// TypeBzCommit is broadcast by a member that holds QC, the prepared
+	// certificate of Set: Statement is its signed commit of Set.
+	TypeBzCommit Type = "bz_commit"
+	// TypeBzLock answers a TypeBzChange that the sender will not accept,
+	// to the leader: Set and QC are the set it holds prepared and its
+	// prepared certificate.
+	TypeBzLock Type = "bz_lock"
 
 	// TypePresence says that a member of a cluster with dynamic membership
 	// is present. Broadcast when the member starts and then every
@@ -180,13 +199,15 @@ const (
 // Types lists every message type, in a fixed order (for metrics and docs).
 var Types = []Type{TypeElection, TypeAnswer, TypeCoordinator, TypeElected, TypeAck, TypeHeartbeat, TypeResign, TypeStale, TypeProbe,
 	TypePrepare, TypePromise, TypePropose, TypeAccepted, TypeNack,
-	TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence, TypePresence}
+	TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence,
+	TypeBzChange, TypeBzAccept, TypeBzCommit, TypeBzLock, TypePresence}
 
 // Certified reports whether t is one of the byzantine algorithm's types,
 // which may carry signed statements and certificates.
 func Certified(t Type) bool {
 	switch t {
-	case TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence:
+	case TypeBzPropose, TypeBzVote, TypeBzAck, TypeBzTimeout, TypeBzHello, TypeBzStatus, TypeBzEvidence,
+		TypeBzChange, TypeBzAccept, TypeBzCommit, TypeBzLock:
 		return true
 	}
 	return false
@@ -238,6 +259,23 @@ type Message struct {
 	TC *certify.TimeoutCertificate `json:"tc,omitempty"`
 	// Evidence proves that a member lied (BzEvidence).
 	Evidence *certify.Evidence `json:"evidence,omitempty"`
+	// Version is, with a member set that changes, the version of the
+	// latest member set the sender knows (BzPropose, BzHello, BzStatus).
+	Version uint64 `json:"version,omitempty"`
+	// Set is a member set: proposed (BzChange), committed (BzCommit) or
+	// held prepared (BzLock).
+	Set *certify.MemberSet `json:"set,omitempty"`
+	// QC is a prepared certificate of Set (BzChange, BzCommit, BzLock).
+	QC *certify.QuorumCertificate `json:"qc,omitempty"`
+	// Steps are the changes of the member set after the version the
+	// receiver knows, oldest first (BzStatus): how a member that was
+	// away, or joins, catches up.
+	Steps []certify.Step `json:"steps,omitempty"`
+	// Key and Cred are, on the BzHello of a member that asks to join, its
+	// public key and the credential that binds it to its ID; Cred is, on
+	// a BzChange that adds a member, that member's credential.
+	Key  string `json:"key,omitempty"`
+	Cred string `json:"cred,omitempty"`
 
 	// The freshness fields are set by the runtime that publishes the
 	// message, not by the algorithms, and checked by a ReplayGuard on
@@ -486,13 +524,17 @@ func ValidateFor(m Message, isMember func(uint64) bool) error {
 // their signatures (the algorithm checks those with the members' keys).
 func validateCertified(m Message, isMember func(uint64) bool) error {
 	if !Certified(m.Type) {
-		if m.Statement != nil || m.Cert != nil || m.TC != nil || m.Evidence != nil {
-			return reject(ReasonInvalidField, "signed statement, certificate or evidence on a %s", m.Type)
+		if m.Statement != nil || m.Cert != nil || m.TC != nil || m.Evidence != nil ||
+			m.Version != 0 || m.Set != nil || m.QC != nil || m.Steps != nil || m.Key != "" || m.Cred != "" {
+			return reject(ReasonInvalidField, "signed statement, certificate, evidence or member set on a %s", m.Type)
 		}
 		return nil
 	}
+	if err := validateChanges(m, isMember); err != nil {
+		return err
+	}
 	switch m.Type {
-	case TypeBzAck, TypeBzStatus:
+	case TypeBzAck, TypeBzStatus, TypeBzAccept, TypeBzLock:
 		if m.To == 0 {
 			return reject(ReasonInvalidField, "%s needs a receiver", m.Type)
 		}
@@ -501,7 +543,7 @@ func validateCertified(m Message, isMember func(uint64) bool) error {
 			return reject(ReasonInvalidField, "%s must be broadcast", m.Type)
 		}
 	}
-	wantStatement := m.Type == TypeBzVote || m.Type == TypeBzTimeout
+	wantStatement := m.Type == TypeBzVote || m.Type == TypeBzTimeout || m.Type == TypeBzAccept || m.Type == TypeBzCommit
 	if (m.Statement != nil) != wantStatement {
 		return reject(ReasonInvalidField, "%s: signed statement present: %t, want %t", m.Type, m.Statement != nil, wantStatement)
 	}
@@ -526,10 +568,8 @@ func validateCertified(m Message, isMember func(uint64) bool) error {
 		}
 	}
 	if s := m.Statement; s != nil {
-		want := certify.KindVote
-		if m.Type == TypeBzTimeout {
-			want = certify.KindTimeout
-		}
+		want := map[Type]certify.Kind{TypeBzVote: certify.KindVote, TypeBzTimeout: certify.KindTimeout,
+			TypeBzAccept: certify.KindAccept, TypeBzCommit: certify.KindCommit}[m.Type]
 		if err := checkStatement(s.Statement, isMember); err != nil {
 			return err
 		}
@@ -576,13 +616,94 @@ func validateCertified(m Message, isMember func(uint64) bool) error {
 	return nil
 }
 
+// validateChanges checks the fields of a change of the member set:
+// which types carry them, their shapes and their members, not their
+// signatures.
+func validateChanges(m Message, isMember func(uint64) bool) error {
+	if m.Version > MaxTerm {
+		return reject(ReasonInvalidField, "member set version %d above the ceiling %d", m.Version, MaxTerm)
+	}
+	switch m.Type {
+	case TypeBzPropose, TypeBzHello, TypeBzStatus:
+	default:
+		if m.Version != 0 {
+			return reject(ReasonInvalidField, "member set version on a %s", m.Type)
+		}
+	}
+	wantSet := m.Type == TypeBzChange || m.Type == TypeBzCommit || m.Type == TypeBzLock
+	if (m.Set != nil) != wantSet {
+		return reject(ReasonInvalidField, "%s: member set present: %t, want %t", m.Type, m.Set != nil, wantSet)
+	}
+	if m.QC != nil && !wantSet || m.QC == nil && (m.Type == TypeBzCommit || m.Type == TypeBzLock) {
+		return reject(ReasonInvalidField, "%s: prepared certificate present: %t", m.Type, m.QC != nil)
+	}
+	if m.Steps != nil && m.Type != TypeBzStatus {
+		return reject(ReasonInvalidField, "member set changes on a %s", m.Type)
+	}
+	if len(m.Steps) > certify.MaxSteps {
+		return reject(ReasonInvalidField, "%d member set changes, at most %d", len(m.Steps), certify.MaxSteps)
+	}
+	if m.Key != "" && m.Type != TypeBzHello || m.Cred != "" && m.Type != TypeBzHello && m.Type != TypeBzChange {
+		return reject(ReasonInvalidField, "key or credential on a %s", m.Type)
+	}
+	if (m.Key == "") != (m.Cred == "") && m.Type == TypeBzHello {
+		return reject(ReasonInvalidField, "a hello that asks to join needs both a key and a credential")
+	}
+	if len(m.Key) > 64 || len(m.Cred) > MaxCredentialSize {
+		return reject(ReasonInvalidField, "key of %d bytes or credential of %d bytes, at most 64 and %d", len(m.Key), len(m.Cred), MaxCredentialSize)
+	}
+	if m.Type == TypeBzChange && m.Term == 0 {
+		return reject(ReasonInvalidField, "change without a term")
+	}
+	sets := make([]*certify.MemberSet, 0, 1+len(m.Steps))
+	if m.Set != nil {
+		sets = append(sets, m.Set)
+	}
+	for i := range m.Steps {
+		sets = append(sets, &m.Steps[i].Set)
+		if err := checkQC(&m.Steps[i].Commit, certify.KindCommit, isMember); err != nil {
+			return err
+		}
+	}
+	for _, set := range sets {
+		if err := set.Validate(); err != nil {
+			return reject(ReasonInvalidField, "%v", err)
+		}
+		if set.Version > MaxTerm {
+			return reject(ReasonInvalidField, "member set version %d above the ceiling %d", set.Version, MaxTerm)
+		}
+		for _, id := range set.IDs() {
+			if !isMember(id) {
+				return reject(ReasonNotMember, "member set names %d", id)
+			}
+		}
+	}
+	if m.QC != nil {
+		if err := checkQC(m.QC, certify.KindAccept, isMember); err != nil {
+			return err
+		}
+		if m.QC.Version != m.Set.Version {
+			return reject(ReasonInvalidField, "prepared certificate of version %d for a set of version %d", m.QC.Version, m.Set.Version)
+		}
+	}
+	return nil
+}
+
+// checkQC checks a quorum certificate's kind, term and signers.
+func checkQC(c *certify.QuorumCertificate, kind certify.Kind, isMember func(uint64) bool) error {
+	if c.Kind != kind || c.Term == 0 || c.Term > MaxTerm || c.Version == 0 || c.Version > MaxTerm {
+		return reject(ReasonInvalidField, "a %s certificate of term %d, version %d, where a %s certificate is due", c.Kind, c.Term, c.Version, kind)
+	}
+	return checkSignatures(c.Cluster, c.Sigs, isMember)
+}
+
 // checkStatement checks a statement's shape, term and member.
 func checkStatement(s certify.Statement, isMember func(uint64) bool) error {
 	if err := s.Validate(); err != nil {
 		return reject(ReasonInvalidField, "%v", err)
 	}
-	if s.Term > MaxTerm {
-		return reject(ReasonInvalidField, "statement of term %d above the ceiling %d", s.Term, MaxTerm)
+	if s.Term > MaxTerm || s.Version > MaxTerm {
+		return reject(ReasonInvalidField, "statement of term %d, version %d, above the ceiling %d", s.Term, s.Version, MaxTerm)
 	}
 	if !isMember(s.Member) || (s.Leader != 0 && !isMember(s.Leader)) {
 		return reject(ReasonNotMember, "statement of %d for %d names a non-member", s.Member, s.Leader)

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -37,7 +38,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		}
 		want := m
 		want.V = Version
-		if got != want {
+		if !reflect.DeepEqual(got, want) {
 			t.Errorf("round trip: got %+v, want %+v", got, want)
 		}
 		if err := Validate(got, members); err != nil {
@@ -172,7 +173,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Encode(%+v): %v", m, err)
 		}
 		back, err := Decode(again)
-		if err != nil || back != m {
+		if err != nil || !reflect.DeepEqual(back, m) {
 			t.Fatalf("round trip of %+v: got %+v, %v", m, back, err)
 		}
 	})

@@ -133,6 +133,11 @@ type Config struct {
 	Signer certify.Signer
 	// Keys are the members' public keys: exactly Config.Members.
 	Keys certify.Members
+	// Changes, if set, lets the member set change at run time (see
+	// members.go): Config.Members and Keys are then its version 0, Keys
+	// a *certify.Keys, and Config.ID may be outside them (a member that
+	// asks to join).
+	Changes *Changes
 }
 
 // ErrConfig wraps every error of New.
@@ -146,10 +151,12 @@ type grant struct {
 
 // Machine is one member's state machine.
 type Machine struct {
-	cfg           Config
-	id            uint64
-	desc          []uint64 // members, highest ID first
-	n, f, quorum  int
+	cfg Config
+	id  uint64
+	// The member set of the current term (fixed when the term is
+	// entered: see members.go) and the latest this member knows.
+	members
+	latest        members
 	timing        election.Timing
 	now           int
 	started, left bool
@@ -189,11 +196,30 @@ type Machine struct {
 	lastStatusTo map[uint64]int
 	ready        election.Ready
 	stateDirty   bool
+
+	// The changes of the member set (members.go).
+	steps     []certify.Step // the last changes adopted, oldest first
+	accepted  accepted
+	lock      *lockState
+	committed bool              // it signed its commit of lock
+	commits   map[uint64][]byte // commits of lock, by member
+	prop      *proposal
+	joiners   map[uint64]joiner
+	gone      map[uint64]int // member → tick its departure was reported
+	askedAt   int            // when it last asked for the changes it lacks
 }
 
 // New returns the machine of cfg.ID.
 func New(cfg Config) (*Machine, error) {
-	members, err := cfg.Config.Validate()
+	ec := cfg.Config
+	if cfg.Changes != nil && !slices.Contains(ec.Members, ec.ID) {
+		ec.Members = append(slices.Clone(ec.Members), ec.ID)
+	}
+	members, err := ec.Validate()
+	if cfg.Changes != nil {
+		members = slices.Clone(cfg.Members)
+		slices.Sort(members)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -218,12 +244,27 @@ func New(cfg Config) (*Machine, error) {
 	if err := certify.Timeout(cfg.Cluster, cfg.ID, 1).Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	desc := slices.Clone(members)
-	slices.Reverse(desc)
-	n := len(members)
+	var set certify.MemberSet
+	if c := cfg.Changes; c != nil {
+		keys, ok := cfg.Keys.(*certify.Keys)
+		if !ok {
+			return nil, fmt.Errorf("%w: a member set that changes needs its keys as *certify.Keys", ErrConfig)
+		}
+		if set, err = certify.NewMemberSet(0, keys); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if c.Admit == nil {
+			return nil, fmt.Errorf("%w: a member set that changes needs Admit", ErrConfig)
+		}
+		if !slices.Contains(members, cfg.ID) && (c.Key == "" || c.Cred == "") {
+			return nil, fmt.Errorf("%w: member %d is not of the configured set and has no key and credential to join with", ErrConfig, cfg.ID)
+		}
+	}
+	genesis := newMembers(0, set, cfg.Keys, members)
 	return &Machine{
-		cfg: cfg, id: cfg.ID, desc: desc, n: n, f: certify.F(n), quorum: certify.Quorum(n),
+		cfg: cfg, id: cfg.ID, members: genesis, latest: genesis,
 		timing: t, hard: cfg.State, leaderSeen: noTick,
+		commits: map[uint64][]byte{}, gone: map[uint64]int{}, joiners: map[uint64]joiner{}, askedAt: noTick,
 		sentAt: map[uint64]int{}, votes: map[uint64]certify.SignedStatement{}, acked: map[uint64]uint64{},
 		timeouts: map[uint64]map[uint64][]byte{}, seenVotes: map[uint64][]certify.SignedStatement{},
 		liars: map[uint64]bool{}, far: map[uint64]farTimeout{}, sentTimeout: map[uint64]int{}, penalty: map[uint64]int{}, lastFrom: map[uint64]int{}, lastStatusTo: map[uint64]int{},
@@ -241,11 +282,16 @@ func Designated(desc []uint64, t uint64) uint64 {
 
 func (m *Machine) designated(t uint64) uint64 { return Designated(m.desc, t) }
 
-// nextTermOf returns the smallest term above t that c leads, 0 if above
-// protocol.MaxTerm.
+// nextTermOf returns the smallest term above t that c leads in the
+// latest member set (the set of the terms this member enters next), 0 if
+// above protocol.MaxTerm or if c is not a member of it.
 func (m *Machine) nextTermOf(c, t uint64) uint64 {
-	i := uint64(slices.Index(m.desc, c))
-	n := uint64(m.n)
+	idx := slices.Index(m.latest.desc, c)
+	if idx < 0 {
+		return 0
+	}
+	i := uint64(idx)
+	n := uint64(m.latest.n)
 	// terms led by c are ≡ i+1 (mod n)
 	next := t + 1
 	r := (next - 1) % n
@@ -265,11 +311,17 @@ func (m *Machine) Start() {
 	}
 	m.started = true
 	m.restoreProof()
+	if !m.participates() {
+		// It asks to join: nothing else until a change adds it.
+		m.hello()
+		m.askedAt = m.now
+		return
+	}
 	if !m.cfg.Restored || m.hard.Vote.Term != 0 {
 		// It may hold a grant it no longer knows the time of.
 		m.grant = grant{term: m.hard.Vote.Term, leader: m.hard.Vote.For, until: m.now + m.timing.LeaseTicks + 1}
 	}
-	m.send(protocol.Message{Type: protocol.TypeBzHello, Term: m.term()})
+	m.hello()
 	switch {
 	case m.term() == 0:
 		m.enter(1, nil, nil)
@@ -292,7 +344,17 @@ func (m *Machine) Tick() {
 		return
 	}
 	m.now++
+	if !m.participates() {
+		if m.now-m.askedAt >= m.timing.LeaderTimeoutTicks {
+			m.askedAt = m.now
+			m.hello() // it asks to join again
+		}
+		return
+	}
 	m.updateLease()
+	if m.changing() {
+		m.driveChange()
+	}
 	t := m.term()
 	if m.designated(t) == m.id && m.quit != t {
 		if m.leading {
@@ -360,6 +422,9 @@ func (m *Machine) Due() int {
 	if m.left {
 		return 1 << 30
 	}
+	if !m.participates() {
+		return max(1, m.askedAt+m.timing.LeaderTimeoutTicks-m.now)
+	}
 	t := m.term()
 	lead := m.designated(t)
 	due := m.heard + m.limit() - m.now
@@ -381,7 +446,7 @@ func (m *Machine) Due() int {
 		} else {
 			due = 1
 		}
-		for _, h := range m.desc {
+		for _, h := range m.latest.desc {
 			if h <= m.id {
 				break
 			}
@@ -404,11 +469,32 @@ func (m *Machine) Step(msg protocol.Message) { m.StepAt(msg, m.now) }
 // StepAt hands the member a message that arrived in tick arrived: a grant
 // is counted from the later of arrived and the current tick.
 func (m *Machine) StepAt(msg protocol.Message, arrived int) {
-	if !m.started || m.left || msg.From == m.id || m.liars[msg.From] || !slices.Contains(m.desc, msg.From) {
+	if !m.started || m.left || msg.From == m.id || m.liars[msg.From] {
+		return
+	}
+	if msg.Type == protocol.TypeBzHello && msg.Key != "" && !m.latest.has(msg.From) {
+		m.onJoin(msg) // it asks to join (again)
+		return
+	}
+	if !m.knows(msg.From) {
 		return
 	}
 	arrived = max(arrived, m.now)
 	m.lastFrom[msg.From] = m.now
+	m.heardVersion(msg.Version)
+	if !m.participates() {
+		// It asks to join: it follows the changes, and the terms.
+		switch msg.Type {
+		case protocol.TypeBzStatus:
+			m.follow(msg.Steps)
+			if m.latest.has(m.id) {
+				m.justify(msg.Term, msg.Cert, msg.TC)
+			}
+		case protocol.TypeBzCommit:
+			m.onCommit(msg)
+		}
+		return
+	}
 	switch msg.Type {
 	case protocol.TypeBzPropose:
 		m.onPropose(msg, arrived)
@@ -422,7 +508,18 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 	case protocol.TypeBzHello:
 		m.onHello(msg)
 	case protocol.TypeBzStatus:
+		m.follow(msg.Steps)
 		m.justify(msg.Term, msg.Cert, msg.TC)
+	case protocol.TypeBzChange:
+		m.onChange(msg)
+	case protocol.TypeBzAccept:
+		m.onAccept(msg)
+	case protocol.TypeBzCommit:
+		m.onCommit(msg)
+	case protocol.TypeBzLock:
+		if msg.Set != nil && msg.QC != nil {
+			m.onPrepared(*msg.Set, *msg.QC, false)
+		}
 	case protocol.TypeBzEvidence:
 		if msg.Evidence != nil {
 			m.onEvidence(*msg.Evidence)
@@ -444,6 +541,9 @@ func (m *Machine) Unreachable(uint64) {}
 // (unless this member just did, on the leader's Resign).
 func (m *Machine) PeerDown(id uint64) {
 	m.arrivals.Forget(id) // it left: its next round follows a restart
+	if m.changing() && m.latest.has(id) {
+		m.gone[id] = m.now
+	}
 	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
 		return
 	}
@@ -580,7 +680,8 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 	m.stateDirty = true
 	m.cert, m.tc = nil, tc
 	m.leaderSeen = noTick
-	m.hard.Proof = encodeProof(nil, tc)
+	m.switchMembers()
+	m.saveProof()
 	m.seq = 0
 	clear(m.sentAt)
 	clear(m.votes)
@@ -643,8 +744,7 @@ func (m *Machine) setCert(c *certify.Certificate) {
 		return
 	}
 	m.cert = c
-	m.hard.Proof = encodeProof(c, nil)
-	m.stateDirty = true
+	m.saveProof()
 	m.heard, m.leaderSeen = m.now, m.now
 	m.event(election.Event{Kind: election.LeaderChanged, Leader: c.Leader, Term: c.Term})
 	m.updateLease()
@@ -653,7 +753,12 @@ func (m *Machine) setCert(c *certify.Certificate) {
 // justify enters term t if cert (of t) or tc (of t−1) proves it.
 func (m *Machine) justify(t uint64, cert *certify.Certificate, tc *certify.TimeoutCertificate) {
 	if cert != nil && cert.Term == t && (t > m.term() || t == m.term() && m.cert == nil) {
-		if certify.VerifyCertificateFor(m.cfg.Keys, *cert, m.cfg.Cluster, t, m.designated(t)) == nil {
+		// A later term is entered with the latest member set.
+		set := m.members
+		if t > m.term() {
+			set = m.latest
+		}
+		if cert.Version == set.version && certify.VerifyCertificateFor(set.keys, *cert, m.cfg.Cluster, t, Designated(set.desc, t)) == nil {
 			if t > m.term() {
 				m.enter(t, cert, nil)
 			} else {
@@ -663,7 +768,7 @@ func (m *Machine) justify(t uint64, cert *certify.Certificate, tc *certify.Timeo
 		}
 	}
 	if tc != nil && tc.Term+1 == t && t > m.term() && tc.Cluster == m.cfg.Cluster {
-		if certify.VerifyTimeoutCertificate(m.cfg.Keys, *tc, m.quorum) == nil {
+		if certify.VerifyTimeoutCertificate(m.latest.keys, *tc, m.latest.quorum) == nil {
 			m.enter(t, nil, tc)
 		}
 	}
@@ -680,6 +785,9 @@ func (m *Machine) propose() {
 		}
 	}
 	msg := protocol.Message{Type: protocol.TypeBzPropose, Term: t, Seq: m.seq, Cert: m.cert}
+	if m.changing() {
+		msg.Version = m.latest.version
+	}
 	if m.cert == nil && t > 1 {
 		msg.TC = m.tc
 	}
@@ -703,6 +811,8 @@ func (m *Machine) vote(seq uint64, arrived int) bool {
 	switch {
 	case m.hard.Vote.Term > t:
 		return false
+	case m.hard.Vote.Term == t && m.hard.Vote.For != lead:
+		return false // it voted in t for the leader of another member set
 	case m.hard.Vote.Term < t:
 		g := m.grant
 		if g.term < t && g.until > m.now {
@@ -721,7 +831,7 @@ func (m *Machine) vote(seq uint64, arrived int) bool {
 		}
 		return true
 	}
-	ss, err := certify.Sign(m.cfg.Signer, certify.Vote(m.cfg.Cluster, m.id, t, lead))
+	ss, err := certify.Sign(m.cfg.Signer, certify.VoteIn(m.cfg.Cluster, m.id, t, lead, m.version))
 	if err != nil {
 		return false
 	}
@@ -797,7 +907,7 @@ func (m *Machine) onVote(msg protocol.Message) {
 	if slices.ContainsFunc(m.seenVotes[s.Member], func(o certify.SignedStatement) bool { return sameVote(o.Statement, s) }) {
 		return // known, and not of the current term's leader
 	}
-	if ss.Verify(m.cfg.Keys) != nil {
+	if ss.Verify(m.keys) != nil {
 		return
 	}
 	m.addVote(*ss)
@@ -842,7 +952,7 @@ func (m *Machine) addVote(ss certify.SignedStatement) {
 		m.seenVotes[s.Member] = kept
 	}
 	t := m.term()
-	if s.Term != t || s.Leader != m.designated(t) || m.liars[s.Member] {
+	if s.Term != t || s.Leader != m.designated(t) || s.Version != m.version || m.liars[s.Member] {
 		return
 	}
 	m.votes[s.Member] = ss
@@ -1009,7 +1119,7 @@ func (m *Machine) onTimeout(msg protocol.Message) {
 	if f, ok := m.far[msg.From]; ok && f.term >= x {
 		return
 	}
-	if ss.Verify(m.cfg.Keys) != nil {
+	if ss.Verify(m.keys) != nil {
 		return
 	}
 	m.addTimeout(msg.From, x, ss.Signature)
@@ -1023,7 +1133,7 @@ func (m *Machine) timeoutFor(c uint64) {
 	if t == 0 || c <= lead || m.liars[c] || m.now < m.penalty[c] {
 		return
 	}
-	for _, h := range m.desc {
+	for _, h := range m.latest.desc {
 		if h <= c {
 			break
 		}
@@ -1042,7 +1152,24 @@ func (m *Machine) timeoutFor(c uint64) {
 	m.timeout(x)
 }
 
-func (m *Machine) onHello(msg protocol.Message) { m.status(msg.From) }
+// onHello answers a member's Hello with this member's term and its
+// proof, and, if the member lacks changes of the member set, with them.
+// With a member set that changes, a Hello of a member that is not behind
+// (in term or set) goes unanswered: members say Hello whenever they
+// miss changes, and each answer to each of them costs a message.
+func (m *Machine) onHello(msg protocol.Message) {
+	if !m.changing() {
+		m.status(msg.From)
+		return
+	}
+	if msg.Version < m.latest.version || msg.Term < m.term() || msg.Term == 0 {
+		if last, ok := m.lastStatusTo[msg.From]; ok && m.now-last < m.timing.HeartbeatTicks {
+			return
+		}
+		m.lastStatusTo[msg.From] = m.now
+		m.send(m.statusMessage(msg.From, msg.Version))
+	}
+}
 
 // helpBehind answers a member that gives up term x below this member's
 // term: with the proof of the term, or, without one (after a restart),
@@ -1080,16 +1207,29 @@ func (m *Machine) status(to uint64) {
 		return
 	}
 	m.lastStatusTo[to] = m.now
+	m.send(m.statusMessage(to, m.latest.version))
+}
+
+// statusMessage is the Status that tells member to this member's term,
+// its proof, and the changes of the member set after version.
+func (m *Machine) statusMessage(to, version uint64) protocol.Message {
 	reply := protocol.Message{Type: protocol.TypeBzStatus, To: to, Term: m.term(), Cert: m.cert}
 	if m.cert != nil {
 		reply.Candidate = m.cert.Leader
 	} else if m.term() > 1 {
 		reply.TC = m.tc
 	}
-	m.send(reply)
+	if m.changing() {
+		reply.Version = m.latest.version
+		reply.Steps = m.stepsAfter(version)
+	}
+	return reply
 }
 
 func (m *Machine) onResign(msg protocol.Message) {
+	if m.changing() && m.latest.has(msg.From) {
+		m.gone[msg.From] = m.now
+	}
 	if m.grant.leader == msg.From && m.grant.term == msg.Term {
 		m.grant.until = 0
 	}
@@ -1107,7 +1247,7 @@ func (m *Machine) onResign(msg protocol.Message) {
 // onEvidence convicts on another member's evidence: vote evidence only
 // (see the package doc), checked against the keys.
 func (m *Machine) onEvidence(e certify.Evidence) {
-	if e.Kind() != certify.KindVote || m.liars[e.Member()] || e.Member() == m.id || certify.VerifyEvidence(m.cfg.Keys, e) != nil {
+	if e.Kind() != certify.KindVote || m.liars[e.Member()] || e.Member() == m.id || certify.VerifyEvidence(m.keys, e) != nil {
 		return
 	}
 	if e.First.Statement.Cluster != m.cfg.Cluster {
@@ -1143,7 +1283,7 @@ func (m *Machine) convict(e certify.Evidence) {
 
 // sameVote reports whether a and b are the same vote.
 func sameVote(a, b certify.Statement) bool {
-	return a.Kind == b.Kind && a.Cluster == b.Cluster && a.Member == b.Member && a.Term == b.Term && a.Leader == b.Leader
+	return a.Kind == b.Kind && a.Cluster == b.Cluster && a.Member == b.Member && a.Term == b.Term && a.Leader == b.Leader && a.Version == b.Version
 }
 
 // addFar keeps member's highest time-out beyond the window (one per
@@ -1170,27 +1310,56 @@ func (m *Machine) addFar(member, x uint64, sig []byte) {
 	m.enter(x+1, nil, &tc)
 }
 
-// proof is the stored proof of a member's term (election.HardState.Proof).
+// proof is the stored proof of a member's term
+// (election.HardState.Proof) and, with a member set that changes, the
+// state of its changes: the last changes adopted (the last is the latest
+// set), the last set accepted, and the set held prepared.
 type proof struct {
-	Cert *certify.Certificate        `json:"cert,omitempty"`
-	TC   *certify.TimeoutCertificate `json:"tc,omitempty"`
+	Cert     *certify.Certificate        `json:"cert,omitempty"`
+	TC       *certify.TimeoutCertificate `json:"tc,omitempty"`
+	Steps    []certify.Step              `json:"steps,omitempty"`
+	Accepted *accepted                   `json:"accepted,omitempty"`
+	Lock     *lockState                  `json:"lock,omitempty"`
 }
 
-// encodeProof returns the stored form of the proof of a term, "" if none
-// (term 1 needs none).
-func encodeProof(cert *certify.Certificate, tc *certify.TimeoutCertificate) string {
-	if cert == nil && tc == nil {
-		return ""
+// saveProof stores the proof of the current term and the state of the
+// changes of the member set in the hard state: the oldest changes kept
+// are left out if it would not fit election.MaxProofSize.
+func (m *Machine) saveProof() {
+	p := proof{Cert: m.cert, Steps: m.steps, Lock: m.lock}
+	if m.cert == nil {
+		p.TC = m.tc
 	}
-	data, err := json.Marshal(proof{Cert: cert, TC: tc})
-	if err != nil || len(data) > election.MaxProofSize {
-		return ""
+	if m.accepted != (accepted{}) {
+		a := m.accepted
+		p.Accepted = &a
 	}
-	return string(data)
+	for {
+		data, err := json.Marshal(p)
+		switch {
+		case err != nil:
+			return
+		case len(data) <= election.MaxProofSize:
+			if p.Cert == nil && p.TC == nil && p.Steps == nil && p.Accepted == nil && p.Lock == nil {
+				data = nil // term 1 needs no proof
+			}
+			m.hard.Proof = string(data)
+			m.stateDirty = true
+			return
+		case len(p.Steps) > 1:
+			p.Steps = p.Steps[1:]
+		case p.Cert != nil || p.TC != nil:
+			p.Cert, p.TC = nil, nil // the term stays, unproven
+		default:
+			return
+		}
+	}
 }
 
-// restoreProof reads back the proof of the restored term; a proof that
-// does not hold is dropped (the term stays: terms never go back).
+// restoreProof reads back the state of the changes of the member set,
+// and the proof of the restored term; a proof that does not hold is
+// dropped (the term stays: terms never go back). Its own storage is
+// trusted: the member set it adopted is not checked again.
 func (m *Machine) restoreProof() {
 	if m.hard.Proof == "" {
 		return
@@ -1199,12 +1368,25 @@ func (m *Machine) restoreProof() {
 	if json.Unmarshal([]byte(m.hard.Proof), &p) != nil {
 		return
 	}
+	if m.changing() && len(p.Steps) > 0 {
+		last := p.Steps[len(p.Steps)-1].Set
+		if latest, err := membersOf(last); err == nil && last.Version > m.latest.version {
+			m.latest, m.members = latest, latest
+			m.steps = p.Steps
+		}
+	}
+	if m.changing() && p.Accepted != nil && p.Accepted.Version == m.latest.version+1 {
+		m.accepted = *p.Accepted
+	}
+	if m.changing() && p.Lock != nil && p.Lock.Set.Version == m.latest.version+1 {
+		m.lock = p.Lock
+	}
 	t := m.term()
 	switch {
-	case p.Cert != nil && certify.VerifyCertificateFor(m.cfg.Keys, *p.Cert, m.cfg.Cluster, t, m.designated(t)) == nil:
+	case p.Cert != nil && p.Cert.Version == m.version && certify.VerifyCertificateFor(m.keys, *p.Cert, m.cfg.Cluster, t, m.designated(t)) == nil:
 		m.cert = p.Cert
 	case p.TC != nil && p.TC.Term+1 == t && p.TC.Cluster == m.cfg.Cluster &&
-		certify.VerifyTimeoutCertificate(m.cfg.Keys, *p.TC, m.quorum) == nil:
+		certify.VerifyTimeoutCertificate(m.keys, *p.TC, m.quorum) == nil:
 		m.tc = p.TC
 	}
 }

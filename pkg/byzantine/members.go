@@ -588,3 +588,15 @@ func (m *Machine) onJoin(msg protocol.Message) {
 	}
 	m.joiners[msg.From] = j
 }
+
+// MemberSet returns the latest member set this member knows (version 0,
+// the configured set, until a change), and the member set of its term.
+// Without Config.Changes both are empty sets of version 0.
+func (m *Machine) MemberSet() (latest, term certify.MemberSet) {
+	return m.latest.set, m.members.set
+}
+
+// Steps returns the last changes of the member set this member adopted,
+// oldest first (at most stepsKept): each step's commit certificate is signed by
+// a quorum of the set before it.
+func (m *Machine) Steps() []certify.Step { return slices.Clone(m.steps) }

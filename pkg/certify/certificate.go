@@ -58,8 +58,9 @@ func (c Certificate) Vote(member uint64) Statement {
 
 // NewCertificate gathers signed votes, all for one cluster, term and
 // leader under one member-set version and each from a different member,
-// into a certificate, in ascending order of member. It checks neither the signatures nor the
-// quorum: VerifyCertificate does. The error wraps ErrCertificate.
+// into a certificate, in ascending order of member. It checks neither the
+// signatures nor the quorum: VerifyCertificate does. The error wraps
+// ErrCertificate.
 func NewCertificate(votes []SignedStatement) (Certificate, error) {
 	if len(votes) == 0 || len(votes) > MaxMembers {
 		return Certificate{}, fmt.Errorf("%w: %d votes, want 1 to %d", ErrCertificate, len(votes), MaxMembers)
@@ -176,9 +177,9 @@ func sortByMember(sigs []MemberSignature) {
 // leader is a member; the signers are distinct members, at least
 // Quorum(n) and at most n of them; every signature is the signer's over
 // its vote for c.Leader in c.Term of c.Cluster under c.Version. The cheap
-// checks come first, the signatures last. A caller
-// that expects a given cluster, term or leader compares them with c's
-// (or uses VerifyCertificateFor). The error wraps ErrCertificate, and
+// checks come first, the signatures last. A caller that expects a given
+// cluster, term or leader compares them with c's (or uses
+// VerifyCertificateFor). The error wraps ErrCertificate, and
 // ErrUnknownMember or ErrSignature where one applies.
 func VerifyCertificate(members Members, c Certificate) error {
 	if err := c.validateShape(); err != nil {

@@ -139,8 +139,9 @@
 // # JSON
 //
 // Certificates, signed statements, evidence, member sets, quorum
-// certificates and steps have a JSON form for announcements and the observer (see the MarshalJSON and
-// UnmarshalJSON methods for the field names). Numbers are JSON numbers, signatures standard base64 with
+// certificates and steps have a JSON form for announcements and the
+// observer (see the MarshalJSON and UnmarshalJSON methods for the field
+// names). Numbers are JSON numbers, signatures standard base64 with
 // padding (64 bytes), digests lower-case hex (32 bytes). The decoders
 // refuse unknown fields, missing or misplaced fields, trailing data and
 // inputs over MaxJSONSize; they check shapes, not signatures. Field names

@@ -133,7 +133,7 @@ type Statement struct {
 	Path []uint64
 	// Digest is the SHA-256 of the relayed value (KindRelay; see Digest),
 	// or the digest of the accepted or committed member set (KindAccept,
-	// KindCommit; see MemberSet.Digest), not zero.
+	// KindCommit, not zero; see MemberSet.Digest).
 	Digest [DigestSize]byte
 }
 

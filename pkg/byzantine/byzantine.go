@@ -207,6 +207,7 @@ type Machine struct {
 	joiners   map[uint64]joiner
 	gone      map[uint64]int // member → tick its departure was reported
 	askedAt   int            // when it last asked for the changes it lacks
+	presentAt int            // when it last said it is present
 }
 
 // New returns the machine of cfg.ID.
@@ -256,6 +257,9 @@ func New(cfg Config) (*Machine, error) {
 		if c.Admit == nil {
 			return nil, fmt.Errorf("%w: a member set that changes needs Admit", ErrConfig)
 		}
+		if t.PresenceTicks < 1 {
+			return nil, fmt.Errorf("%w: a member set that changes needs a presence interval (Timing.PresenceTicks)", ErrConfig)
+		}
 		if !slices.Contains(members, cfg.ID) && (c.Key == "" || c.Cred == "") {
 			return nil, fmt.Errorf("%w: member %d is not of the configured set and has no key and credential to join with", ErrConfig, cfg.ID)
 		}
@@ -264,7 +268,7 @@ func New(cfg Config) (*Machine, error) {
 	return &Machine{
 		cfg: cfg, id: cfg.ID, members: genesis, latest: genesis,
 		timing: t, hard: cfg.State, leaderSeen: noTick,
-		commits: map[uint64][]byte{}, gone: map[uint64]int{}, joiners: map[uint64]joiner{}, askedAt: noTick,
+		commits: map[uint64][]byte{}, gone: map[uint64]int{}, joiners: map[uint64]joiner{}, askedAt: noTick, presentAt: noTick,
 		sentAt: map[uint64]int{}, votes: map[uint64]certify.SignedStatement{}, acked: map[uint64]uint64{},
 		timeouts: map[uint64]map[uint64][]byte{}, seenVotes: map[uint64][]certify.SignedStatement{},
 		liars: map[uint64]bool{}, far: map[uint64]farTimeout{}, sentTimeout: map[uint64]int{}, penalty: map[uint64]int{}, lastFrom: map[uint64]int{}, lastStatusTo: map[uint64]int{},
@@ -353,6 +357,10 @@ func (m *Machine) Tick() {
 	}
 	m.updateLease()
 	if m.changing() {
+		if m.now-m.presentAt >= m.timing.PresenceTicks {
+			m.presentAt = m.now
+			m.hello() // it is present
+		}
 		m.driveChange()
 	}
 	t := m.term()
@@ -433,6 +441,12 @@ func (m *Machine) Due() int {
 	}
 	if m.leading {
 		due = min(due, m.leaseUntil-m.now)
+		if m.changing() {
+			due = min(due, m.changeDue())
+		}
+	}
+	if m.changing() {
+		due = min(due, m.presentAt+m.timing.PresenceTicks-m.now)
 	}
 	if m.cert != nil && !m.leading {
 		if end := m.leaderUntil() - m.now; end > 0 {
@@ -541,8 +555,9 @@ func (m *Machine) Unreachable(uint64) {}
 // (unless this member just did, on the leader's Resign).
 func (m *Machine) PeerDown(id uint64) {
 	m.arrivals.Forget(id) // it left: its next round follows a restart
-	if m.changing() && m.latest.has(id) {
+	if m.changing() && m.latest.has(id) && m.started && !m.left {
 		m.gone[id] = m.now
+		m.driveChange()
 	}
 	if !m.started || m.left || id == m.id || id != m.designated(m.term()) {
 		return
@@ -1227,9 +1242,6 @@ func (m *Machine) statusMessage(to, version uint64) protocol.Message {
 }
 
 func (m *Machine) onResign(msg protocol.Message) {
-	if m.changing() && m.latest.has(msg.From) {
-		m.gone[msg.From] = m.now
-	}
 	if m.grant.leader == msg.From && m.grant.term == msg.Term {
 		m.grant.until = 0
 	}

@@ -66,8 +66,10 @@ func newChangeNet(t *testing.T, genesis, total int) *changeNet {
 func (n *changeNet) start(id uint64) *Machine {
 	n.t.Helper()
 	key, _ := n.all.PublicKey(id)
+	timing := election.DefaultLeaseTiming(len(n.genesis.IDs()))
+	timing.PresenceTicks = 20
 	cfg := Config{
-		Config: election.Config{ID: id, Members: n.genesis.IDs(), Timing: election.DefaultLeaseTiming(len(n.genesis.IDs())),
+		Config: election.Config{ID: id, Members: n.genesis.IDs(), Timing: timing,
 			State: n.hard[id], Restored: n.hard[id] != (election.HardState{})},
 		Cluster: testCluster, Signer: n.signers[id], Keys: n.genesis,
 		Changes: &Changes{Admit: testAdmit, Key: key, Cred: testCred(id, key)},
@@ -323,4 +325,18 @@ func TestProposalOfUnadmittedMemberIsRefused(t *testing.T) {
 	if accepts != 3 {
 		t.Fatalf("%d members accepted a member with its credential, want 3", accepts)
 	}
+}
+
+// Two members that ask to join at once are added one after the other:
+// the leader that made the first change hands its term over, since the
+// second needs a leader certified under the first.
+func TestTwoJoinersAreAddedInTurn(t *testing.T) {
+	n := newChangeNet(t, 4, 6)
+	for id := uint64(1); id <= 4; id++ {
+		n.start(id)
+	}
+	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n.start(5)
+	n.start(6)
+	n.runUntil(4000, "both are added and 6 leads", func() bool { return n.agreed(2, 1, 2, 3, 4, 5, 6) && n.leads(6) })
 }

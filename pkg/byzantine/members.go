@@ -46,6 +46,11 @@ import (
 // smaller): one certified leader per term, and the lease argument of the
 // package doc, hold across changes.
 //
+// Every member says it is present (a Hello) each presence interval, so
+// that a member silent for the member time-out is known to have left
+// by every other, not only by the leader it answers: a member accepts
+// the removal of a member only if it saw it leave itself.
+//
 // Members that were away catch up from the changes the others keep (the
 // last stepsKept); a member that joins sends a Hello with its key and
 // credential until a change adds it.
@@ -79,15 +84,17 @@ type members struct {
 	set          certify.MemberSet // empty for a set that never changes
 	keys         certify.Members
 	desc         []uint64 // highest ID first
+	asc          []uint64 // lowest ID first
 	n, f, quorum int
 }
 
 func newMembers(version uint64, set certify.MemberSet, keys certify.Members, ids []uint64) members {
-	desc := slices.Clone(ids)
-	slices.Sort(desc)
+	asc := slices.Clone(ids)
+	slices.Sort(asc)
+	desc := slices.Clone(asc)
 	slices.Reverse(desc)
 	n := len(desc)
-	return members{version: version, set: set, keys: keys, desc: desc, n: n, f: certify.F(n), quorum: certify.Quorum(n)}
+	return members{version: version, set: set, keys: keys, desc: desc, asc: asc, n: n, f: certify.F(n), quorum: certify.Quorum(n)}
 }
 
 // membersOf returns the machine's form of set.
@@ -152,11 +159,15 @@ func (m *Machine) knows(id uint64) bool { return m.members.has(id) || m.latest.h
 // is a member of the term's set.
 func (m *Machine) participates() bool { return m.members.has(m.id) }
 
-// departed reports whether id's departure was reported after the last
-// message that came from it.
+// departed reports whether id left: its departure was reported
+// (PeerDown) after the last message that came from it, or nothing came
+// from it for the member time-out (election.MemberTimeoutFactor presence
+// intervals; every member says it is present each interval).
 func (m *Machine) departed(id uint64) bool {
-	g, ok := m.gone[id]
-	return ok && g >= m.lastFrom[id]
+	if g, ok := m.gone[id]; ok && g >= m.lastFrom[id] {
+		return true
+	}
+	return m.now-m.lastFrom[id] >= election.MemberTimeoutFactor*m.timing.PresenceTicks
 }
 
 // switchMembers makes the latest set the current term's, on entering a
@@ -195,7 +206,7 @@ func (m *Machine) digestOf(set certify.MemberSet) [certify.DigestSize]byte {
 // heartbeat interval until the change is final.
 func (m *Machine) driveChange() {
 	t := m.term()
-	if !m.leading || m.cert == nil || m.cert.Version != m.latest.version || m.members.version != m.latest.version {
+	if !m.changing() || !m.leading || m.cert == nil || m.cert.Version != m.latest.version || m.members.version != m.latest.version {
 		return
 	}
 	if m.prop != nil && m.prop.term != t {
@@ -504,6 +515,11 @@ func (m *Machine) adopt(step certify.Step, verified bool) bool {
 	} else {
 		m.event(election.Event{Kind: election.MemberRemoved, Member: removed, Term: m.term()})
 	}
+	if m.leading && m.designated(m.term()) == m.id {
+		if _, _, _, more := m.nextChange(); more {
+			m.handOver()
+		}
+	}
 	if !wasMember && m.latest.has(m.id) {
 		// Added: it takes part from the next term it enters, which the
 		// others' answers to its Hello justify.
@@ -587,6 +603,22 @@ func (m *Machine) onJoin(msg protocol.Message) {
 		m.send(m.statusMessage(msg.From, msg.Version))
 	}
 	m.joiners[msg.From] = j
+	m.driveChange()
+}
+
+// changeDue is how many ticks until the leader's next step in changing
+// the member set: sending its proposal again, or proposing one.
+func (m *Machine) changeDue() int {
+	if p := m.prop; p != nil && p.term == m.term() {
+		return max(1, p.sentAt+m.timing.HeartbeatTicks-m.now)
+	}
+	if m.cert == nil || m.cert.Version != m.latest.version || m.members.version != m.latest.version {
+		return 1 << 30
+	}
+	if _, _, _, ok := m.nextChange(); ok {
+		return 1
+	}
+	return 1 << 30
 }
 
 // MemberSet returns the latest member set this member knows (version 0,
@@ -600,3 +632,24 @@ func (m *Machine) MemberSet() (latest, term certify.MemberSet) {
 // oldest first (at most stepsKept): each step's commit certificate is signed by
 // a quorum of the set before it.
 func (m *Machine) Steps() []certify.Step { return slices.Clone(m.steps) }
+
+// Members returns the members of the latest member set, sorted
+// (election.Membership): replaced, never changed, by a change.
+func (m *Machine) Members() []uint64 { return m.latest.asc }
+
+// handOver ends the leader's term so that the next change can be made:
+// a change to the version after the latest needs a leader certified in
+// it, that is a term entered after the change. The leader stops leading,
+// releases its grants (its Resign of the term) and gives the term up.
+func (m *Machine) handOver() {
+	t := m.term()
+	if m.leading {
+		m.stepDown()
+	}
+	if m.grant.leader == m.id {
+		m.grant.until = 0
+	}
+	m.quit = t
+	m.send(protocol.Message{Type: protocol.TypeResign, Term: t})
+	m.timeout(t)
+}

@@ -116,6 +116,21 @@ func (a *authority) credential(token string) (checkedCredential, error) {
 	return c, nil
 }
 
+// CheckCredential checks token, a member's credential, as k checks the
+// credentials messages carry (k from NewAuthorityKeys): it returns the
+// member ID and the public user key (U…) the credential binds. The error
+// wraps ErrKeys if k takes no credentials.
+func (k *MemberKeys) CheckCredential(token string) (uint64, string, error) {
+	if !k.Authority() {
+		return 0, "", fmt.Errorf("%w: these member keys take no credentials", ErrKeys)
+	}
+	c, err := k.auth.credential(token)
+	if err != nil {
+		return 0, "", err
+	}
+	return c.id, c.public, nil
+}
+
 // verify is MemberKeys.Verify with member credentials.
 func (a *authority) verify(subject string, payload []byte, h nats.Header) (uint64, error) {
 	signer, signature, token := h.Get(SignerHeader), h.Get(SignatureHeader), h.Get(CredentialHeader)

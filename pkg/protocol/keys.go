@@ -411,6 +411,23 @@ func (k *MemberKeys) IDs() []uint64 {
 	return ids
 }
 
+// CertifyKeys returns the members' public keys as certify.Keys: the keys
+// of a listed membership (not from credentials).
+func (k *MemberKeys) CertifyKeys() (*certify.Keys, error) {
+	if k == nil || k.auth != nil {
+		return nil, fmt.Errorf("%w: no list of member keys", ErrKeys)
+	}
+	pairs := make(map[uint64]nkeys.KeyPair, len(k.keys))
+	for id, m := range k.keys {
+		kp, err := nkeys.FromPublicKey(m.public)
+		if err != nil {
+			return nil, fmt.Errorf("%w: member %d: %v", ErrKeys, id, err)
+		}
+		pairs[id] = kp
+	}
+	return certify.NewKeys(pairs)
+}
+
 // PublicKey is member id's public key, if it has one.
 //
 // With member credentials, it is the key of member id's last message that

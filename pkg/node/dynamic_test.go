@@ -4,12 +4,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -103,6 +110,72 @@ func TestSeamChangeVoters(t *testing.T) {
 		}
 		s.await("on voters 2, 3, 4", func(st protocol.Status) bool {
 			return leads(st, 4) && st.Voters != nil && st.Voters.Version == 2 && slices.Equal(st.Voters.Voters, []uint64{2, 3, 4}) && !st.Voters.Joint()
+		})
+	})
+}
+
+// A byzantine cluster of dynamic membership: members 1 to 4 are the
+// configured set, every member holds a credential of the authority;
+// member 5 joins with its own, is added by the members' certified
+// decision and, the highest, leads; when it leaves it is removed and 4
+// leads again.
+func TestSeamByzantineDynamic(t *testing.T) {
+	authority, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	authorityPub, _ := authority.PublicKey()
+	checker, err := membercreds.NewChecker("seam", authorityPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signers, _ := batontest.MemberKeys(t, 1, 2, 3, 4, 5)
+	set := map[uint64]*protocol.Signer{}
+	var lines strings.Builder
+	for id := uint64(1); id <= 5; id++ {
+		token, err := membercreds.Issue(authority, "seam", id, signers[id].PublicKey(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set[id], err = signers[id].WithCredential(token); err != nil {
+			t.Fatal(err)
+		}
+		if id <= 4 {
+			fmt.Fprintf(&lines, "%d %s\n", id, signers[id].PublicKey())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "members")
+	if err := os.WriteFile(path, []byte(lines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	genesis, err := protocol.ReadMemberKeysFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Byzantine, 1, 2, 3, 4, 5)
+		byz := func(c *node.Config) {
+			dynamic()(c)
+			c.Signer, c.Keys, c.MemberSet = set[c.Election.ID], checker.Keys(), genesis
+			c.Election.Timing.LeaseTicks = 40
+			c.Election.Timing.LeaderLeaseTicks = election.LeaderLease(40, election.DefaultMaxDrift)
+		}
+		for _, id := range []uint64{1, 2, 3, 4} {
+			s.add(id, byz).run()
+		}
+		s.await("led by 4 with members 1 to 4", func(st protocol.Status) bool {
+			return leads(st, 4) && slices.Equal(st.Members, []uint64{1, 2, 3, 4})
+		})
+		s.add(5, byz).run()
+		s.await("led by 5 with members 1 to 5", func(st protocol.Status) bool {
+			return leads(st, 5) && slices.Equal(st.Members, []uint64{1, 2, 3, 4, 5})
+		})
+		if err := s.nodes[5].stop(); err != nil {
+			t.Fatal(err)
+		}
+		delete(s.nodes, 5)
+		s.await("led by 4 with members 1 to 4 after 5 left", func(st protocol.Status) bool {
+			return leads(st, 4) && slices.Equal(st.Members, []uint64{1, 2, 3, 4})
 		})
 	})
 }

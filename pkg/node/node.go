@@ -220,6 +220,13 @@ type Config struct {
 	// are neither signed nor checked.
 	Signer *protocol.Signer
 	Keys   *protocol.MemberKeys
+	// MemberSet is, for the byzantine algorithm with dynamic membership,
+	// version 0 of the member set: the configured members and their keys
+	// (ELECTION_KEYS_FILE). The members it does not list join with their
+	// credentials (Keys from NewAuthorityKeys, Signer with its
+	// credential), and the set changes by the members' certified
+	// decisions (package byzantine).
+	MemberSet *protocol.MemberKeys
 	// MaxMessageAge is how far a message's timestamp may be from this
 	// node's clock, either way, for the message to be accepted: it bounds
 	// both the replay of a captured message to a node started since and
@@ -481,6 +488,9 @@ func newMachine(cfg Config, ecfg election.Config, checked prometheus.Counter) (e
 		if cfg.Signer == nil {
 			return nil, fmt.Errorf("%s needs member keys", cfg.Algorithm)
 		}
+		if ecfg.Dynamic {
+			return newChangingByzantine(cfg, ecfg)
+		}
 		keys := cfg.Keys.Members()
 		if checked != nil {
 			keys = countedMembers{Members: keys, checked: checked}
@@ -488,6 +498,37 @@ func newMachine(cfg Config, ecfg election.Config, checked prometheus.Counter) (e
 		return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: keys})
 	}
 	return nil, fmt.Errorf("unknown algorithm %q", cfg.Algorithm)
+}
+
+// newChangingByzantine builds the byzantine machine of a node with
+// dynamic membership: version 0 of its member set is cfg.MemberSet, and
+// a member that asks to join is admitted with a credential that the
+// authority of cfg.Keys issued.
+func newChangingByzantine(cfg Config, ecfg election.Config) (election.Machine, error) {
+	switch {
+	case cfg.MemberSet == nil:
+		return nil, fmt.Errorf("%s with dynamic membership needs the configured member set (ELECTION_KEYS_FILE)", cfg.Algorithm)
+	case !cfg.Keys.Authority() || cfg.Signer.Credential() == "":
+		return nil, fmt.Errorf("%s with dynamic membership needs member credentials (ELECTION_CREDS_FILE, ELECTION_AUTHORITY)", cfg.Algorithm)
+	}
+	genesis, err := cfg.MemberSet.CertifyKeys()
+	if err != nil {
+		return nil, err
+	}
+	ecfg.Members = genesis.IDs()
+	keys := cfg.Keys
+	admit := func(id uint64, key, cred string) error {
+		got, public, err := keys.CheckCredential(cred)
+		switch {
+		case err != nil:
+			return err
+		case got != id || public != key:
+			return fmt.Errorf("the credential is member %d's with key %s, not member %d's with key %s", got, public, id, key)
+		}
+		return nil
+	}
+	return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: genesis,
+		Changes: &byzantine.Changes{Admit: admit, Key: cfg.Signer.PublicKey(), Cred: cfg.Signer.Credential()}})
 }
 
 // countedMembers counts each signature checked with its members' keys.

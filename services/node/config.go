@@ -103,7 +103,9 @@ type Config struct {
 	KeyFile string `env:"ELECTION_KEY_FILE"`
 	// KeysFile is the path of the cluster's member keys, one line
 	// "<ID> <public key U…>" per member of NODE_PEERS. Required with
-	// KeyFile.
+	// KeyFile. With byzantine and dynamic membership, it lists instead
+	// the configured members (version 0 of the member set), beside the
+	// credentials every member holds (CredsFile).
 	KeysFile string `env:"ELECTION_KEYS_FILE"`
 	// ByzantineSmall allows byzantine with fewer than 4 members. Such a
 	// cluster tolerates no liar (f = ⌊(n−1)/3⌋ = 0), so the node refuses
@@ -150,13 +152,16 @@ type Config struct {
 	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
 
 	// Filled by validate.
-	signer  *protocol.Signer
-	keys    *protocol.MemberKeys
-	members []uint64
-	voters  []uint64
-	urls    []string
-	timing  election.Timing
-	level   slog.Level
+	signer *protocol.Signer
+	keys   *protocol.MemberKeys
+	// memberSet is, with byzantine and dynamic membership, the
+	// configured members (ELECTION_KEYS_FILE).
+	memberSet *protocol.MemberKeys
+	members   []uint64
+	voters    []uint64
+	urls      []string
+	timing    election.Timing
+	level     slog.Level
 	// nkeyRefused is set once the NATS server refused the member key
 	// ("nkeys not supported by the server"): the node then connects, and
 	// probes, with its other credentials or none.
@@ -247,10 +252,13 @@ func (c *Config) validate() error {
 	if !slices.Contains(protocol.Algorithms, protocol.Algorithm(c.Algorithm)) {
 		return invalid("ELECTION_ALGORITHM", "%q is not one of %v", c.Algorithm, protocol.Algorithms)
 	}
+	if c.changingSet() && c.CredsFile == "" {
+		return invalid("ELECTION_CREDS_FILE", "required with byzantine and dynamic membership: every member holds a credential of the cluster's authority (and ELECTION_KEYS_FILE lists the configured members)")
+	}
 	if protocol.Algorithm(c.Algorithm).NeedsKeys() && c.signer == nil {
 		return invalid("ELECTION_ALGORITHM", "%s needs member keys: set ELECTION_KEY_FILE and ELECTION_KEYS_FILE (%s)", c.Algorithm, keysDoc)
 	}
-	if protocol.Algorithm(c.Algorithm) == protocol.Byzantine && len(c.members) < MinByzantineMembers && !c.ByzantineSmall {
+	if protocol.Algorithm(c.Algorithm) == protocol.Byzantine && !c.changingSet() && len(c.members) < MinByzantineMembers && !c.ByzantineSmall {
 		return invalid("ELECTION_ALGORITHM", "a byzantine cluster of %d members tolerates no liar (f = ⌊(n−1)/3⌋ = 0): list at least %d in NODE_PEERS, or set ELECTION_BYZANTINE_SMALL=true to run it anyway",
 			len(c.members), MinByzantineMembers)
 	}
@@ -328,8 +336,8 @@ func (c *Config) loadKeys() error {
 		return invalid("ELECTION_SECRET", "the shared secret was replaced by member keys: unset it and set ELECTION_KEY_FILE and ELECTION_KEYS_FILE (moving: %s)", keysDoc)
 	}
 	switch {
-	case c.KeyFile == "" && c.KeysFile == "":
-		return nil
+	case c.KeyFile == "" && c.KeysFile == "", c.memberSet != nil:
+		return nil // no keys, or the configured members beside a credential (loadMemberSet)
 	case c.KeyFile == "":
 		return invalid("ELECTION_KEY_FILE", "required with ELECTION_KEYS_FILE: a node signs what it publishes with its own key")
 	case c.KeysFile == "":
@@ -606,8 +614,6 @@ func (c *Config) refuseUnimplemented() error {
 	switch {
 	case c.Membership != MembershipStatic && c.Membership != MembershipDynamic:
 		return invalid("ELECTION_MEMBERSHIP", "%q is not static or dynamic", c.Membership)
-	case c.dynamic() && c.Algorithm == string(protocol.Byzantine):
-		return invalid("ELECTION_MEMBERSHIP", "dynamic membership with %s is %s: use bully, ring or paxos, or static membership", c.Algorithm, later)
 	case c.KeepLeader && !c.dynamic():
 		return invalid("ELECTION_KEEP_LEADER", "true needs dynamic membership (ELECTION_MEMBERSHIP=dynamic): a static cluster's highest live ID leads")
 	case c.Clusters != "":
@@ -683,8 +689,10 @@ func (c *Config) loadCredentials() error {
 	switch {
 	case c.CredsFile == "" && c.Authority == "":
 		return nil
-	case c.CredsFile != "" && (c.KeyFile != "" || c.KeysFile != ""):
-		return invalid("ELECTION_CREDS_FILE", "set with ELECTION_KEY_FILE or ELECTION_KEYS_FILE: use the credential or the member keys, not both")
+	case c.CredsFile != "" && c.KeyFile != "":
+		return invalid("ELECTION_CREDS_FILE", "set with ELECTION_KEY_FILE: use the credential or the member keys, not both")
+	case c.CredsFile != "" && c.KeysFile != "" && !c.changingSet():
+		return invalid("ELECTION_CREDS_FILE", "set with ELECTION_KEYS_FILE: use the credential or the member keys, not both (both only with byzantine and dynamic membership, where ELECTION_KEYS_FILE lists the configured members)")
 	case c.CredsFile == "":
 		return invalid("ELECTION_CREDS_FILE", "required with ELECTION_AUTHORITY: a member signs what it publishes with its own credential")
 	case c.Authority == "":
@@ -702,5 +710,35 @@ func (c *Config) loadCredentials() error {
 		return invalid("ELECTION_CREDS_FILE", "%s is the credential of member %d, but NODE_ID is %d", c.CredsFile, member.Credential.ID, c.ID)
 	}
 	c.signer, c.keys = member.Signer, member.Keys
+	if c.changingSet() {
+		return c.loadMemberSet()
+	}
+	return nil
+}
+
+// changingSet reports whether the node runs byzantine with dynamic
+// membership: its member set changes by the members' certified
+// decisions, from the configured set ELECTION_KEYS_FILE lists.
+func (c *Config) changingSet() bool {
+	return c.dynamic() && c.Algorithm == string(protocol.Byzantine)
+}
+
+// loadMemberSet reads ELECTION_KEYS_FILE, with byzantine and dynamic
+// membership: the configured members (version 0 of the member set).
+func (c *Config) loadMemberSet() error {
+	if c.KeysFile == "" {
+		return invalid("ELECTION_KEYS_FILE", "required with byzantine and dynamic membership: the configured members and their public keys (version 0 of the member set), at least %d", MinByzantineMembers)
+	}
+	set, err := protocol.ReadMemberKeysFile(c.KeysFile)
+	if err != nil {
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	}
+	if set.Len() < MinByzantineMembers && !c.ByzantineSmall {
+		return invalid("ELECTION_KEYS_FILE", "%s lists %d members: a byzantine cluster of fewer than %d tolerates no liar (set ELECTION_BYZANTINE_SMALL=true to run it anyway)", c.KeysFile, set.Len(), MinByzantineMembers)
+	}
+	if public, ok := set.PublicKey(c.ID); ok && public != c.signer.PublicKey() {
+		return invalid("ELECTION_KEYS_FILE", "%s lists member %d with key %s, but its credential binds %s", c.KeysFile, c.ID, public, c.signer.PublicKey())
+	}
+	c.memberSet = set
 	return nil
 }

@@ -236,7 +236,7 @@ func TestKeyConfiguration(t *testing.T) {
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "replaced by member keys"},
 		{with("ELECTION_MEMBERSHIP", "dynamic"), "NODE_PEERS", "with dynamic membership the members are those present"},
 		{with("ELECTION_MEMBERSHIP", "sometimes"), "ELECTION_MEMBERSHIP", `"sometimes" is not static or dynamic`},
-		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_ALGORITHM", "byzantine"), "ELECTION_MEMBERSHIP", "not implemented"},
+		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_ALGORITHM", "byzantine"), "ELECTION_CREDS_FILE", "required with byzantine and dynamic membership"},
 		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_ALGORITHM", "paxos"), "ELECTION_VOTERS", "required with paxos and dynamic membership"},
 		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_ALGORITHM", "paxos", "ELECTION_VOTERS", "1,x"), "ELECTION_VOTERS", `"x" is not an ID`},
 		{with("ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_ALGORITHM", "paxos", "ELECTION_VOTERS", "1,2,1"), "ELECTION_VOTERS", "1 appears twice"},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,8 @@ func TestCredentialConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := writeKeys(t, 1, 2, 3)
+	configured := writeKeys(t, 1, 2, 4, 5)
+	wrongKey := writeKeys(t, 1, 2, 3, 4)
 	dyn := func(kv ...string) map[string]string {
 		return with(append([]string{"ELECTION_MEMBERSHIP", "dynamic", "NODE_PEERS", "-", "ELECTION_AUTHORITY", authorityPub, "ELECTION_CREDS_FILE", mine}, kv...)...)
 	}
@@ -74,6 +77,10 @@ func TestCredentialConfiguration(t *testing.T) {
 		{dyn("ELECTION_CREDS_FILE", elsewhere), "ELECTION_CREDS_FILE", "elsewhere"},
 		{dyn("ELECTION_CREDS_FILE", open), "ELECTION_CREDS_FILE", "chmod 600"},
 		{dyn("ELECTION_KEY_FILE", k.seeds[3], "ELECTION_KEYS_FILE", k.members), "ELECTION_CREDS_FILE", "not both"},
+		{dyn("ELECTION_KEYS_FILE", k.members), "ELECTION_CREDS_FILE", "both only with byzantine and dynamic membership"},
+		{dyn("ELECTION_ALGORITHM", "byzantine"), "ELECTION_KEYS_FILE", "required with byzantine and dynamic membership"},
+		{dyn("ELECTION_ALGORITHM", "byzantine", "ELECTION_KEYS_FILE", k.members), "ELECTION_KEYS_FILE", "fewer than 4 tolerates no liar"},
+		{dyn("ELECTION_ALGORITHM", "byzantine", "ELECTION_KEYS_FILE", wrongKey.members), "ELECTION_KEYS_FILE", "but its credential binds"},
 	} {
 		t.Run(tc.name+"/"+tc.says, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -94,5 +101,14 @@ func TestCredentialConfiguration(t *testing.T) {
 	}
 	if cfg.signer == nil || cfg.signer.Credential() == "" || !cfg.keys.Authority() || !cfg.withCredential() {
 		t.Fatalf("valid credential: signer %v, authority keys %t, connects with it %t", cfg.signer, cfg.keys.Authority(), cfg.withCredential())
+	}
+	// Byzantine with dynamic membership: the members file lists the
+	// configured members, beside the credential; this member joins.
+	cfg, err = loadConfig(dyn("ELECTION_ALGORITHM", "byzantine", "ELECTION_KEYS_FILE", configured.members))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.memberSet == nil || !slices.Equal(cfg.memberSet.IDs(), []uint64{1, 2, 4, 5}) || !cfg.keys.Authority() {
+		t.Fatalf("byzantine with dynamic membership: configured members %v, authority keys %t", cfg.memberSet.IDs(), cfg.keys.Authority())
 	}
 }

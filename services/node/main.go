@@ -129,6 +129,7 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		Tick:             cfg.Tick,
 		Signer:           cfg.signer,
 		Keys:             cfg.keys,
+		MemberSet:        cfg.memberSet,
 		MaxMessageAge:    cfg.MaxMessageAge,
 		ConnectionEvents: cfg.ConnectionEvents,
 		Probe:            cfg.probe,

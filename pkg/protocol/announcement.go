@@ -81,6 +81,11 @@ type Announcement struct {
 	// its JSON form). Byzantine announcements carry it, the others do
 	// not; VerifyAnnouncement checks it against the members' keys.
 	Certificate *certify.Certificate `json:"certificate,omitempty"`
+	// Steps are, in a byzantine cluster with dynamic membership, the
+	// last changes of the member set the leader adopted (at most
+	// MaxAnnouncedSteps), oldest first, so that a reader follows the set
+	// the certificate's version names (MemberSets).
+	Steps []certify.Step `json:"steps,omitempty"`
 }
 
 // MaxAnnouncement bounds an announcement that carries a certificate, in
@@ -89,7 +94,7 @@ type Announcement struct {
 // certify.MaxMembers signatures (at 101 members, a quorum of 68 makes
 // about 8 KB). An announcement without a certificate is held to
 // MaxPayload.
-const MaxAnnouncement = MaxPayload + certify.MaxJSONSize
+const MaxAnnouncement = MaxPayload + (1+MaxAnnouncedSteps)*certify.MaxJSONSize
 
 // ErrAnnouncement is wrapped by every error of DecodeAnnouncement.
 var ErrAnnouncement = errors.New("protocol: invalid announcement")
@@ -140,6 +145,10 @@ func DecodeAnnouncement(data []byte) (Announcement, error) {
 		return Announcement{}, fmt.Errorf("%w: %d bytes without a certificate exceeds %d", ErrAnnouncement, len(data), MaxPayload)
 	case a.Certificate == nil && a.Algorithm == Byzantine:
 		return Announcement{}, fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
+	case len(a.Steps) > MaxAnnouncedSteps:
+		return Announcement{}, fmt.Errorf("%w: %d changes of the member set, at most %d", ErrAnnouncement, len(a.Steps), MaxAnnouncedSteps)
+	case a.Steps != nil && a.Certificate == nil:
+		return Announcement{}, fmt.Errorf("%w: changes of the member set without a certificate", ErrAnnouncement)
 	}
 	if c := a.Certificate; c != nil && (c.Cluster != a.Cluster || c.Term != a.Term || c.Leader != a.Leader) {
 		return Announcement{}, fmt.Errorf("%w: %w: the certificate is of leader %d in term %d of %q, the announcement of leader %d in term %d of %q",
@@ -219,6 +228,9 @@ func VerifyAnnouncementOf(keys *MemberKeys, algorithm Algorithm, a Announcement)
 		}
 		return err
 	}
+	if sets := keys.MemberSets(); sets != nil {
+		return verifyChanging(sets, a)
+	}
 	if algorithm == "" && keys.Authority() {
 		// Member keys from credentials are those of a cluster with
 		// dynamic membership, which byzantine does not run: its
@@ -246,6 +258,27 @@ func VerifyAnnouncementOf(keys *MemberKeys, algorithm Algorithm, a Announcement)
 		return nil
 	}
 	if err := certify.VerifyCertificateFor(keys.Members(), *a.Certificate, a.Cluster, a.Term, a.Leader); err != nil {
+		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
+	}
+	return nil
+}
+
+// verifyChanging checks the certificate of a byzantine cluster with
+// dynamic membership: it follows the changes the announcement carries,
+// then checks the certificate against the set of its version.
+func verifyChanging(sets *MemberSets, a Announcement) error {
+	if a.Certificate == nil {
+		return fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
+	}
+	followErr := sets.Follow(a.Steps)
+	members, err := sets.Members(a.Certificate.Version)
+	if err != nil {
+		if followErr != nil {
+			err = fmt.Errorf("%w (and a change it carries does not hold: %w)", err, followErr)
+		}
+		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
+	}
+	if err := certify.VerifyCertificateFor(members, *a.Certificate, a.Cluster, a.Term, a.Leader); err != nil {
 		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
 	}
 	return nil

@@ -128,6 +128,10 @@ type MemberKeys struct {
 	// auth, if not nil, takes the members' keys from their credentials
 	// (NewAuthorityKeys); keys is then empty.
 	auth *authority
+	// sets, if not nil, is the member set of a byzantine cluster with
+	// dynamic membership, which certificates are checked against
+	// (WithMemberSets).
+	sets *MemberSets
 }
 
 // StatementPrefix starts a line of a member keys file that states what the

@@ -533,7 +533,10 @@ func (f *Fence) AdmitCertified(p WriteProof, write []byte) error {
 	if c == nil {
 		return fmt.Errorf("leader: %w: no certificate", ErrUncertified)
 	}
-	members := f.keys.Members()
+	members, err := f.keys.MembersOf(c.Version)
+	if err != nil {
+		return fmt.Errorf("leader: %w: %w", ErrUncertified, err)
+	}
 	if err := certify.VerifyCertificateFor(members, *c, f.cluster, c.Term, c.Leader); err != nil {
 		return fmt.Errorf("leader: %w: %w", ErrUncertified, err)
 	}

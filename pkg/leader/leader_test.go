@@ -3,6 +3,7 @@ package leader_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -117,7 +118,7 @@ func TestWatchStartsWithTheCurrentLeaderThenFollowsChanges(t *testing.T) {
 	respond(t, node, ann(3, 4))
 
 	w := watch(t, batontest.Connect(t, url), "default", leader.WithoutStream())
-	if got := w.next(t); got != ann(3, 4) {
+	if got := w.next(t); !reflect.DeepEqual(got, ann(3, 4)) {
 		t.Fatalf("first leader = %+v, want the answer to the query %+v", got, ann(3, 4))
 	}
 	publish(t, node, ann(5, 6))
@@ -149,7 +150,7 @@ func TestCurrentFallsBackToTheStream(t *testing.T) {
 		}
 	}
 	got, err := leader.Current(ctx, nc, "default")
-	if err != nil || got != ann(5, 2) {
+	if err != nil || !reflect.DeepEqual(got, ann(5, 2)) {
 		t.Fatalf("Current = %+v, %v; want the stream's last %+v", got, err, ann(5, 2))
 	}
 	if _, err := leader.Current(ctx, nc, "default", leader.WithoutStream()); !errors.Is(err, leader.ErrNoLeader) {
@@ -157,7 +158,7 @@ func TestCurrentFallsBackToTheStream(t *testing.T) {
 	}
 	// A watcher that starts long after the election still gets it.
 	w := watch(t, nc, "default")
-	if got := w.next(t); got != ann(5, 2) {
+	if got := w.next(t); !reflect.DeepEqual(got, ann(5, 2)) {
 		t.Errorf("Watch first = %+v, want %+v", got, ann(5, 2))
 	}
 	if _, err := leader.Current(ctx, nc, "no.such"); err == nil {
@@ -192,11 +193,11 @@ func TestKeysRejectForgedAnnouncements(t *testing.T) {
 	// A forger answers queries with a claim for 9 signed by member 8.
 	respondMsg(t, batontest.Connect(t, url), signed(ann(9, 100), signers[8]))
 
-	if got, err := leader.Current(ctx, nc, "default"); err != nil || got != ann(9, 100) {
+	if got, err := leader.Current(ctx, nc, "default"); err != nil || !reflect.DeepEqual(got, ann(9, 100)) {
 		t.Fatalf("Current without keys = %+v, %v; want the forger's answer %+v", got, err, ann(9, 100))
 	}
 	got, err := leader.Current(ctx, nc, "default", leader.WithKeys(keys), leader.WithAlgorithm(protocol.Bully))
-	if err != nil || got != ann(5, 2) {
+	if err != nil || !reflect.DeepEqual(got, ann(5, 2)) {
 		t.Fatalf("Current with keys = %+v, %v; want the stream's signed %+v", got, err, ann(5, 2))
 	}
 
@@ -207,7 +208,7 @@ func TestKeysRejectForgedAnnouncements(t *testing.T) {
 		defer mu.Unlock()
 		rejected = append(rejected, err)
 	}))
-	if got := w.next(t); got != ann(5, 2) {
+	if got := w.next(t); !reflect.DeepEqual(got, ann(5, 2)) {
 		t.Fatalf("Watch first = %+v, want %+v", got, ann(5, 2))
 	}
 	forger := batontest.Connect(t, url)
@@ -221,7 +222,7 @@ func TestKeysRejectForgedAnnouncements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := w.next(t); got != ann(6, 7) {
+	if got := w.next(t); !reflect.DeepEqual(got, ann(6, 7)) {
 		t.Errorf("Watch after the forgeries = %+v, want the signed %+v", got, ann(6, 7))
 	}
 	// The forged query answer and the three forged announcements were

@@ -1,6 +1,7 @@
 package leader_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/baton-election/baton/internal/batontest"
@@ -23,7 +24,7 @@ func TestWatchWithRealNodes(t *testing.T) {
 	}
 
 	late := watch(t, batontest.Connect(t, url), "default", leader.WithoutStream())
-	if got := late.next(t); got != elected {
+	if got := late.next(t); !reflect.DeepEqual(got, elected) {
 		t.Fatalf("late watcher's first leader = %+v, want %+v", got, elected)
 	}
 

@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -123,6 +124,12 @@ func (n *Node) record(ev election.Event) {
 }
 
 // announcement is this node's leadership with term.
+// stepper is a machine whose member set changes (byzantine with dynamic
+// membership): its announcements carry the last changes.
+type stepper interface {
+	Steps() []certify.Step
+}
+
 func (n *Node) announcement(term uint64) *protocol.Announcement {
 	a := &protocol.Announcement{
 		Cluster:   n.cfg.Cluster,
@@ -136,6 +143,11 @@ func (n *Node) announcement(term uint64) *protocol.Announcement {
 		// term in hand.
 		if cert, ok := n.certifier.Certificate(); ok && cert.Term == term && cert.Leader == n.id {
 			a.Certificate = &cert
+		}
+		if s, ok := n.certifier.(stepper); ok && a.Certificate != nil && a.Certificate.Version > 0 {
+			// Its readers follow the member set to the certificate's.
+			steps := s.Steps()
+			a.Steps = steps[max(0, len(steps)-protocol.MaxAnnouncedSteps):]
 		}
 	}
 	return a

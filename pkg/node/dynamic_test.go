@@ -160,6 +160,7 @@ func TestSeamByzantineDynamic(t *testing.T) {
 			c.Election.Timing.LeaseTicks = 40
 			c.Election.Timing.LeaderLeaseTicks = election.LeaderLease(40, election.DefaultMaxDrift)
 		}
+		ch := s.observer()
 		for _, id := range []uint64{1, 2, 3, 4} {
 			s.add(id, byz).run()
 		}
@@ -170,6 +171,20 @@ func TestSeamByzantineDynamic(t *testing.T) {
 		s.await("led by 5 with members 1 to 5", func(st protocol.Status) bool {
 			return leads(st, 5) && slices.Equal(st.Members, []uint64{1, 2, 3, 4, 5})
 		})
+		// A reader that holds the authority's key and the configured
+		// members follows the set to 5's certificate.
+		sets, err := protocol.NewMemberSets("seam", genesis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := checker.Keys().WithMemberSets(sets)
+		a := awaitLeader(t, ch, 5)
+		if a.Certificate == nil || a.Certificate.Version < 1 || len(a.Steps) == 0 {
+			t.Fatalf("announcement of 5: %+v, want a certificate of a later member set and the changes", a)
+		}
+		if err := protocol.VerifyAnnouncementOf(reader, protocol.Byzantine, a); err != nil {
+			t.Fatalf("a reader of the configured members and the authority refuses 5's announcement: %v", err)
+		}
 		if err := s.nodes[5].stop(); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package observer
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,8 @@ import (
 
 // TestLoadAuthority: a <cluster>.authority file of OBSERVER_KEYS_DIR
 // gives a cluster with member credentials, checked with the authority's
-// keys alone; a cluster has one file or the other.
+// keys alone; with a members file beside it, a byzantine cluster with
+// dynamic membership.
 func TestLoadAuthority(t *testing.T) {
 	account, _ := nkeys.CreateAccount()
 	public, _ := account.PublicKey()
@@ -28,9 +30,22 @@ func TestLoadAuthority(t *testing.T) {
 	if err != nil || !got["orders"].Authority() || got["orders"].Cluster() != "orders" {
 		t.Fatalf("LoadKeys = %v, %v; want authority keys of orders", got, err)
 	}
+	// Both files: a byzantine cluster with dynamic membership, whose
+	// .keys file lists the configured members.
 	write("orders.keys", "")
-	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "one or the other") {
-		t.Fatalf("LoadKeys(both files) = %v, want a refusal", err)
+	if _, err := LoadKeys(dir); err == nil || !strings.Contains(err.Error(), "orders.keys") {
+		t.Fatalf("LoadKeys(an empty members file beside the authority) = %v, want an error naming the file", err)
+	}
+	var list strings.Builder
+	for id := 1; id <= 4; id++ {
+		user, _ := nkeys.CreateUser()
+		userPublic, _ := user.PublicKey()
+		fmt.Fprintf(&list, "%d %s\n", id, userPublic)
+	}
+	write("orders.keys", list.String())
+	got, err = LoadKeys(dir)
+	if err != nil || !got["orders"].Authority() || got["orders"].MemberSets() == nil || len(got["orders"].MemberSets().Latest().Members) != 4 {
+		t.Fatalf("LoadKeys(authority and members file) = %v, %v; want authority keys that follow a member set of 4", got, err)
 	}
 	os.Remove(filepath.Join(dir, "orders.keys"))
 	write("orders.authority", "UABC\n")

@@ -115,7 +115,11 @@ func ParseConfig() (Config, error) {
 // one. A <cluster>.authority file instead holds the public keys (A…, on
 // one or more lines, or comma-separated) of the authority of a cluster
 // with member credentials (dynamic membership): each member's key then
-// comes from the credential its messages carry, checked with them.
+// comes from the credential its messages carry, checked with them. A
+// cluster with both is a byzantine cluster with dynamic membership: the
+// authority checks the credentials, and the .keys file lists the
+// configured members, version 0 of the member set, which the observer
+// follows as it changes (protocol.MemberSets).
 func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: OBSERVER_KEYS_DIR: %s", ErrConfig, fmt.Sprintf(format, args...))
@@ -124,25 +128,20 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	keys := make(map[string]*protocol.MemberKeys)
+	authorities := make(map[string]*protocol.MemberKeys)
+	listed := make(map[string]*protocol.MemberKeys)
 	for _, e := range entries {
 		if cluster, ok := strings.CutSuffix(e.Name(), ".authority"); ok && !e.IsDir() {
 			k, err := loadAuthority(dir, e.Name(), cluster)
 			if err != nil {
 				return nil, bad("%v", err)
 			}
-			if _, dup := keys[cluster]; dup {
-				return nil, bad("%s: cluster %s has a .keys file too: give it one or the other", e.Name(), cluster)
-			}
-			keys[cluster] = k
+			authorities[cluster] = k
 			continue
 		}
 		cluster, ok := strings.CutSuffix(e.Name(), ".keys")
 		if !ok || e.IsDir() {
 			continue
-		}
-		if _, dup := keys[cluster]; dup {
-			return nil, bad("%s: cluster %s has a .authority file too: give it one or the other", e.Name(), cluster)
 		}
 		if protocol.ValidateCluster(cluster) != nil {
 			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", e.Name(), cluster)
@@ -155,6 +154,20 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 		}
 		if err != nil {
 			return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+		}
+		listed[cluster] = k
+	}
+	keys := make(map[string]*protocol.MemberKeys, len(authorities)+len(listed))
+	for cluster, k := range listed {
+		keys[cluster] = k
+	}
+	for cluster, k := range authorities {
+		if configured, ok := listed[cluster]; ok {
+			sets, err := protocol.NewMemberSets(cluster, configured)
+			if err != nil {
+				return nil, bad("%s.keys: %v", cluster, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+			}
+			k = k.WithMemberSets(sets)
 		}
 		keys[cluster] = k
 	}

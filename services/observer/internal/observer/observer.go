@@ -722,7 +722,11 @@ func (o *Observer) checkRenewal(cluster string, msg protocol.Message) error {
 	if keys == nil {
 		return fmt.Errorf("%w: cluster %s", protocol.ErrNeedKeys, cluster)
 	}
-	if err := o.verified[cluster].VerifyCertificateFor(keys.Members(), *msg.Cert, cluster, msg.Term, msg.From); err != nil {
+	members, err := keys.MembersOf(msg.Cert.Version)
+	if err != nil {
+		return fmt.Errorf("%w: %w", protocol.ErrUncertified, err)
+	}
+	if err := o.verified[cluster].VerifyCertificateFor(members, *msg.Cert, cluster, msg.Term, msg.From); err != nil {
 		return fmt.Errorf("%w: %w", protocol.ErrUncertified, err)
 	}
 	return nil

@@ -130,7 +130,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name (ELECTION_CLUSTER); ignored with -algorithm all")
 	fs.StringVar(&c.logDir, "logs", "", "directory for the node logs (default: a new temporary directory)")
 	fs.StringVar(&c.keys, "keys", "auto", `member keys: "on", "off", or "auto" (on if the node binary reads ELECTION_KEY_FILE)`)
-	fs.StringVar(&c.membership, "membership", "static", `"static" (NODE_PEERS) or "dynamic": members that come and go, with a credential each instead of member keys; Paxos votes with nodes 1..3; not with byzantine`)
+	fs.StringVar(&c.membership, "membership", "static", `"static" (NODE_PEERS) or "dynamic": members that come and go, with a credential each instead of member keys; Paxos votes with nodes 1..3; byzantine starts from nodes 1..4, the others join`)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: devcluster [flags]: run a local cluster until Ctrl-C")
 		for _, c := range slices.Sorted(maps.Keys(commands)) {
@@ -159,13 +159,8 @@ func parseFlags(args []string) (config, error) {
 	switch {
 	case c.algorithm == "all":
 		for _, a := range protocol.Algorithms {
-			if c.membership == "dynamic" && a == protocol.Byzantine {
-				continue // byzantine does not run with dynamic membership
-			}
 			c.algorithms = append(c.algorithms, string(a))
 		}
-	case c.membership == "dynamic" && c.algorithm == string(protocol.Byzantine):
-		return c, fmt.Errorf("-membership dynamic: byzantine does not run with dynamic membership; use bully, ring, paxos or all")
 	case slices.Contains(protocol.Algorithms, protocol.Algorithm(c.algorithm)):
 		c.algorithms = []string{c.algorithm}
 	default:
@@ -264,6 +259,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 			keyDirs[name] = keyDir
 			authorities[name] = authority
+			if algorithm == string(protocol.Byzantine) {
+				// Nodes 1 to 4 are the configured members; the others
+				// join with their credentials.
+				path, err := localcluster.WriteConfiguredMembers(keyDir, name, ids[:min(len(ids), configuredByzantine)])
+				if err != nil {
+					return err
+				}
+				env = append(env, "ELECTION_KEYS_FILE="+path)
+			}
 		case withKeys:
 			env = nil
 			if members[name], err = localcluster.MakeMemberKeys(keyDir, name, protocol.Algorithm(algorithm), ids); err != nil {
@@ -582,6 +586,10 @@ func listNodes(r roster, running map[*localcluster.Node]int) string {
 	}
 	return b.String()
 }
+
+// configuredByzantine is how many nodes a byzantine cluster of dynamic
+// membership starts from: the fewest that tolerate a liar.
+const configuredByzantine = 4
 
 // voters are the Paxos voters of a dynamic cluster of ids: the first
 // three (all of them if fewer), ELECTION_VOTERS; the others are

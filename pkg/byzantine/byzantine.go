@@ -205,7 +205,9 @@ type Machine struct {
 	commits   map[uint64][]byte // commits of lock, by member
 	prop      *proposal
 	joiners   map[uint64]joiner
+	strangers map[uint64]int // members of no set it knows that asked for the changes, and when it answered
 	gone      map[uint64]int // member → tick its departure was reported
+	genesis   members        // version 0, the configured set
 	askedAt   int            // when it last asked for the changes it lacks
 	presentAt int            // when it last said it is present
 }
@@ -266,9 +268,9 @@ func New(cfg Config) (*Machine, error) {
 	}
 	genesis := newMembers(0, set, cfg.Keys, members)
 	return &Machine{
-		cfg: cfg, id: cfg.ID, members: genesis, latest: genesis,
+		cfg: cfg, id: cfg.ID, members: genesis, latest: genesis, genesis: genesis,
 		timing: t, hard: cfg.State, leaderSeen: noTick,
-		commits: map[uint64][]byte{}, gone: map[uint64]int{}, joiners: map[uint64]joiner{}, askedAt: noTick, presentAt: noTick,
+		commits: map[uint64][]byte{}, gone: map[uint64]int{}, joiners: map[uint64]joiner{}, strangers: map[uint64]int{}, askedAt: noTick, presentAt: noTick,
 		sentAt: map[uint64]int{}, votes: map[uint64]certify.SignedStatement{}, acked: map[uint64]uint64{},
 		timeouts: map[uint64]map[uint64][]byte{}, seenVotes: map[uint64][]certify.SignedStatement{},
 		liars: map[uint64]bool{}, far: map[uint64]farTimeout{}, sentTimeout: map[uint64]int{}, penalty: map[uint64]int{}, lastFrom: map[uint64]int{}, lastStatusTo: map[uint64]int{},
@@ -491,6 +493,9 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 		return
 	}
 	if !m.knows(msg.From) {
+		if msg.Type == protocol.TypeBzHello && m.changing() && msg.Version < m.latest.version {
+			m.onStranger(msg) // a member removed while it was away: the changes it lacks
+		}
 		return
 	}
 	arrived = max(arrived, m.now)
@@ -501,8 +506,8 @@ func (m *Machine) StepAt(msg protocol.Message, arrived int) {
 		switch msg.Type {
 		case protocol.TypeBzStatus:
 			m.follow(msg.Steps)
-			if m.latest.has(m.id) {
-				m.justify(msg.Term, msg.Cert, msg.TC)
+			if m.participates() {
+				m.justify(msg.Term, msg.Cert, msg.TC) // added
 			}
 		case protocol.TypeBzCommit:
 			m.onCommit(msg)
@@ -696,6 +701,11 @@ func (m *Machine) enter(t uint64, cert *certify.Certificate, tc *certify.Timeout
 	m.cert, m.tc = nil, tc
 	m.leaderSeen = noTick
 	m.switchMembers()
+	if cert != nil && cert.Version != m.members.version {
+		if set, ok := m.setOf(cert.Version); ok {
+			m.useMembers(set)
+		}
+	}
 	m.saveProof()
 	m.seq = 0
 	clear(m.sentAt)
@@ -768,15 +778,15 @@ func (m *Machine) setCert(c *certify.Certificate) {
 // justify enters term t if cert (of t) or tc (of t−1) proves it.
 func (m *Machine) justify(t uint64, cert *certify.Certificate, tc *certify.TimeoutCertificate) {
 	if cert != nil && cert.Term == t && (t > m.term() || t == m.term() && m.cert == nil) {
-		// A later term is entered with the latest member set.
-		set := m.members
-		if t > m.term() {
-			set = m.latest
-		}
-		if cert.Version == set.version && certify.VerifyCertificateFor(set.keys, *cert, m.cfg.Cluster, t, Designated(set.desc, t)) == nil {
+		// The certificate holds among the set of its version: the latest,
+		// or (its voters had not yet adopted the latest when they voted)
+		// an earlier one this member knows.
+		set, ok := m.setOf(cert.Version)
+		if ok && certify.VerifyCertificateFor(set.keys, *cert, m.cfg.Cluster, t, Designated(set.desc, t)) == nil {
 			if t > m.term() {
 				m.enter(t, cert, nil)
 			} else {
+				m.useMembers(set)
 				m.setCert(cert)
 			}
 			return
@@ -1395,8 +1405,7 @@ func (m *Machine) restoreProof() {
 	}
 	t := m.term()
 	switch {
-	case p.Cert != nil && p.Cert.Version == m.version && certify.VerifyCertificateFor(m.keys, *p.Cert, m.cfg.Cluster, t, m.designated(t)) == nil:
-		m.cert = p.Cert
+	case p.Cert != nil && m.restoreCert(p.Cert):
 	case p.TC != nil && p.TC.Term+1 == t && p.TC.Cluster == m.cfg.Cluster &&
 		certify.VerifyTimeoutCertificate(m.keys, *p.TC, m.quorum) == nil:
 		m.tc = p.TC

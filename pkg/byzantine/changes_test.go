@@ -340,3 +340,20 @@ func TestTwoJoinersAreAddedInTurn(t *testing.T) {
 	n.start(6)
 	n.runUntil(4000, "both are added and 6 leads", func() bool { return n.agreed(2, 1, 2, 3, 4, 5, 6) && n.leads(6) })
 }
+
+// A member removed while it was away comes back with its disk: it
+// learns the changes it missed, asks to join again and is added.
+func TestRemovedMemberComesBack(t *testing.T) {
+	n := newChangeNet(t, 4, 6)
+	for id := uint64(1); id <= 4; id++ {
+		n.start(id)
+	}
+	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n.start(5)
+	n.start(6)
+	n.runUntil(4000, "both are added and 6 leads", func() bool { return n.agreed(2, 1, 2, 3, 4, 5, 6) && n.leads(6) })
+	n.stop(6, true)
+	n.runUntil(4000, "6 is removed", func() bool { return n.agreed(3, 1, 2, 3, 4, 5) })
+	n.start(6)
+	n.runUntil(4000, "6 is back and leads", func() bool { return n.agreed(4, 1, 2, 3, 4, 5, 6) && n.leads(6) })
+}

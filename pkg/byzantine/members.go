@@ -155,9 +155,13 @@ func (m *Machine) minMembers() int {
 // the latest.
 func (m *Machine) knows(id uint64) bool { return m.members.has(id) || m.latest.has(id) }
 
-// participates reports whether this member takes part in its term: it
-// is a member of the term's set.
-func (m *Machine) participates() bool { return m.members.has(m.id) }
+// participates reports whether this member takes part in the election:
+// it is a member of the latest set or of its term's. A member of the
+// latest set that its term's set lacks (added during the term, or
+// following a leader certified under an earlier set) cannot vote in the
+// term, but follows it, and times it out for itself if it is above its
+// leader.
+func (m *Machine) participates() bool { return m.members.has(m.id) || m.latest.has(m.id) }
 
 // departed reports whether id left: its departure was reported
 // (PeerDown) after the last message that came from it, or nothing came
@@ -171,12 +175,53 @@ func (m *Machine) departed(id uint64) bool {
 }
 
 // switchMembers makes the latest set the current term's, on entering a
-// term: it drops what came from members no longer in it.
-func (m *Machine) switchMembers() {
-	if m.members.version == m.latest.version {
+// term.
+func (m *Machine) switchMembers() { m.useMembers(m.latest) }
+
+// setOf returns the member set of version, if this member knows it: the
+// latest, the current term's, one of the changes it keeps, or the
+// configured set.
+func (m *Machine) setOf(version uint64) (members, bool) {
+	switch version {
+	case m.latest.version:
+		return m.latest, true
+	case m.members.version:
+		return m.members, true
+	case 0:
+		return m.genesis, true
+	}
+	for _, s := range m.steps {
+		if s.Set.Version == version {
+			set, err := membersOf(s.Set)
+			return set, err == nil
+		}
+	}
+	return members{}, false
+}
+
+// restoreCert takes back the stored certificate of the current term if
+// it holds among the set of its version, which the term then uses.
+func (m *Machine) restoreCert(c *certify.Certificate) bool {
+	t := m.term()
+	set, ok := m.setOf(c.Version)
+	if !ok || certify.VerifyCertificateFor(set.keys, *c, m.cfg.Cluster, t, Designated(set.desc, t)) != nil {
+		return false
+	}
+	m.useMembers(set)
+	m.cert = c
+	return true
+}
+
+// useMembers makes set the current term's: the set of the latest
+// version when a term is entered, or the set whose quorum certified the
+// term's leader, its voters not having adopted the latest yet (a vote
+// added to a certificate that exists makes no other). It drops what
+// came from members not in it.
+func (m *Machine) useMembers(set members) {
+	if m.members.version == set.version {
 		return
 	}
-	m.members = m.latest
+	m.members = set
 	for _, byMember := range m.timeouts {
 		for id := range byMember {
 			if !m.members.has(id) {
@@ -206,7 +251,15 @@ func (m *Machine) digestOf(set certify.MemberSet) [certify.DigestSize]byte {
 // heartbeat interval until the change is final.
 func (m *Machine) driveChange() {
 	t := m.term()
-	if !m.changing() || !m.leading || m.cert == nil || m.cert.Version != m.latest.version || m.members.version != m.latest.version {
+	if !m.changing() || !m.leading || m.cert == nil {
+		return
+	}
+	if m.cert.Version != m.latest.version || m.members.version != m.latest.version {
+		if _, _, _, due := m.nextChange(); due && m.designated(t) == m.id {
+			// A change is due, and needs a leader certified under the
+			// latest set: a term entered after the last change.
+			m.handOver()
+		}
 		return
 	}
 	if m.prop != nil && m.prop.term != t {
@@ -515,10 +568,9 @@ func (m *Machine) adopt(step certify.Step, verified bool) bool {
 	} else {
 		m.event(election.Event{Kind: election.MemberRemoved, Member: removed, Term: m.term()})
 	}
-	if m.leading && m.designated(m.term()) == m.id {
-		if _, _, _, more := m.nextChange(); more {
-			m.handOver()
-		}
+	m.driveChange() // the leader hands its term over if another change is due
+	if wasMember && !m.latest.has(m.id) {
+		m.hello() // removed while it was away: it asks to join again
 	}
 	if !wasMember && m.latest.has(m.id) {
 		// Added: it takes part from the next term it enters, which the
@@ -652,4 +704,28 @@ func (m *Machine) handOver() {
 	m.quit = t
 	m.send(protocol.Message{Type: protocol.TypeResign, Term: t})
 	m.timeout(t)
+}
+
+// onStranger answers the Hello of a member of no set this member knows
+// that lacks changes (one removed while it was away, that came back
+// with its disk) with the changes, at most once a heartbeat interval
+// each and for at most maxJoiners of them at once.
+func (m *Machine) onStranger(msg protocol.Message) {
+	if !protocol.DynamicMember(msg.From) {
+		return
+	}
+	if at, ok := m.strangers[msg.From]; ok && m.now-at < m.timing.HeartbeatTicks {
+		return
+	}
+	if _, ok := m.strangers[msg.From]; !ok && len(m.strangers) >= maxJoiners {
+		var oldest uint64
+		for id, at := range m.strangers {
+			if oldest == 0 || at < m.strangers[oldest] {
+				oldest = id
+			}
+		}
+		delete(m.strangers, oldest)
+	}
+	m.strangers[msg.From] = m.now
+	m.send(m.statusMessage(msg.From, msg.Version))
 }

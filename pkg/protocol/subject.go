@@ -19,7 +19,7 @@ import (
 //	election.<cluster>.propose       Paxos Propose (and lease renewal), broadcast
 //	election.<cluster>.node.<id>     one node's inbox (Answer, Stale, ring messages)
 //	election.<cluster>.query         request/reply: the leader answers with its Announcement
-//	election.<cluster>.bz_<type>     the byzantine broadcasts (bz_propose, bz_vote, bz_timeout, bz_hello, bz_evidence)
+//	election.<cluster>.bz_<type>     the byzantine broadcasts (bz_propose, bz_vote, bz_timeout, bz_hello, bz_evidence, bz_change, bz_commit)
 //	election.<cluster>.order         the oral messages of the agreement on a leader's orders (order.go)
 //	election.<cluster>.decided       the members' signed decisions on those orders
 //	election.<cluster>.presence      dynamic membership: members say they are present
@@ -79,7 +79,7 @@ func BroadcastSubject(cluster string, t Type) string {
 	switch t {
 	case TypeElection, TypeCoordinator, TypeHeartbeat, TypeResign, TypePrepare, TypePropose, TypePresence:
 		return Root + "." + cluster + "." + string(t)
-	case TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence:
+	case TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence, TypeBzChange, TypeBzCommit:
 		return Root + "." + cluster + "." + string(t)
 	}
 	return ""
@@ -88,7 +88,7 @@ func BroadcastSubject(cluster string, t Type) string {
 // CertifiedBroadcastTypes lists the byzantine algorithm's broadcast
 // types. BroadcastTypes, which the nodes of the other algorithms
 // subscribe to, does not hold them.
-var CertifiedBroadcastTypes = []Type{TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence}
+var CertifiedBroadcastTypes = []Type{TypeBzPropose, TypeBzVote, TypeBzTimeout, TypeBzHello, TypeBzEvidence, TypeBzChange, TypeBzCommit}
 
 // BroadcastTypes lists the message types that are broadcast by Bully, the
 // ring and Paxos (see CertifiedBroadcastTypes for the byzantine ones).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nkeys"
 
@@ -65,6 +66,14 @@ func ObserverKeys(dir string, keyDirs map[string]string) error {
 		if data, err := os.ReadFile(filepath.Join(from, membercreds.AuthorityFile)); err == nil {
 			if err := os.WriteFile(filepath.Join(dir, cluster+".authority"), data, 0o644); err != nil {
 				return fmt.Errorf("localcluster: %w", err)
+			}
+			// Beside the authority, the members file of a byzantine
+			// cluster with dynamic membership lists its configured
+			// members (WriteConfiguredMembers).
+			if data, err := os.ReadFile(filepath.Join(from, memberkeys.MembersFile)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, cluster+".keys"), data, 0o644); err != nil {
+					return fmt.Errorf("localcluster: %w", err)
+				}
 			}
 			continue
 		}
@@ -130,6 +139,32 @@ func MakeCredentials(dir, cluster string, ids []uint64) (string, error) {
 		}
 	}
 	return public, nil
+}
+
+// WriteConfiguredMembers writes, in dir where MakeCredentials left the
+// credentials of ids, the members file of a byzantine cluster with
+// dynamic membership: ids and the keys their credentials bind, the
+// configured members (version 0 of the member set). It returns the
+// file's path, ELECTION_KEYS_FILE.
+func WriteConfiguredMembers(dir, cluster string, ids []uint64) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s cluster %s\n%s algorithm %s\n", protocol.StatementPrefix, cluster, protocol.StatementPrefix, protocol.Byzantine)
+	for _, id := range ids {
+		_, kp, err := membercreds.ReadCreds(filepath.Join(dir, membercreds.CredsFile(id)))
+		if err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+		public, err := kp.PublicKey()
+		if err != nil {
+			return "", fmt.Errorf("localcluster: %w", err)
+		}
+		fmt.Fprintf(&b, "%d %s\n", id, public)
+	}
+	path := filepath.Join(dir, memberkeys.MembersFile)
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("localcluster: %w", err)
+	}
+	return path, nil
 }
 
 // CredentialEnv is the environment by which node id of a dynamic cluster

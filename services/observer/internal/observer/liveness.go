@@ -34,7 +34,7 @@ func (o *Observer) checkLive(cluster, kind string, msg protocol.Message) error {
 // (protocol.Validate); without, its term at most protocol.MaxTerm.
 func (o *Observer) checkMessage(cluster string, msg protocol.Message) error {
 	if keys := o.cfg.Keys[cluster]; keys != nil {
-		return protocol.Validate(msg, keys.IDs())
+		return validateWith(keys, msg)
 	}
 	if msg.Term > protocol.MaxTerm {
 		return &protocol.ValidationError{Reason: protocol.ReasonInvalidField, Detail: fmt.Sprintf("term %d above the ceiling %d", msg.Term, protocol.MaxTerm)}
@@ -89,4 +89,15 @@ func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Reco
 		o.metrics.dropped.WithLabelValues(cluster, string(history.KindMember)).Add(float64(n))
 	}
 	return kept, nil
+}
+
+// validateWith checks msg's fields and members with keys: the members
+// listed, or with member credentials any ID of dynamic membership (the
+// keys know only the members heard so far, and a certificate names
+// members the observer may not have heard).
+func validateWith(keys *protocol.MemberKeys, msg protocol.Message) error {
+	if keys.Authority() {
+		return protocol.ValidateFor(msg, protocol.DynamicMember)
+	}
+	return protocol.Validate(msg, keys.IDs())
 }

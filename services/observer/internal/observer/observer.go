@@ -777,7 +777,7 @@ func (o *Observer) readEvidence(cluster string, m liveMsg) (certify.Evidence, er
 	if err := protocol.CheckRoute(cluster, m.subject, msg); err != nil {
 		return certify.Evidence{}, err
 	}
-	if err := protocol.Validate(msg, keys.IDs()); err != nil {
+	if err := validateWith(keys, msg); err != nil {
 		return certify.Evidence{}, err
 	}
 	if msg.Type != protocol.TypeBzEvidence || msg.Evidence == nil {

@@ -196,7 +196,10 @@ func (o *Observer) presence(cluster string, m liveMsg) {
 	if err == nil {
 		err = checkMemberMessage(cluster, m.subject, msg)
 	}
-	if err == nil && msg.Type != protocol.TypePresence {
+	if err == nil && msg.Type == protocol.TypeBzHello && !memberHello(msg) {
+		return // a member that asks to join: not a member yet
+	}
+	if err == nil && msg.Type != protocol.TypePresence && !memberHello(msg) {
 		err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 	}
 	if err != nil {
@@ -237,7 +240,9 @@ func (o *Observer) memberMessage(cluster, subject string, msg protocol.Message, 
 	var changes []membership.Change
 	o.membersMu.Lock()
 	before := o.members.Present(cluster)
-	if msg.Type == protocol.TypeResign {
+	if msg.Type == protocol.TypeResign && !o.changingSet(cluster) {
+		// A byzantine leader resigns a term to hand it over, and stays:
+		// there a member leaves with its connection, or its silence.
 		if ch, left := o.members.Resigned(cluster, msg.From, at); left {
 			changes = append(changes, ch)
 		}
@@ -262,8 +267,13 @@ func (o *Observer) follows(cluster string) bool {
 }
 
 // memberBroadcast handles a broadcast of one of memberKinds, which only
-// refresh a member.
+// refresh a member; a byzantine member's Hello that is its presence
+// (memberHello) is read as a presence.
 func (o *Observer) memberBroadcast(cluster, kind string, m liveMsg) {
+	if kind == string(protocol.TypeBzHello) && o.changingSet(cluster) {
+		o.presence(cluster, m)
+		return
+	}
 	if !o.follows(cluster) {
 		return
 	}
@@ -496,4 +506,19 @@ func addMembers(v *clusterView, c *history.Cluster, members []membership.Member)
 		v.Members = append(v.Members, memberView{ID: m.ID, Since: m.Since, Leader: v.Current != nil && v.Current.Leader == m.ID})
 	}
 	v.Dynamic = len(v.Members) > 0 || len(c.Membership) > 0
+}
+
+// memberHello reports whether msg is the presence of a member of a
+// byzantine cluster with dynamic membership: its Hello, which it says
+// each presence interval. One that asks to join (with a key and a
+// credential) is not a member yet.
+func memberHello(msg protocol.Message) bool {
+	return msg.Type == protocol.TypeBzHello && msg.Key == ""
+}
+
+// changingSet reports whether cluster is byzantine with dynamic
+// membership: its keys follow a member set.
+func (o *Observer) changingSet(cluster string) bool {
+	keys, err := o.keysOf(cluster)
+	return err == nil && keys.MemberSets() != nil
 }

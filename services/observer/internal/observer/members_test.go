@@ -497,3 +497,62 @@ func accountKey(t *testing.T) nkeys.KeyPair {
 	}
 	return kp
 }
+
+// In a byzantine cluster with dynamic membership (an authority and the
+// configured members), a member's Hello is its presence, a Hello that
+// asks to join is not, and a Resign (a leader hands its term over) does
+// not make a member leave.
+func TestByzantineMembership(t *testing.T) {
+	authority := accountKey(t)
+	public, err := authority.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := membercreds.NewChecker("bz", public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signers := map[uint64]*protocol.Signer{}
+	listed := map[uint64]string{}
+	for id := uint64(1); id <= 5; id++ {
+		s := batontest.NewSigner(t, id)
+		token, err := membercreds.Issue(authority, "bz", id, s.PublicKey(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if signers[id], err = s.WithCredential(token); err != nil {
+			t.Fatal(err)
+		}
+		if id <= 4 {
+			listed[id] = s.PublicKey()
+		}
+	}
+	configured, err := protocol.NewMemberKeys(listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := protocol.NewMemberSets("bz", configured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := batontest.StartNATS(t, batontest.WithJetStream())
+	cfg := testConfig(url, t.TempDir())
+	cfg.Keys = map[string]*protocol.MemberKeys{"bz": checker.Keys().WithMemberSets(sets)}
+	o := startObserver(t, cfg, nil)
+	nc := batontest.Connect(t, url)
+
+	hello := func(id uint64) protocol.Message {
+		return protocol.Message{Type: protocol.TypeBzHello, From: id, Term: 3, Version: 0}
+	}
+	send(t, nc, "bz", hello(2), signers[2])
+	send(t, nc, "bz", hello(3), signers[3])
+	join := protocol.Message{Type: protocol.TypeBzHello, From: 5, Key: signers[5].PublicKey(), Cred: signers[5].Credential()}
+	send(t, nc, "bz", join, signers[5])
+	o.waitFor(t, "members 2 and 3", func() bool { return slices.Equal(o.membersOf(t, "bz"), []uint64{2, 3}) })
+	send(t, nc, "bz", protocol.Message{Type: protocol.TypeResign, From: 3, Term: 3}, signers[3])
+	send(t, nc, "bz", hello(4), signers[4])
+	o.waitFor(t, "members 2, 3 and 4", func() bool { return slices.Equal(o.membersOf(t, "bz"), []uint64{2, 3, 4}) })
+	if slices.Contains(o.membersOf(t, "bz"), 5) {
+		t.Fatal("a member that asks to join is listed")
+	}
+}

@@ -339,8 +339,9 @@ func (o *Observer) Run(ctx context.Context) error {
 			if members {
 				// Only for the clusters with members: the others'
 				// elections need not wait in the inbox.
-				if cluster, err := protocol.ClusterOf(m.Subject); err != nil || !o.follows(cluster) {
-					return
+				cluster, err := protocol.ClusterOf(m.Subject)
+				if err != nil || !o.follows(cluster) && (kind != string(protocol.TypeBzHello) || !o.changingSet(cluster)) {
+					return // a byzantine member's Hello may be its first presence
 				}
 			}
 			if len(m.Data) > maxLive {

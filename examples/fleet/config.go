@@ -48,7 +48,7 @@ type Config struct {
 	Cluster string `env:"ELECTION_CLUSTER" envDefault:"fleet"`
 	// Algorithm is bully or ring: the algorithms that run with dynamic
 	// membership and need nothing per replica (Paxos needs a fixed set of
-	// voters, byzantine a static membership).
+	// voters, byzantine configured members).
 	Algorithm string `env:"ELECTION_ALGORITHM" envDefault:"bully"`
 	// HTTPAddr is the listen address of /healthz, /status, /metrics and
 	// /work.
@@ -176,7 +176,7 @@ func (c *Config) validate(hostname func() (string, error)) error {
 	case protocol.Paxos:
 		return invalid("ELECTION_ALGORITHM", "paxos needs a fixed set of voters (ELECTION_VOTERS), which identical replicas do not have: use bully or ring, or run paxos voters as the node service")
 	case protocol.Byzantine:
-		return invalid("ELECTION_ALGORITHM", "byzantine does not run with dynamic membership: use bully or ring")
+		return invalid("ELECTION_ALGORITHM", "byzantine needs configured members and a member set that changes by certified decisions, which identical replicas do not have: use bully or ring")
 	default:
 		return invalid("ELECTION_ALGORITHM", "%q is not bully or ring", c.Algorithm)
 	}

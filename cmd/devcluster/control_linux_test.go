@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -348,6 +349,45 @@ func TestDynamicMembersConnectWithCredentials(t *testing.T) {
 	if !bytes.Contains(log, []byte("reason=connection_closed")) {
 		t.Errorf("node 1 did not learn of the leader's death from its connection event; its log:\n%s", log)
 	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	text := out.rest()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("devcluster after SIGINT: %v; its output:\n%s", err, text)
+	}
+}
+
+// A byzantine cluster with -membership dynamic: nodes 1 to 4 are the
+// configured members, 5 and 6 join with their credentials and 6, the
+// highest, leads; killed, it is removed from the member set and 5 leads.
+func TestByzantineMembersJoinAndLeave(t *testing.T) {
+	node := batontest.BuildBinary(t, "github.com/baton-election/baton/services/node")
+	logs := t.TempDir()
+	cmd, r, _ := start(t, "devcluster", []string{"-nodes", "6", "-algorithm", "byzantine", "-binary", node, "-observer", "",
+		"-nats-port", "-1", "-control-port", "-1", "-http-port", "20221", "-keys", "on", "-membership", "dynamic", "-logs", logs})
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	out := newOutput(t, r)
+	pids := out.started(1, 2, 3, 4, 5, 6)
+	out.expect(readyLine)
+	out.expect(leaderLine("default", 6))
+	client := localcluster.NewHTTPClient()
+	members := func(want ...uint64) error {
+		s, err := localcluster.FetchStatus(context.Background(), client, "127.0.0.1:20221")
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(s.Members, want) {
+			return fmt.Errorf("node 1's member set %v, want %v", s.Members, want)
+		}
+		return nil
+	}
+	batontest.CheckFor(t, stopDeadline, func() error { return members(1, 2, 3, 4, 5, 6) })
+	if err := syscall.Kill(pids[6], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	out.expect(leaderLine("default", 5))
+	batontest.CheckFor(t, stopDeadline, func() error { return members(1, 2, 3, 4, 5) })
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

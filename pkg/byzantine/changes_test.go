@@ -62,6 +62,17 @@ func newChangeNet(t *testing.T, genesis, total int) *changeNet {
 		certs: map[uint64]uint64{}, sets: map[uint64][certify.DigestSize]byte{}, forged: map[uint64]bool{}}
 }
 
+// newLedNet is newChangeNet with the configured members started, once
+// the highest of them leads.
+func newLedNet(t *testing.T, genesis, total int) *changeNet {
+	n := newChangeNet(t, genesis, total)
+	for id := uint64(1); id <= uint64(genesis); id++ {
+		n.start(id)
+	}
+	n.runUntil(2000, fmt.Sprintf("member %d leads the configured set", genesis), func() bool { return n.leads(uint64(genesis)) })
+	return n
+}
+
 // start starts (or restarts, from its stored state) member id.
 func (n *changeNet) start(id uint64) *Machine {
 	n.t.Helper()
@@ -215,11 +226,7 @@ func (n *changeNet) leads(id uint64) bool {
 }
 
 func TestMemberJoinsWithCredentialAndLeads(t *testing.T) {
-	n := newChangeNet(t, 4, 5)
-	for id := uint64(1); id <= 4; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 4 leads the configured set", func() bool { return n.leads(4) })
+	n := newLedNet(t, 4, 5)
 	n.start(5)
 	n.runUntil(2000, "every member adds 5", func() bool { return n.agreed(1, 1, 2, 3, 4, 5) })
 	n.runUntil(4000, "5, the highest, leads", func() bool { return n.leads(5) })
@@ -229,11 +236,7 @@ func TestMemberJoinsWithCredentialAndLeads(t *testing.T) {
 }
 
 func TestDepartedMemberIsRemoved(t *testing.T) {
-	n := newChangeNet(t, 5, 5)
-	for id := uint64(1); id <= 5; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 5 leads", func() bool { return n.leads(5) })
+	n := newLedNet(t, 5, 5)
 	n.stop(2, true)
 	n.runUntil(2000, "every member removes 2", func() bool { return n.agreed(1, 1, 3, 4, 5) })
 	// Four members are the fewest: a crash is not followed by a removal.
@@ -245,11 +248,7 @@ func TestDepartedMemberIsRemoved(t *testing.T) {
 }
 
 func TestLeaderLeavesAndTheRestGoOn(t *testing.T) {
-	n := newChangeNet(t, 5, 6)
-	for id := uint64(1); id <= 5; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 5 leads", func() bool { return n.leads(5) })
+	n := newLedNet(t, 5, 6)
 	n.start(6)
 	n.runUntil(4000, "6 joins and leads", func() bool { return n.agreed(1, 1, 2, 3, 4, 5, 6) && n.leads(6) })
 	n.stop(6, false)
@@ -257,11 +256,7 @@ func TestLeaderLeavesAndTheRestGoOn(t *testing.T) {
 }
 
 func TestMemberWithoutCredentialIsNotAdded(t *testing.T) {
-	n := newChangeNet(t, 4, 5)
-	for id := uint64(1); id <= 4; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n := newLedNet(t, 4, 5)
 	n.forged[5] = true
 	n.start(5)
 	n.run(1000)
@@ -271,11 +266,7 @@ func TestMemberWithoutCredentialIsNotAdded(t *testing.T) {
 }
 
 func TestRestartedMemberKeepsTheLatestSet(t *testing.T) {
-	n := newChangeNet(t, 4, 5)
-	for id := uint64(1); id <= 4; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n := newLedNet(t, 4, 5)
 	n.start(5)
 	n.runUntil(2000, "every member adds 5", func() bool { return n.agreed(1, 1, 2, 3, 4, 5) })
 	n.stop(3, false)
@@ -289,11 +280,7 @@ func TestRestartedMemberKeepsTheLatestSet(t *testing.T) {
 // A leader that lies cannot add a member the authority did not admit:
 // the others refuse its proposal.
 func TestProposalOfUnadmittedMemberIsRefused(t *testing.T) {
-	n := newChangeNet(t, 4, 6)
-	for id := uint64(1); id <= 4; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n := newLedNet(t, 4, 6)
 	leader := n.ms[4]
 	key, _ := n.all.PublicKey(6)
 	set, err := leader.latest.set.With(certify.SetMember{ID: 6, Key: key})
@@ -331,11 +318,7 @@ func TestProposalOfUnadmittedMemberIsRefused(t *testing.T) {
 // the leader that made the first change hands its term over, since the
 // second needs a leader certified under the first.
 func TestTwoJoinersAreAddedInTurn(t *testing.T) {
-	n := newChangeNet(t, 4, 6)
-	for id := uint64(1); id <= 4; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n := newLedNet(t, 4, 6)
 	n.start(5)
 	n.start(6)
 	n.runUntil(4000, "both are added and 6 leads", func() bool { return n.agreed(2, 1, 2, 3, 4, 5, 6) && n.leads(6) })
@@ -344,11 +327,7 @@ func TestTwoJoinersAreAddedInTurn(t *testing.T) {
 // A member removed while it was away comes back with its disk: it
 // learns the changes it missed, asks to join again and is added.
 func TestRemovedMemberComesBack(t *testing.T) {
-	n := newChangeNet(t, 4, 6)
-	for id := uint64(1); id <= 4; id++ {
-		n.start(id)
-	}
-	n.runUntil(2000, "member 4 leads", func() bool { return n.leads(4) })
+	n := newLedNet(t, 4, 6)
 	n.start(5)
 	n.start(6)
 	n.runUntil(4000, "both are added and 6 leads", func() bool { return n.agreed(2, 1, 2, 3, 4, 5, 6) && n.leads(6) })

@@ -287,30 +287,26 @@ func TestProposalOfUnadmittedMemberIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := protocol.Message{Type: protocol.TypeBzChange, From: 4, Term: leader.term(), Set: &set, Cred: "forged"}
-	var accepts int
-	for _, id := range []uint64{1, 2, 3} {
-		n.ms[id].Step(msg)
-		for _, out := range n.ms[id].Ready().Messages {
-			if out.Type == protocol.TypeBzAccept {
-				accepts++
+	// accepts hands msg to the followers and counts their accepts.
+	accepts := func(msg protocol.Message) int {
+		count := 0
+		for _, id := range []uint64{1, 2, 3} {
+			n.ms[id].Step(msg)
+			for _, out := range n.ms[id].Ready().Messages {
+				if out.Type == protocol.TypeBzAccept {
+					count++
+				}
 			}
 		}
+		return count
 	}
-	if accepts != 0 {
-		t.Fatalf("%d members accepted a member with a forged credential", accepts)
+	msg := protocol.Message{Type: protocol.TypeBzChange, From: 4, Term: leader.term(), Set: &set, Cred: "forged"}
+	if got := accepts(msg); got != 0 {
+		t.Fatalf("%d members accepted a member with a forged credential", got)
 	}
 	msg.Cred = testCred(6, key)
-	for _, id := range []uint64{1, 2, 3} {
-		n.ms[id].Step(msg)
-		for _, out := range n.ms[id].Ready().Messages {
-			if out.Type == protocol.TypeBzAccept {
-				accepts++
-			}
-		}
-	}
-	if accepts != 3 {
-		t.Fatalf("%d members accepted a member with its credential, want 3", accepts)
+	if got := accepts(msg); got != 3 {
+		t.Fatalf("%d members accepted a member with its credential, want 3", got)
 	}
 }
 

@@ -332,3 +332,22 @@ func TestRemovedMemberComesBack(t *testing.T) {
 	n.start(6)
 	n.runUntil(4000, "6 is back and leads", func() bool { return n.agreed(4, 1, 2, 3, 4, 5, 6) && n.leads(6) })
 }
+
+// A member just added is not taken for gone before the member time-out
+// has passed since it was added, even if nothing of it arrives meanwhile.
+func TestAddedMemberIsNotGoneAtOnce(t *testing.T) {
+	n := newLedNet(t, 4, 5)
+	n.run(200) // the others have heard nothing of 5 for longer than the member time-out
+	// Of 5, only its asking to join arrives.
+	n.filter = func(m protocol.Message, _ uint64) bool { return m.From != 5 || m.Key != "" }
+	n.start(5)
+	n.runUntil(2000, "the others add 5", func() bool {
+		return n.ms[1].latest.version == 1 && n.ms[2].latest.version == 1 && n.ms[3].latest.version == 1 && n.ms[4].latest.version == 1
+	})
+	n.run(40) // half the member time-out (4 presence intervals of 20 ticks)
+	for id, m := range n.ms {
+		if id != 5 && m.latest.version != 1 {
+			t.Fatalf("member %d holds version %d %v: 5 was removed at once", id, m.latest.version, m.latest.asc)
+		}
+	}
+}

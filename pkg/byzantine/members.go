@@ -562,6 +562,12 @@ func (m *Machine) adopt(step certify.Step, verified bool) bool {
 	m.accepted = accepted{}
 	clear(m.commits)
 	delete(m.joiners, added)
+	if added != 0 {
+		// It asked to join just now: heard, not gone (it has said
+		// nothing as a member yet).
+		m.lastFrom[added] = m.now
+		delete(m.gone, added)
+	}
 	m.saveProof()
 	if added != 0 {
 		m.event(election.Event{Kind: election.MemberAdded, Member: added, Term: m.term()})

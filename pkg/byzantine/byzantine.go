@@ -202,6 +202,8 @@ type Machine struct {
 	accepted  accepted
 	lock      *lockState
 	committed bool              // it signed its commit of lock
+	commitSig []byte            // its signature of that commit
+	commitSent int              // when it last sent that commit
 	commits   map[uint64][]byte // commits of lock, by member
 	prop      *proposal
 	joiners   map[uint64]joiner
@@ -793,7 +795,10 @@ func (m *Machine) justify(t uint64, cert *certify.Certificate, tc *certify.Timeo
 		}
 	}
 	if tc != nil && tc.Term+1 == t && t > m.term() && tc.Cluster == m.cfg.Cluster {
-		if certify.VerifyTimeoutCertificate(m.latest.keys, *tc, m.latest.quorum) == nil {
+		// A quorum of the current term's set or of the latest gave the
+		// term before up (the signers of either may have formed it).
+		if certify.VerifyTimeoutCertificate(m.keys, *tc, m.quorum) == nil ||
+			m.latest.version != m.version && certify.VerifyTimeoutCertificate(m.latest.keys, *tc, m.latest.quorum) == nil {
 			m.enter(t, nil, tc)
 		}
 	}
@@ -1340,6 +1345,7 @@ type proof struct {
 	Cert     *certify.Certificate        `json:"cert,omitempty"`
 	TC       *certify.TimeoutCertificate `json:"tc,omitempty"`
 	Steps    []certify.Step              `json:"steps,omitempty"`
+	Version  uint64                      `json:"version,omitempty"` // of the term's set
 	Accepted *accepted                   `json:"accepted,omitempty"`
 	Lock     *lockState                  `json:"lock,omitempty"`
 }
@@ -1348,7 +1354,7 @@ type proof struct {
 // changes of the member set in the hard state: the oldest changes kept
 // are left out if it would not fit election.MaxProofSize.
 func (m *Machine) saveProof() {
-	p := proof{Cert: m.cert, Steps: m.steps, Lock: m.lock}
+	p := proof{Cert: m.cert, Steps: m.steps, Lock: m.lock, Version: m.members.version}
 	if m.cert == nil {
 		p.TC = m.tc
 	}
@@ -1362,7 +1368,7 @@ func (m *Machine) saveProof() {
 		case err != nil:
 			return
 		case len(data) <= election.MaxProofSize:
-			if p.Cert == nil && p.TC == nil && p.Steps == nil && p.Accepted == nil && p.Lock == nil {
+			if p.Cert == nil && p.TC == nil && p.Steps == nil && p.Accepted == nil && p.Lock == nil && p.Version == 0 {
 				data = nil // term 1 needs no proof
 			}
 			m.hard.Proof = string(data)
@@ -1395,6 +1401,10 @@ func (m *Machine) restoreProof() {
 		if latest, err := membersOf(last); err == nil && last.Version > m.latest.version {
 			m.latest, m.members = latest, latest
 			m.steps = p.Steps
+		}
+		// The restored term goes on with the set it was entered with.
+		if set, ok := m.setOf(p.Version); ok {
+			m.useMembers(set)
 		}
 	}
 	if m.changing() && p.Accepted != nil && p.Accepted.Version == m.latest.version+1 {

@@ -281,6 +281,16 @@ func (m *Machine) driveChange() {
 			return
 		}
 		m.prop.accepts[m.id] = ss
+	} else if m.prop.prepared == nil && m.prop.just == nil && !m.wanted(m.prop.set) {
+		// What it proposed is no longer due (the member that asked to
+		// join left, the member that left came back): it gives the term
+		// up if another change is due, since no member accepts a second
+		// set in a term.
+		m.prop = nil
+		if _, _, _, due := m.nextChange(); due {
+			m.handOver()
+		}
+		return
 	} else if m.now-m.prop.sentAt < m.timing.HeartbeatTicks {
 		return
 	}
@@ -326,13 +336,27 @@ func (m *Machine) nextChange() (certify.MemberSet, string, *certify.QuorumCertif
 	return certify.MemberSet{}, "", nil, false
 }
 
+// wanted reports whether the change to set is still due here: the
+// member it adds asks to join, the member it removes is gone.
+func (m *Machine) wanted(set certify.MemberSet) bool {
+	added, removed, err := set.Next(m.latest.set)
+	switch {
+	case err != nil:
+		return false
+	case added != 0:
+		j, ok := m.joiners[added]
+		return ok && m.now-j.seen < m.timing.LeaderTimeoutTicks
+	}
+	return m.departed(removed)
+}
+
 // errLocked: the member holds another set prepared.
 var errLocked = errors.New("another set is prepared")
 
 // acceptable checks a proposal of set by from, the leader of term t.
 func (m *Machine) acceptable(from, t uint64, set certify.MemberSet, d [certify.DigestSize]byte, cred string, just *certify.QuorumCertificate) error {
 	switch {
-	case t != m.term() || m.quit == t && from != m.id:
+	case t != m.term():
 		return errors.New("not this member's term")
 	case m.cert == nil || m.cert.Leader != from || m.cert.Version != m.latest.version || m.members.version != m.latest.version:
 		return errors.New("not the certified leader of the latest set")
@@ -401,6 +425,12 @@ func (m *Machine) onChange(msg protocol.Message) {
 	set := *msg.Set
 	if msg.QC != nil && msg.QC.Term == msg.Term {
 		m.onPrepared(set, *msg.QC, false)
+		if l := m.lock; l != nil && m.committed && l.QC.Term == msg.QC.Term && l.QC.Digest == msg.QC.Digest && m.now-m.commitSent >= m.timing.HeartbeatTicks {
+			// The leader sends its prepared certificate again while the
+			// change is not final: commits were lost, or some members
+			// missed them. The commit goes again, once an interval.
+			m.sendCommit()
+		}
 		return
 	}
 	d := m.digestOf(set)
@@ -485,17 +515,28 @@ func (m *Machine) onPrepared(set certify.MemberSet, qc certify.QuorumCertificate
 		clear(m.commits)
 		m.saveProof() // stored before the commit leaves
 	}
-	if m.committed || !m.latest.has(m.id) {
+	if !m.latest.has(m.id) {
+		return
+	}
+	if m.committed {
 		return
 	}
 	ss, err := certify.Sign(m.cfg.Signer, certify.Commit(m.cfg.Cluster, m.id, qc.Term, set.Version, qc.Digest))
 	if err != nil {
 		return
 	}
-	m.committed = true
-	held, prepared := m.lock.Set, m.lock.QC
-	m.send(protocol.Message{Type: protocol.TypeBzCommit, Statement: &ss, Set: &held, QC: &prepared})
+	m.committed, m.commitSig = true, ss.Signature
+	m.sendCommit()
 	m.addCommit(m.id, ss.Signature)
+}
+
+// sendCommit broadcasts this member's commit of its locked set.
+func (m *Machine) sendCommit() {
+	l := m.lock
+	ss := certify.SignedStatement{Statement: certify.Commit(m.cfg.Cluster, m.id, l.QC.Term, l.Set.Version, l.QC.Digest), Signature: m.commitSig}
+	held, prepared := l.Set, l.QC
+	m.commitSent = m.now
+	m.send(protocol.Message{Type: protocol.TypeBzCommit, Statement: &ss, Set: &held, QC: &prepared})
 }
 
 // onCommit counts a member's commit, after locking the set it commits.

@@ -198,20 +198,20 @@ type Machine struct {
 	stateDirty   bool
 
 	// The changes of the member set (members.go).
-	steps     []certify.Step // the last changes adopted, oldest first
-	accepted  accepted
-	lock      *lockState
-	committed bool              // it signed its commit of lock
-	commitSig []byte            // its signature of that commit
-	commitSent int              // when it last sent that commit
-	commits   map[uint64][]byte // commits of lock, by member
-	prop      *proposal
-	joiners   map[uint64]joiner
-	strangers map[uint64]int // members of no set it knows that asked for the changes, and when it answered
-	gone      map[uint64]int // member → tick its departure was reported
-	genesis   members        // version 0, the configured set
-	askedAt   int            // when it last asked for the changes it lacks
-	presentAt int            // when it last said it is present
+	steps      []certify.Step // the last changes adopted, oldest first
+	accepted   accepted
+	lock       *lockState
+	committed  bool              // it signed its commit of lock
+	commitSig  []byte            // its signature of that commit
+	commitSent int               // when it last sent that commit
+	commits    map[uint64][]byte // commits of lock, by member
+	prop       *proposal
+	joiners    map[uint64]joiner
+	strangers  map[uint64]int // members of no set it knows that asked for the changes, and when it answered
+	gone       map[uint64]int // member → tick its departure was reported
+	genesis    members        // version 0, the configured set
+	askedAt    int            // when it last asked for the changes it lacks
+	presentAt  int            // when it last said it is present
 }
 
 // New returns the machine of cfg.ID.

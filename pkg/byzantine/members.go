@@ -708,14 +708,17 @@ func (m *Machine) onJoin(msg protocol.Message) {
 // changeDue is how many ticks until the leader's next step in changing
 // the member set: sending its proposal again, or proposing one.
 func (m *Machine) changeDue() int {
-	if p := m.prop; p != nil && p.term == m.term() {
-		return max(1, p.sentAt+m.timing.HeartbeatTicks-m.now)
-	}
-	if m.cert == nil || m.cert.Version != m.latest.version || m.members.version != m.latest.version {
+	if m.cert == nil {
 		return 1 << 30
 	}
+	if p := m.prop; p != nil && p.term == m.term() {
+		if p.prepared == nil && p.just == nil && !m.wanted(p.set) {
+			return 1 // dropped, and perhaps the term handed over
+		}
+		return max(1, p.sentAt+m.timing.HeartbeatTicks-m.now)
+	}
 	if _, _, _, ok := m.nextChange(); ok {
-		return 1
+		return 1 // proposed, or the term handed over for it
 	}
 	return 1 << 30
 }

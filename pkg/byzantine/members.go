@@ -715,12 +715,25 @@ func (m *Machine) changeDue() int {
 		if p.prepared == nil && p.just == nil && !m.wanted(p.set) {
 			return 1 // dropped, and perhaps the term handed over
 		}
-		return max(1, p.sentAt+m.timing.HeartbeatTicks-m.now)
+		due := p.sentAt + m.timing.HeartbeatTicks - m.now
+		if added, _, err := p.set.Next(m.latest.set); err == nil && added != 0 {
+			if j, ok := m.joiners[added]; ok {
+				due = min(due, j.seen+m.timing.LeaderTimeoutTicks-m.now) // it is no longer due then
+			}
+		}
+		return max(1, due)
 	}
 	if _, _, _, ok := m.nextChange(); ok {
 		return 1 // proposed, or the term handed over for it
 	}
-	return 1 << 30
+	// When a member silent so far counts as gone.
+	due := 1 << 30
+	for _, id := range m.latest.desc {
+		if end := m.lastFrom[id] + election.MemberTimeoutFactor*m.timing.PresenceTicks - m.now; id != m.id && end > 0 {
+			due = min(due, end)
+		}
+	}
+	return due
 }
 
 // MemberSet returns the latest member set this member knows (version 0,

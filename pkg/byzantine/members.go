@@ -761,6 +761,7 @@ func (m *Machine) handOver() {
 	if m.leading {
 		m.stepDown()
 	}
+	clear(m.acked) // the grants it gathered lead no more: its lease ends here
 	if m.grant.leader == m.id {
 		m.grant.until = 0
 	}

@@ -435,7 +435,11 @@ func (m *Machine) Due() int {
 		return 1 << 30
 	}
 	if !m.participates() {
-		return max(1, m.askedAt+m.timing.LeaderTimeoutTicks-m.now)
+		due := m.askedAt + m.timing.LeaderTimeoutTicks - m.now
+		if end := m.leaderUntil() - m.now; m.cert != nil && end > 0 {
+			due = min(due, end) // it names the leader no more then
+		}
+		return max(1, due)
 	}
 	t := m.term()
 	lead := m.designated(t)

@@ -799,10 +799,7 @@ func (m *Machine) justify(t uint64, cert *certify.Certificate, tc *certify.Timeo
 		}
 	}
 	if tc != nil && tc.Term+1 == t && t > m.term() && tc.Cluster == m.cfg.Cluster {
-		// A quorum of the current term's set or of the latest gave the
-		// term before up (the signers of either may have formed it).
-		if certify.VerifyTimeoutCertificate(m.keys, *tc, m.quorum) == nil ||
-			m.latest.version != m.version && certify.VerifyTimeoutCertificate(m.latest.keys, *tc, m.latest.quorum) == nil {
+		if m.timeoutProven(tc) {
 			m.enter(t, nil, tc)
 		}
 	}

@@ -793,3 +793,24 @@ func (m *Machine) onStranger(msg protocol.Message) {
 	m.strangers[msg.From] = m.now
 	m.send(m.statusMessage(msg.From, msg.Version))
 }
+
+// timeoutProven reports whether tc holds the time-outs of a quorum of the
+// current term's set, of the latest, or of the set before the latest:
+// its signers may have formed it under any of them, members not all
+// adopting a change at once. (A time-out certificate moves terms on; it
+// certifies no leader.)
+func (m *Machine) timeoutProven(tc *certify.TimeoutCertificate) bool {
+	versions := []uint64{m.version, m.latest.version}
+	if m.latest.version > 0 {
+		versions = append(versions, m.latest.version-1)
+	}
+	for i, v := range versions {
+		if slices.Contains(versions[:i], v) {
+			continue
+		}
+		if set, ok := m.setOf(v); ok && certify.VerifyTimeoutCertificate(set.keys, *tc, set.quorum) == nil {
+			return true
+		}
+	}
+	return false
+}

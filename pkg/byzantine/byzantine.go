@@ -212,6 +212,10 @@ type Machine struct {
 	genesis    members        // version 0, the configured set
 	askedAt    int            // when it last asked for the changes it lacks
 	presentAt  int            // when it last said it is present
+	// handedOver is the term this member led and handed over
+	// (handOver), handedAt when it last sent its Resign.
+	handedOver uint64
+	handedAt   int
 }
 
 // New returns the machine of cfg.ID.
@@ -366,6 +370,7 @@ func (m *Machine) Tick() {
 			m.hello() // it is present
 		}
 		m.driveChange()
+		m.resignAgain()
 	}
 	t := m.term()
 	if m.designated(t) == m.id && m.quit != t {
@@ -455,6 +460,9 @@ func (m *Machine) Due() int {
 	}
 	if m.changing() {
 		due = min(due, m.presentAt+m.timing.PresenceTicks-m.now)
+		if m.handedOver == t {
+			due = min(due, m.handedAt+m.timing.HeartbeatTicks-m.now)
+		}
 	}
 	if m.cert != nil && !m.leading {
 		if end := m.leaderUntil() - m.now; end > 0 {

@@ -766,8 +766,21 @@ func (m *Machine) handOver() {
 		m.grant.until = 0
 	}
 	m.quit = t
+	m.handedOver, m.handedAt = t, m.now
 	m.send(protocol.Message{Type: protocol.TypeResign, Term: t})
 	m.timeout(t)
+}
+
+// resignAgain sends the Resign of a term it handed over again each
+// heartbeat interval while it is still in it: the first may be lost,
+// or dropped after a stall, and the members would then wait for their
+// own time-outs.
+func (m *Machine) resignAgain() {
+	if m.handedOver != m.term() || m.now-m.handedAt < m.timing.HeartbeatTicks {
+		return
+	}
+	m.handedAt = m.now
+	m.send(protocol.Message{Type: protocol.TypeResign, Term: m.term()})
 }
 
 // onStranger answers the Hello of a member of no set this member knows

@@ -271,7 +271,12 @@ func (m *Machine) driveChange() {
 			return
 		}
 		d := m.digestOf(set)
-		if m.acceptable(m.id, t, set, d, cred, just) != nil {
+		if err := m.acceptable(m.id, t, set, d, cred, just); err != nil {
+			if errors.Is(err, errAcceptedOther) {
+				// It proposed another set in this term, which is no
+				// longer due: this one needs a term of its own.
+				m.handOver()
+			}
 			return
 		}
 		m.prop = &proposal{term: t, set: set, digest: d, cred: cred, just: just, accepts: map[uint64]certify.SignedStatement{}, sentAt: noTick}
@@ -350,6 +355,9 @@ func (m *Machine) wanted(set certify.MemberSet) bool {
 	return m.departed(removed)
 }
 
+// errAcceptedOther: the member accepted another set in the term.
+var errAcceptedOther = errors.New("it accepted another set in this term")
+
 // errLocked: the member holds another set prepared.
 var errLocked = errors.New("another set is prepared")
 
@@ -361,7 +369,7 @@ func (m *Machine) acceptable(from, t uint64, set certify.MemberSet, d [certify.D
 	case m.cert == nil || m.cert.Leader != from || m.cert.Version != m.latest.version || m.members.version != m.latest.version:
 		return errors.New("not the certified leader of the latest set")
 	case m.accepted.Term == t && m.accepted.Digest != hex.EncodeToString(d[:]):
-		return errors.New("it accepted another set in this term")
+		return errAcceptedOther
 	}
 	added, removed, err := set.Next(m.latest.set)
 	if err != nil {

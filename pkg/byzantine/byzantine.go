@@ -1078,7 +1078,12 @@ func (m *Machine) timeout(x uint64) {
 		msg.TC = m.tc
 	}
 	m.send(msg)
-	m.addTimeout(m.id, x, ss.Signature)
+	if m.members.has(m.id) {
+		// Counted only by a member of its term's set: one added since
+		// gives it up too (the others of the latest count it), but is
+		// not one of this set's quorum.
+		m.addTimeout(m.id, x, ss.Signature)
+	}
 }
 
 // timeoutOnce times out term x, unless this member did within the last

@@ -1430,8 +1430,7 @@ func (m *Machine) restoreProof() {
 	t := m.term()
 	switch {
 	case p.Cert != nil && m.restoreCert(p.Cert):
-	case p.TC != nil && p.TC.Term+1 == t && p.TC.Cluster == m.cfg.Cluster &&
-		certify.VerifyTimeoutCertificate(m.keys, *p.TC, m.quorum) == nil:
+	case p.TC != nil && p.TC.Term+1 == t && p.TC.Cluster == m.cfg.Cluster && m.timeoutProven(p.TC):
 		m.tc = p.TC
 	}
 }

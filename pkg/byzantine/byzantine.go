@@ -883,6 +883,12 @@ func (m *Machine) vote(seq uint64, arrived int) bool {
 
 func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 	t := msg.Term
+	if msg.From != m.designated(t) && msg.Cert != nil && t >= m.term() && m.changing() {
+		// A leader certified under a set other than the one this member
+		// entered the term with (it had not adopted a change yet, or had
+		// one more): its certificate tells which (justify).
+		m.justify(t, msg.Cert, nil)
+	}
 	if msg.From != m.designated(t) {
 		return
 	}

@@ -98,8 +98,58 @@
 // below the heartbeat interval. A member whose storage is lost may vote
 // twice in a term it voted in before: it counts as one of the f.
 //
-// The node runs it with ELECTION_ALGORITHM=byzantine (package node); the
-// simulator (package sim, RunByzantine) runs it among traitors.
+// # Changes of the member set
+//
+// With Config.Changes, the member set changes at run time, one member at
+// a time, by a certified decision of the members. Version 0 is the
+// configured set (Config.Keys); version v+1 adds one member to version
+// v, or removes one.
+//
+// The certified leader of a term whose certificate is of the latest
+// version proposes the next (TypeBzChange): a member that asked to join
+// with a credential the cluster's authority issued (Changes.Admit), or
+// a member that left (its connection's end reported, PeerDown, or
+// silent for the member time-out). A member
+// accepts (TypeBzAccept, a signed accept) at most one set per term, only
+// from its term's certified leader, only a set whose added member's
+// credential holds or whose removed member it too saw leave, and never
+// below Changes.MinMembers. A quorum of accepts is a prepared
+// certificate; a member that holds one locks the set (it accepts no
+// other set unless shown a prepared certificate of a later term) and
+// commits it (TypeBzCommit, broadcast with the certificate); a quorum of
+// commits makes the change final: every member that gathers it adopts
+// the set. So two different sets of one version are never both final:
+// the quorum that committed one shares an honest member with any quorum
+// that accepts another in a later term, and it accepts only its lock.
+// The accept and the lock are stored before they leave the member.
+//
+// A member uses the latest set it knows from the next term it enters:
+// the term in which a change is made keeps its leader and its leases.
+// Votes are signed with the version of the term's set, and a member's
+// versions only grow (but for the leader of a term certified under the
+// set before, which a member follows, and whose certificate its vote
+// cannot make a second one), so once a quorum of version v+1 has voted,
+// no quorum of version v can any more (the two share an honest member),
+// and a change to version v+2 is proposed only under a certificate of
+// version v+1: a leader whose term is of an older set hands it over
+// when a change is due. The sets in use at any time are thus at most two
+// adjacent ones, whose quorums share at least f+1 members (f of the
+// smaller): one certified leader per term, and the lease argument of the
+// package doc, hold across changes.
+//
+// Every member says it is present (a Hello) each presence interval, so
+// that a member silent for the member time-out is known to have left
+// by every other, not only by the leader it answers: a member accepts
+// the removal of a member only if it saw it leave itself.
+//
+// Members that were away catch up from the changes the others keep (the
+// last stepsKept); a member that joins sends a Hello with its key and
+// credential until a change adds it.
+//
+// The node runs it with ELECTION_ALGORITHM=byzantine (package node), with
+// ELECTION_MEMBERSHIP=dynamic a member set that changes; the
+// simulator (package sim, RunByzantine and RunByzantineChurn) runs it
+// among traitors.
 package byzantine
 
 import (

@@ -88,6 +88,11 @@ type TraitorConfig struct {
 	Cluster string
 	// Members are every member's IDs, the traitor's included.
 	Members []uint64
+	// Current, if not nil, returns the members of the traitor's term
+	// when the member set changes (its shadow's, the traitor's
+	// included): its lies name them, and the terms it leads are theirs.
+	// Members are then every ID a message may name.
+	Current func() []uint64
 	// Accomplices are the traitors' IDs, its own included: they vote
 	// together for a leader of their own (the lowest of them).
 	Accomplices []uint64
@@ -248,7 +253,7 @@ func (t *Traitor) keepTimeout(x, member uint64, sig []byte) {
 func (t *Traitor) assembled() (certify.TimeoutCertificate, bool) {
 	best, found := uint64(0), false
 	for x, by := range t.gave {
-		if len(by)+1 >= certify.Quorum(len(t.cfg.Members)) && x >= best {
+		if len(by)+1 >= certify.Quorum(len(t.current())) && x >= best {
 			best, found = x, true
 		}
 	}
@@ -294,18 +299,44 @@ func (t *Traitor) emit(m protocol.Message, to uint64) {
 // (protocol.Validate rejects them): it does not send them.
 func (t *Traitor) Invalid() int { return t.invalid }
 
+// current returns the members of the traitor's term: Members, or with
+// TraitorConfig.Current those of its shadow's term while it is one of
+// them.
+func (t *Traitor) current() []uint64 {
+	if t.cfg.Current != nil {
+		if ids := t.cfg.Current(); slices.Contains(ids, t.cfg.ID) {
+			return ids
+		}
+	}
+	return t.cfg.Members
+}
+
+// descending returns the members of the traitor's term, highest first.
+func (t *Traitor) descending() []uint64 {
+	if t.cfg.Current == nil {
+		return t.desc
+	}
+	desc := slices.Sorted(slices.Values(t.current()))
+	slices.Reverse(desc)
+	return desc
+}
+
 // others returns the other members in a random order.
 func (t *Traitor) others() []uint64 {
+	members := t.current()
 	var out []uint64
-	for _, i := range t.rng.Perm(len(t.cfg.Members)) {
-		if id := t.cfg.Members[i]; id != t.cfg.ID {
+	for _, i := range t.rng.Perm(len(members)) {
+		if id := members[i]; id != t.cfg.ID {
 			out = append(out, id)
 		}
 	}
 	return out
 }
 
-func (t *Traitor) member() uint64 { return t.cfg.Members[t.rng.IntN(len(t.cfg.Members))] }
+func (t *Traitor) member() uint64 {
+	members := t.current()
+	return members[t.rng.IntN(len(members))]
+}
 
 func (t *Traitor) sign(s certify.Statement) *certify.SignedStatement {
 	key := signedKey{s.Kind, s.Term, s.Leader}
@@ -414,13 +445,13 @@ func (t *Traitor) lies(term uint64) {
 			t.emit(protocol.Message{Type: protocol.TypeBzVote, Term: x, Seq: 1 + t.rng.Uint64N(4), Statement: t.sign(certify.Vote(t.cfg.Cluster, t.cfg.ID, x, leader))}, to)
 		}
 	case 1: // a time-out at random, near the term or near the ceiling
-		x := term + t.rng.Uint64N(uint64(len(t.cfg.Members)+3))
+		x := term + t.rng.Uint64N(uint64(len(t.current())+3))
 		if t.rng.IntN(3) == 0 {
 			x = protocol.MaxTerm - 1 - t.rng.Uint64N(4)
 		}
 		t.emit(protocol.Message{Type: protocol.TypeBzTimeout, Term: term, Statement: t.sign(certify.Timeout(t.cfg.Cluster, t.cfg.ID, x))}, 0)
 	case 2: // a near-ceiling term, led by itself, with proofs of its own making
-		x := t.ownTerm(protocol.MaxTerm - t.desc[0]*t.rng.Uint64N(4))
+		x := t.ownTerm(protocol.MaxTerm - t.descending()[0]*t.rng.Uint64N(4))
 		m := protocol.Message{Type: protocol.TypeBzPropose, Term: x, Seq: 1}
 		if t.rng.IntN(2) == 0 {
 			if v := t.sign(certify.Vote(t.cfg.Cluster, t.cfg.ID, x, t.cfg.ID)); v != nil {
@@ -493,8 +524,9 @@ func (t *Traitor) lies(term uint64) {
 // ownTerm is the smallest term at or above x that the traitor leads, or
 // the largest below it near the ceiling.
 func (t *Traitor) ownTerm(x uint64) uint64 {
-	n := uint64(len(t.desc))
-	i := uint64(slices.Index(t.desc, t.cfg.ID))
+	desc := t.descending()
+	n := uint64(len(desc))
+	i := uint64(slices.Index(desc, t.cfg.ID))
 	x = max(x, 1)
 	// terms led by the member of index i are ≡ i+1 (mod n)
 	y := x + (i+n-(x-1)%n)%n

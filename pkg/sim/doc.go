@@ -110,20 +110,20 @@
 //
 // # Runs as chains of steps
 //
-// Each random run (RunSeed, RunHostile, RunByzantine, RunChurn) is a short
-// chain of named steps on one run under way: its cluster, its seeded
-// random source and its trace. A step does one thing and returns the
-// first violation, which ends the chain and is the run's error: set up
-// (draw the run's shape, build the cluster); a disturbed phase, each tick
-// preceded by what disturbs it (the faults, a liar's lies, the traitors'
-// lies, members joining and leaving); settle (heal the network, make it
-// reliable with delays within TMax, resume paused nodes, start or leave
-// down the crashed ones within what the run allows); in a third of the
-// runs restart one node; then wait for the agreement within the run's
-// bound, held to the end, and check what it cost. The steps the runs
-// share (tick, phase, settleNetwork, bringUp, restartOne, await, highest,
-// termKept, in steps.go) are written once; a run's own steps are beside
-// its runner.
+// Each random run (RunSeed, RunHostile, RunByzantine, RunChurn,
+// RunByzantineChurn) is a short chain of named steps on one run under way:
+// its cluster, its seeded random source and its trace. A step does one
+// thing and returns the first violation, which ends the chain and is the
+// run's error: set up (draw the run's shape, build the cluster); a
+// disturbed phase, each tick preceded by what disturbs it (the faults, a
+// liar's lies, the traitors' lies, members joining and leaving); settle
+// (heal the network, make it reliable with delays within TMax, resume
+// paused nodes, start or leave down the crashed ones within what the run
+// allows); in a third of the runs restart one node; then wait for the
+// agreement within the run's bound, held to the end, and check what it
+// cost. The steps the runs share (tick, phase, settleNetwork, bringUp,
+// restartOne, await, highest, termKept, in steps.go) are written once; a
+// run's own steps are beside its runner.
 // A run's random choices are drawn in the order of its steps, so that a
 // seed replays the run event for event.
 //
@@ -381,6 +381,79 @@
 // SIM_CHURN_SEEDS sets the number of seeds per mode (200 by default, 50
 // with -short, 30 under the race detector), SIM_CHURN_SEED=N replays one
 // with its trace.
+//
+// # Byzantine churn
+//
+// RunByzantineChurn runs the byzantine algorithm with a member set that
+// changes at run time (byzantine.Config.Changes): IDs from 1 to
+// BzChurnPool (9), a configured set of 4 to 6 of them (version 0), and in
+// three runs out of four one traitor among those (in a third of them the
+// highest). The set never shrinks below BzMinMembers (4), so that f ≥ 1
+// in every set and one traitor stays within it. The cluster's authority
+// issues each member of the pool a credential for its own key (its
+// signature over the cluster, the ID and the key, hex-encoded), which
+// Admit checks; the others start later and ask to join with it. Every
+// member says it is present each presence interval (25, 50 or 100 ticks,
+// drawn per seed); one silent for MemberTimeoutFactor (4) of them counts
+// as gone. The traitor runs an honest machine whose set changes, bent as
+// a Traitor bends its own (whose lies follow the set of its term), and
+// lies about the member set besides: it proposes, in its term or another,
+// a pool member with a forged credential, an ID outside the set (of the
+// pool or made up) with a key of its own making, or the removal of an
+// honest member that runs; it accepts and commits sets at random; it
+// carries forged prepared certificates (its own signature alone, or bytes
+// that are not signatures, from a quorum) on changes, commits and locks;
+// and it sends statuses whose steps carry forged commits.
+//
+// For 300 to 1000 ticks the faults of RunByzantine come with churn, at
+// rates drawn per seed: members of the pool start and ask to join; honest
+// members leave, by a Resign or by a crash whose connection's end is
+// reported to every running member on its side; departed members come
+// back with their disk. Then the network settles: crashed and departed
+// members come back or stay away at random, and then away ones come
+// back until the newest set an honest member adopted, and every set one
+// change from it (a change in flight), holds a quorum of running honest
+// members: from there every change due adds a member that runs or removes
+// one that is away, and either keeps a quorum running. From the settle
+// on, a running member is told of every member of its latest set that is
+// away, as the transport reports a connection's end: what it missed while
+// down, paused or cut off, or before its set held the member. The traitor
+// lies on until a leader is certified (within ElectBound) and up to 2·R
+// more, then falls silent; within ByzantineChurnBound, HighestBound for
+// BzChurnPool members plus ChangeRound = 2·R for each change counted due
+// (the running members the newest set lacks, the members away it holds,
+// and two for a change in flight and its undoing) and a member time-out
+// for a silent member to count as gone ((MemberTimeoutFactor+1)·
+// PresenceTicks, on a clock up to 5% slow), every running honest member
+// must hold one latest set, holding all of them and, unless it is down to
+// 4 members, none that is away, and the highest of them must lead, to the
+// end of the run.
+//
+// After every step, besides the cluster's invariants with leases, a check
+// learns the sets the honest machines adopt (their steps, each verified
+// against the set before it, version 0 being the configured one) and
+// fails if two sets of one version are adopted, if a change adds a member
+// with a key the authority issued no credential for or leaves fewer than
+// 4 members (no honest member may even accept or commit to such a set),
+// if two valid certificates of one term, each checked against the set of
+// its version, name different leaders, or if a node's term goes back
+// across restarts.
+//
+// Any violation, of safety or of liveness, fails a run. The runs found no
+// violation of safety, and many faults of liveness in the machines'
+// changes of the member set, since fixed: a term that outlived a change
+// was never ended, so that the next change waited for good and a member
+// the change added could not take part; a member restarted into its term
+// under another set than the term's, or dropped the proof of its term;
+// members held one term under different sets, or could not follow the
+// others into a term proven under an earlier set; a member removed while
+// down came back unaware of it; a leader kept a proposal nobody accepted
+// for its whole term; a leader's Resign on hand-over was lost; and
+// byzantine's Due missed work of the changes.
+// TestByzantineChurnSeedsThatFailed replays seeds that found them, each
+// of which must now end without a violation. SIM_BZCHURN_SEEDS sets the
+// number of seeds (250 by default, 50 with -short, 15 under the race
+// detector), SIM_BZCHURN_SEED=N replays one with its trace.
 //
 // # Replaying
 //

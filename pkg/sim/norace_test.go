@@ -7,3 +7,5 @@ const raceSeeds = defaultSeeds
 const raceByzantineSeeds = 200
 
 const raceChurnSeeds = churnSeeds
+
+const raceBzChurnSeeds = bzChurnSeeds

@@ -15,3 +15,7 @@ const raceByzantineSeeds = 20
 // raceChurnSeeds is how many seeds of each churn mode the churn tests run
 // under the race detector.
 const raceChurnSeeds = 30
+
+// raceBzChurnSeeds is how many seeds TestRandomByzantineChurn runs under
+// the race detector.
+const raceBzChurnSeeds = 15

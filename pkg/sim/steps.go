@@ -6,12 +6,13 @@ import (
 	"math/rand/v2"
 )
 
-// A random run (RunSeed, RunHostile, RunByzantine, RunChurn) is a chain of
-// named steps on one run: each step is a small method that does one thing
-// to the cluster (start it, disturb it for a phase, settle the network,
-// wait for the agreement, check what the run cost) and returns the first
-// violation, which ends the run. The steps every scenario shares are
-// here; each scenario's own are beside its runner.
+// A random run (RunSeed, RunHostile, RunByzantine, RunChurn,
+// RunByzantineChurn) is a chain of named steps on one run: each step is a
+// small method that does one thing to the cluster (start it, disturb it
+// for a phase, settle the network, wait for the agreement, check what the
+// run cost) and returns the first violation, which ends the run. The
+// steps every scenario shares are here; each scenario's own are beside
+// its runner.
 
 // run is one random run under way: the cluster, the seed's random source,
 // the trace, and what every tick does besides the cluster's own.

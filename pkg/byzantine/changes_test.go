@@ -351,3 +351,40 @@ func TestAddedMemberIsNotGoneAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A Status carries the changes a member lacks, oldest first, as many as
+// fit a message: the member follows them and asks again for the rest.
+func TestStatusStepsFitAMessage(t *testing.T) {
+	n := newLedNet(t, 4, 4)
+	m := n.ms[4]
+	var ids []uint64
+	for id := uint64(100); id < 100+6*stepsKept; id++ {
+		ids = append(ids, id)
+	}
+	keys, _, err := sim.MemberKeys(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Steps of ever larger sets, as a member keeps them (their commits
+	// are not checked here: their size is what counts).
+	set := m.latest.set
+	for i := range stepsKept {
+		next := certify.MemberSet{Version: set.Version + 1, Members: slices.Clone(set.Members)}
+		for _, id := range ids[6*i : 6*i+6] {
+			key, _ := keys.PublicKey(id)
+			next.Members = append(next.Members, certify.SetMember{ID: id, Key: key})
+		}
+		m.steps = append(m.steps, certify.Step{Set: next})
+		set = next
+	}
+	m.latest.version = set.Version
+	if steps := m.stepsAfter(0); len(steps) == 0 || len(steps) == stepsKept {
+		t.Fatalf("%d changes of %d carried, want some but not all", len(steps), stepsKept)
+	}
+	msg := m.statusMessage(1, 0)
+	msg.V = protocol.Version
+	data, err := protocol.Encode(msg)
+	if err != nil || len(data) > protocol.MaxCertifiedPayload {
+		t.Fatalf("a status of %d bytes (%v), at most %d", len(data), err, protocol.MaxCertifiedPayload)
+	}
+}

@@ -2,6 +2,7 @@ package byzantine
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -612,8 +613,25 @@ func (m *Machine) stepsAfter(v uint64) []certify.Step {
 	if v >= m.latest.version || len(m.steps) == 0 || m.steps[0].Set.Version > v+1 {
 		return nil
 	}
-	return slices.Clone(m.steps[v+1-m.steps[0].Set.Version:])
+	steps := m.steps[v+1-m.steps[0].Set.Version:]
+	// As many as fit a message (protocol.MaxCertifiedPayload), oldest
+	// first: the member follows them, and asks again for the rest.
+	size := 0
+	for i, s := range steps {
+		data, err := json.Marshal(s)
+		if err != nil {
+			return slices.Clone(steps[:i])
+		}
+		if size += len(data); size > maxStepsSize && i > 0 {
+			return slices.Clone(steps[:i])
+		}
+	}
+	return slices.Clone(steps)
 }
+
+// maxStepsSize bounds the changes a Status carries, in bytes of JSON:
+// with the rest of the message, within protocol.MaxCertifiedPayload.
+const maxStepsSize = 32 << 10
 
 // heardVersion asks for the changes it lacks when a member shows a later
 // set: a Hello, at most once a heartbeat interval.

@@ -23,7 +23,6 @@ type changeNet struct {
 	hard    map[uint64]election.HardState
 	events  map[uint64][]election.Event
 	queue   []protocol.Message
-	from    []uint64
 	certs   map[uint64]uint64 // term → certified leader, over every member
 	sets    map[uint64][certify.DigestSize]byte
 	// filter, if set, may drop a message before delivery.

@@ -32,6 +32,7 @@ func Run(t *testing.T, newNetwork func(t *testing.T) Network) {
 	t.Run("point-to-point reaches its receiver alone", func(t *testing.T) { pointToPoint(t, newNetwork(t)) })
 	t.Run("claims travel on their own lane", func(t *testing.T) { lanes(t, newNetwork(t)) })
 	t.Run("close ends the transport", func(t *testing.T) { closing(t, newNetwork(t)) })
+	t.Run("a message to a member gone comes back unreachable", func(t *testing.T) { unreachable(t, newNetwork(t)) })
 }
 
 // member is one member's transport, connected and open.
@@ -177,4 +178,18 @@ func closing(t *testing.T, net Network) {
 	sent := ms[1].send(t, protocol.Message{Type: protocol.TypeElection, Term: 8})
 	ms[2].expect(t, sent)
 	m.quiet(t)
+}
+
+func unreachable(t *testing.T, net Network) {
+	ms := startAll(t, net)
+	ms[3].tr.Close()
+	ms[1].send(t, protocol.Message{Type: protocol.TypeAnswer, To: 3, Term: 7})
+	in, _ := ms[1].receive(t)
+	if in.Kind != transport.Unreachable || in.Peer != 3 || in.At.IsZero() {
+		t.Fatalf("member 1 received %+v, want member 3 unreachable", in)
+	}
+	// A receiver that is there is not unreachable.
+	sent := ms[1].send(t, protocol.Message{Type: protocol.TypeAnswer, To: 2, Term: 7})
+	ms[2].expect(t, sent)
+	ms[1].quiet(t)
 }

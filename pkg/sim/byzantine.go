@@ -29,7 +29,7 @@ type certChecker struct {
 	keys     certify.Members
 	leaders  map[uint64]uint64 // term → the leader its valid certificates name
 	refused  map[string]bool   // certificates found invalid, bounded by maxRefused
-	accepted map[uint64]uint64 // node → the highest term it accepted, in any incarnation
+	accepted acceptedTerms
 }
 
 // maxRefused bounds the invalid certificates remembered (to skip checking
@@ -37,7 +37,7 @@ type certChecker struct {
 const maxRefused = 4096
 
 func newCertChecker(c *Cluster, keys certify.Members) *certChecker {
-	return &certChecker{c: c, keys: keys, leaders: map[uint64]uint64{}, refused: map[string]bool{}, accepted: map[uint64]uint64{}}
+	return &certChecker{c: c, keys: keys, leaders: map[uint64]uint64{}, refused: map[string]bool{}, accepted: acceptedTerms{}}
 }
 
 // sent checks the certificate a message on the network carries.
@@ -52,14 +52,21 @@ func (k *certChecker) stepped(n *node, _ driver.Step) {
 	}
 }
 
-// status checks that node n's term does not go back even across restarts:
-// a certifying algorithm stores every term it enters (with its proof)
-// before it acts in it.
-func (k *certChecker) status(n *node, st election.SoftState) {
-	if st.Term < k.accepted[n.id] {
-		k.c.fail("node %d accepted term %d, below term %d it accepted before", n.id, st.Term, k.accepted[n.id])
+// status checks that node n's term does not go back (acceptedTerms).
+func (k *certChecker) status(n *node, st election.SoftState) { k.accepted.check(k.c, n, st) }
+
+// acceptedTerms is the highest term each node accepted, in any
+// incarnation: a certifying algorithm stores every term it enters (with
+// its proof) before it acts in it, so a node's term never goes back even
+// across restarts.
+type acceptedTerms map[uint64]uint64
+
+// check fails c if node n's term went back.
+func (a acceptedTerms) check(c *Cluster, n *node, st election.SoftState) {
+	if st.Term < a[n.id] {
+		c.fail("node %d accepted term %d, below term %d it accepted before", n.id, st.Term, a[n.id])
 	}
-	k.accepted[n.id] = max(k.accepted[n.id], st.Term)
+	a[n.id] = max(a[n.id], st.Term)
 }
 
 // check checks a certificate seen on the network or held by a node (how,
@@ -440,21 +447,31 @@ func (b *byzantineRun) settle() error {
 // ElectBound; they go on for up to two rounds after it.
 func (b *byzantineRun) elect() error {
 	res := b.res
-	lieUntil := res.SettleAt + res.ElectBound
-	for b.c.Now() < lieUntil {
-		if err := b.tick(); err != nil {
+	return b.electCertified(res.SettleAt, res.ElectBound, b.timing, &res.Elected, func() string {
+		return fmt.Sprintf("the traitors %v lying: %s", res.Traitors, b.c.describe())
+	})
+}
+
+// electCertified waits, the liars lying on, for a certified leader
+// within bound ticks of settleAt, and records how long after settleAt in
+// elected (-1 until then); the liars go on for up to two rounds
+// (ByzantineRound) after it. liars describes them for a violation.
+func (r *run) electCertified(settleAt, bound int, t election.Timing, elected *int, liars func() string) error {
+	lieUntil := settleAt + bound
+	for r.c.Now() < lieUntil {
+		if err := r.tick(); err != nil {
 			return err
 		}
-		if res.Elected < 0 && b.c.certifiedLeader() {
-			res.Elected = b.c.Now() - res.SettleAt
-			lieUntil = b.c.Now() + b.rng.IntN(2*ByzantineRound(b.timing)+1)
-			b.logf("a certified leader, %d ticks after settling", res.Elected)
+		if *elected < 0 && r.c.certifiedLeader() {
+			*elected = r.c.Now() - settleAt
+			lieUntil = r.c.Now() + r.rng.IntN(2*ByzantineRound(t)+1)
+			r.logf("a certified leader, %d ticks after settling", *elected)
 		}
 	}
-	if res.Elected < 0 {
-		err := fmt.Errorf("sim: liveness violated: no certified leader %d ticks after the network settled (tick %d), the traitors %v lying: %s",
-			res.ElectBound, b.c.Now(), res.Traitors, b.c.describe())
-		b.logf("VIOLATION %v", err)
+	if *elected < 0 {
+		err := fmt.Errorf("sim: liveness violated: no certified leader %d ticks after the network settled (tick %d), %s",
+			bound, r.c.Now(), liars())
+		r.logf("VIOLATION %v", err)
 		return err
 	}
 	return nil

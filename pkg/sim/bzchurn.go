@@ -630,24 +630,9 @@ func (b *bzChurnRun) tellAway() {
 // ElectBound; it goes on for up to two rounds after it.
 func (b *bzChurnRun) elect() error {
 	res := b.res
-	lieUntil := res.SettleAt + res.ElectBound
-	for b.c.Now() < lieUntil {
-		if err := b.tick(); err != nil {
-			return err
-		}
-		if res.Elected < 0 && b.c.certifiedLeader() {
-			res.Elected = b.c.Now() - res.SettleAt
-			lieUntil = b.c.Now() + b.rng.IntN(2*ByzantineRound(b.timing)+1)
-			b.logf("a certified leader, %d ticks after settling", res.Elected)
-		}
-	}
-	if res.Elected < 0 {
-		err := fmt.Errorf("sim: liveness violated: no certified leader %d ticks after the network settled (tick %d), the traitor %d lying: %s; member sets held:%s",
-			res.ElectBound, b.c.Now(), b.traitor, b.c.describe(), b.describeSets())
-		b.logf("VIOLATION %v", err)
-		return err
-	}
-	return nil
+	return b.electCertified(res.SettleAt, res.ElectBound, b.timing, &res.Elected, func() string {
+		return fmt.Sprintf("the traitor %d lying: %s; member sets held:%s", b.traitor, b.c.describe(), b.describeSets())
+	})
 }
 
 // silence has the traitor fall silent, the last disturbance, and counts

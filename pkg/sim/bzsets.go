@@ -53,7 +53,7 @@ type setChecker struct {
 	// maxPending).
 	pending  []pendingCert
 	seen     map[uint64]uint64 // node → the latest version it held at its last step
-	accepted map[uint64]uint64 // node → the highest term it accepted, in any incarnation
+	accepted acceptedTerms
 	// latest is each honest node's latest set as it last held it: what
 	// its disk keeps once it is down.
 	latest map[uint64]certify.MemberSet
@@ -79,7 +79,7 @@ const maxPending = 256
 func newSetChecker(c *Cluster, cluster string, configured certify.MemberSet, issued func(uint64, string) bool, minMembers int) (*setChecker, error) {
 	k := &setChecker{c: c, cluster: cluster, issued: issued, minMembers: minMembers,
 		sets: map[uint64]certify.MemberSet{}, digests: map[uint64][certify.DigestSize]byte{}, keys: map[uint64]*verifyCache{},
-		leaders: map[uint64]uint64{}, refused: map[string]bool{}, seen: map[uint64]uint64{}, accepted: map[uint64]uint64{},
+		leaders: map[uint64]uint64{}, refused: map[string]bool{}, seen: map[uint64]uint64{}, accepted: acceptedTerms{},
 		latest: map[uint64]certify.MemberSet{}, forbidden: map[[certify.DigestSize]byte]string{}}
 	if err := k.learn(configured); err != nil {
 		return nil, err
@@ -237,14 +237,8 @@ func (k *setChecker) step(id uint64, s certify.Step) {
 	k.c.logf("member set version %d (%s, commits of term %d): %v, first adopted by %d", v, what, s.Commit.Term, s.Set.IDs(), id)
 }
 
-// status checks that node n's term does not go back even across restarts
-// (as certChecker does).
-func (k *setChecker) status(n *node, st election.SoftState) {
-	if st.Term < k.accepted[n.id] {
-		k.c.fail("node %d accepted term %d, below term %d it accepted before", n.id, st.Term, k.accepted[n.id])
-	}
-	k.accepted[n.id] = max(k.accepted[n.id], st.Term)
-}
+// status checks that node n's term does not go back (acceptedTerms).
+func (k *setChecker) status(n *node, st election.SoftState) { k.accepted.check(k.c, n, st) }
 
 // check checks a certificate seen on the network or held by a node (how,
 // who: where it was seen): if it is valid against the set of its version,

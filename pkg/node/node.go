@@ -310,7 +310,11 @@ type Node struct {
 
 // New checks cfg and returns a node for nc, on the NATS adapter
 // (pkg/node/natstransport). It starts nothing.
-func New(nc *nats.Conn, cfg Config) (*Node, error) {
+func New(nc *nats.Conn, cfg Config) (*Node, error) { return newOnConn(nc, cfg, nil) }
+
+// newOnConn is New, on a connection shared with other elections if shared
+// is not nil (Group).
+func newOnConn(nc *nats.Conn, cfg Config, shared *natstransport.Shared) (*Node, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
 	}
@@ -342,6 +346,7 @@ func New(nc *nats.Conn, cfg Config) (*Node, error) {
 		Now:              cfg.Now,
 		Logger:           cfg.Logger,
 		Meter:            n.metrics,
+		Shared:           shared,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)

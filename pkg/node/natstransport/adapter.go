@@ -107,6 +107,11 @@ type Config struct {
 	// Meter counts the connection events and the signatures checked;
 	// required.
 	Meter Meter
+	// Shared, if set, is the connection this adapter shares with the
+	// other elections of its process: Close and Abort leave it open,
+	// and its connection events come through Shared (which probes them;
+	// Probe is not used).
+	Shared *Shared
 }
 
 // Meter counts the connection events and the signatures checked.
@@ -243,7 +248,9 @@ func (a *Adapter) Connect(ctx context.Context, in *transport.Lanes) error {
 	if err := a.subscribeEvents(); err != nil {
 		return err
 	}
-	a.wg.Go(func() { a.probeEvents(a.ctx) })
+	if a.cfg.Shared == nil {
+		a.wg.Go(func() { a.probeEvents(a.ctx) })
+	}
 	return nil
 }
 
@@ -439,21 +446,49 @@ func (a *Adapter) Watch(ch chan<- struct{}) (stop func()) {
 }
 
 // Close stops taking messages, drains and closes the connection, waiting
-// at most ShutdownTimeout, and waits for the adapter's goroutines.
+// at most ShutdownTimeout, and waits for the adapter's goroutines. On a
+// Shared connection, it unsubscribes and flushes what was published
+// instead, and leaves the connection open.
 func (a *Adapter) Close() {
 	a.stopping.Store(true)
 	a.stop()
-	a.drain()
+	if a.cfg.Shared != nil {
+		a.leave()
+		if err := a.nc.FlushTimeout(a.cfg.ShutdownTimeout); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			a.log.Warn("flush on leaving", "err", err)
+		}
+	} else {
+		a.drain()
+	}
 	a.wg.Wait()
 }
 
-// Abort closes the connection at once and waits for the adapter's
-// goroutines.
+// Abort closes the connection at once (on a Shared one, unsubscribes) and
+// waits for the adapter's goroutines.
 func (a *Adapter) Abort() {
 	a.stopping.Store(true)
 	a.stop()
-	a.nc.Close()
+	if a.cfg.Shared != nil {
+		a.leave()
+	} else {
+		a.nc.Close()
+	}
 	a.wg.Wait()
+}
+
+// leave ends this adapter's part of a Shared connection: its connection
+// events and its subscriptions.
+func (a *Adapter) leave() {
+	a.cfg.Shared.remove(a)
+	a.mu.Lock()
+	subs := a.subs
+	a.subs = nil
+	a.mu.Unlock()
+	for _, s := range subs {
+		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+			a.log.Debug("unsubscribe on leaving", "subject", s.Subject, "err", err)
+		}
+	}
 }
 
 // drain flushes what was published and drains and closes the connection,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -57,15 +58,20 @@ type connections struct {
 	once   sync.Once
 }
 
-// subscribeEvents subscribes to the connection events unless they are off.
+// subscribeEvents subscribes to the connection events unless they are
+// off; with a Shared connection, it has them handed over by it.
 func (a *Adapter) subscribeEvents() error {
 	if !a.cfg.ConnectionEvents {
 		return nil
 	}
 	a.conns = &connections{
 		latest: make(map[uint64]time.Time, len(a.cfg.Members)),
-		probe:  protocol.ProbeConnectionName(a.cfg.Cluster, a.cfg.ID),
+		probe:  probeName(a.cfg.Cluster, a.cfg.ID),
 		seen:   make(chan struct{}),
+	}
+	if a.cfg.Shared != nil {
+		a.cfg.Shared.add(a)
+		return nil
 	}
 	for _, subject := range []string{connectSubject, disconnectSubject} {
 		connect := subject == connectSubject
@@ -93,35 +99,45 @@ func (a *Adapter) probeEvents(ctx context.Context) {
 		a.log.Info("connection events off: failures are detected by heartbeats alone")
 		return
 	}
+	probeEvents(ctx, a.log, a.conns.seen, a.cfg.Probe, a.cfg.ProbeTimeout, a.conns.probe)
+}
+
+// probeName is the probe connection's name of member id of cluster.
+func probeName(cluster string, id uint64) string { return protocol.ProbeConnectionName(cluster, id) }
+
+// probeEvents waits for seen to be closed by a connection event, and after
+// probeGrace opens and closes a probe connection named name to bring one,
+// waiting at most timeout for it; it logs what it found.
+func probeEvents(ctx context.Context, log *slog.Logger, seen <-chan struct{}, probe func(context.Context, string) error, timeout time.Duration, name string) {
 	inEffect := func() {
-		a.log.Info("connection events in effect: a member's closed connection is noticed at once; heartbeats detect hangs")
+		log.Info("connection events in effect: a member's closed connection is noticed at once; heartbeats detect hangs")
 	}
 	grace := time.NewTimer(probeGrace)
 	defer grace.Stop()
 	select {
-	case <-a.conns.seen:
+	case <-seen:
 		inEffect()
 		return
 	case <-ctx.Done():
 		return
 	case <-grace.C:
 	}
-	if a.cfg.Probe == nil {
-		a.log.Info("connection events subscribed, none seen yet and no probe: failures are detected by heartbeats until one arrives")
+	if probe == nil {
+		log.Info("connection events subscribed, none seen yet and no probe: failures are detected by heartbeats until one arrives")
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.ProbeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := a.cfg.Probe(ctx, a.conns.probe); err != nil {
-		a.log.Warn("connection events: the probe connection failed; failures are detected by heartbeats until an event arrives", "err", err)
+	if err := probe(ctx, name); err != nil {
+		log.Warn("connection events: the probe connection failed; failures are detected by heartbeats until an event arrives", "err", err)
 		return
 	}
 	select {
-	case <-a.conns.seen:
+	case <-seen:
 		inEffect()
 	case <-ctx.Done():
-		a.log.Warn("connection events: the NATS server delivered none for a probe connection; failures are detected by heartbeats alone (see the NATS configuration in docs)",
-			"waited", a.cfg.ProbeTimeout)
+		log.Warn("connection events: the NATS server delivered none for a probe connection; failures are detected by heartbeats alone (see the NATS configuration in docs)",
+			"waited", timeout)
 	}
 }
 
@@ -134,7 +150,7 @@ func (a *Adapter) probeEvents(ctx context.Context) {
 // server must list the members as nkey users, or check their credentials:
 // where it does neither, no event about a member counts.
 func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
-	if a.stopping.Load() || len(msg.Data) > maxEventSize {
+	if len(msg.Data) > maxEventSize {
 		return
 	}
 	var e connEvent
@@ -142,18 +158,27 @@ func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
 		a.log.Debug("undecodable connection event", "subject", msg.Subject, "err", err)
 		return
 	}
+	a.connEvent(e, msg.Subject, connect)
+}
+
+// connEvent handles one decoded connection event, which arrived on
+// subject.
+func (a *Adapter) connEvent(e connEvent, subject string, connect bool) {
 	c := a.conns
+	if a.stopping.Load() || c == nil {
+		return
+	}
 	c.once.Do(func() {
 		close(c.seen)
 		a.cfg.Meter.EventsDelivered()
 	})
 	cluster, id, ok := protocol.ParseConnectionName(e.Client.Name)
-	if !ok || cluster != a.cfg.Cluster || id == a.cfg.ID || !a.isMember(id) {
+	if !ok || cluster != a.connCluster() || id == a.cfg.ID || !a.isMember(id) {
 		return
 	}
 	if a.cfg.Keys != nil {
 		if want, ok := eventUser(a.cfg.Keys, cluster, id); !ok || e.Client.User != want {
-			a.drop(protocol.ReasonSignature, msg.Subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %.120q)", id, e.Client.User))
+			a.drop(protocol.ReasonSignature, subject, fmt.Errorf("connection event names member %d, whose key it does not carry (user %.120q)", id, e.Client.User))
 			return
 		}
 	}
@@ -162,6 +187,15 @@ func (a *Adapter) onConnEvent(msg *nats.Msg, connect bool) {
 	}
 	a.cfg.Meter.PeerDisconnected()
 	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerDown, Peer: id, At: time.Now()})
+}
+
+// connCluster is the cluster after which the members name their
+// connections: the election's own, or the Shared connection's.
+func (a *Adapter) connCluster() string {
+	if a.cfg.Shared != nil {
+		return a.cfg.Shared.cfg.Conn
+	}
+	return a.cfg.Cluster
 }
 
 // eventUser is the user that a connection event of member id of cluster

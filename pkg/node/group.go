@@ -1,0 +1,363 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baton-election/baton/pkg/node/natstransport"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// Errors of a Group.
+var (
+	// ErrNoElection is returned for a cluster the group does not take
+	// part in.
+	ErrNoElection = errors.New("node: not in this election")
+	// ErrStopped is returned by Add once the group's Run has returned.
+	ErrStopped = errors.New("node: the group has stopped")
+)
+
+// MaxElections bounds the elections of one Group.
+const MaxElections = 16384
+
+// GroupConfig configures a Group: what the elections of one member
+// process share.
+type GroupConfig struct {
+	// ID is the member's ID, the same in every election of the group.
+	ID uint64
+	// Conn is the cluster after which the processes of the deployment
+	// name their NATS connections (protocol.ConnectionName(Conn, ID)):
+	// the same for every process of the deployment, such as the first
+	// cluster of ELECTION_CLUSTERS. A connection event about it counts in
+	// every election of the group.
+	Conn string
+	// ConnectionEvents and Probe: as in Config, once for the connection;
+	// each election's Config must give the same ConnectionEvents.
+	ConnectionEvents string
+	Probe            func(ctx context.Context, name string) error
+	// ShutdownTimeout bounds the drain of the connection once every
+	// election has left; DefaultShutdownTimeout if zero.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+}
+
+// Group runs the elections that one member takes part in over one NATS
+// connection: each is a Node of its own (its cluster's subjects, terms,
+// data directory, callbacks and status), and the connection, its
+// connection events and the metrics are the group's. Elections can be
+// added and removed while the group runs.
+type Group struct {
+	nc     *nats.Conn
+	cfg    GroupConfig
+	log    *slog.Logger
+	shared *natstransport.Shared
+	// registry holds the group's own collectors; the elections' metrics
+	// are summed over them (groupGatherer).
+	registry *prometheus.Registry
+
+	mu       sync.Mutex
+	byName   map[string]*groupElection
+	order    []string        // clusters, in the order added
+	ctx      context.Context // Run's, while it runs
+	stopped  bool            // Run has returned
+	started  bool            // Run was called
+	failures chan error      // the first election that failed
+	wg       sync.WaitGroup  // the elections' Runs
+}
+
+// groupElection is one election of a Group.
+type groupElection struct {
+	node   *Node
+	cancel context.CancelFunc // ends its Run; nil before it starts
+	done   chan struct{}      // closed when its Run returned
+}
+
+// NewGroup returns an empty group of elections over nc. It starts nothing.
+func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
+	}
+	if cfg.ID == 0 {
+		return nil, fmt.Errorf("%w: no member ID", ErrConfig)
+	}
+	if err := protocol.ValidateCluster(cfg.Conn); err != nil {
+		return nil, fmt.Errorf("%w: the connection's cluster: %w", ErrConfig, err)
+	}
+	switch cfg.ConnectionEvents {
+	case "":
+		cfg.ConnectionEvents = ConnectionEventsAuto
+	case ConnectionEventsAuto, ConnectionEventsOff:
+	default:
+		return nil, fmt.Errorf("%w: connection events %q: want %q or %q", ErrConfig, cfg.ConnectionEvents, ConnectionEventsAuto, ConnectionEventsOff)
+	}
+	if cfg.ShutdownTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative shutdown timeout", ErrConfig)
+	}
+	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	shared, err := natstransport.NewShared(nc, natstransport.SharedConfig{
+		Conn: cfg.Conn, ID: cfg.ID, ConnectionEvents: cfg.ConnectionEvents == ConnectionEventsAuto,
+		Probe: cfg.Probe, ProbeTimeout: DefaultLearnTimeout, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	g := &Group{
+		nc: nc, cfg: cfg, log: cfg.Logger, shared: shared,
+		registry: prometheus.NewRegistry(),
+		byName:   make(map[string]*groupElection),
+		failures: make(chan error, 1),
+	}
+	g.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "election_elections",
+		Help: "Elections this process takes part in.",
+	}, func() float64 { return float64(len(g.Clusters())) }))
+	return g, nil
+}
+
+// Add checks cfg and adds its election to the group, and starts it at once
+// if the group runs. Its Election.ID must be the group's, its cluster not
+// already in the group; its Logger, if nil, is the group's tagged with the
+// cluster.
+func (g *Group) Add(cfg Config) (*Node, error) {
+	if cfg.Election.ID != g.cfg.ID {
+		return nil, fmt.Errorf("%w: member %d in a group of member %d", ErrConfig, cfg.Election.ID, g.cfg.ID)
+	}
+	if cfg.ConnectionEvents == "" {
+		cfg.ConnectionEvents = g.cfg.ConnectionEvents
+	}
+	if cfg.ConnectionEvents != g.cfg.ConnectionEvents {
+		return nil, fmt.Errorf("%w: connection events %q in a group with %q", ErrConfig, cfg.ConnectionEvents, g.cfg.ConnectionEvents)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = g.log.With("cluster", cfg.Cluster)
+	}
+	cfg.Probe = nil // the group probes, once
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.stopped:
+		return nil, ErrStopped
+	case g.byName[cfg.Cluster] != nil:
+		return nil, fmt.Errorf("%w: election %q is already in the group", ErrConfig, cfg.Cluster)
+	case len(g.order) >= MaxElections:
+		return nil, fmt.Errorf("%w: more than %d elections", ErrConfig, MaxElections)
+	}
+	n, err := newOnConn(g.nc, cfg, g.shared)
+	if err != nil {
+		return nil, err
+	}
+	e := &groupElection{node: n, done: make(chan struct{})}
+	g.byName[cfg.Cluster] = e
+	g.order = append(g.order, cfg.Cluster)
+	if g.ctx != nil {
+		g.start(e)
+	}
+	return n, nil
+}
+
+// start runs e's node under the group's context; g.mu is held.
+func (g *Group) start(e *groupElection) {
+	ctx, cancel := context.WithCancel(g.ctx)
+	e.cancel = cancel
+	g.wg.Go(func() {
+		defer close(e.done)
+		err := e.node.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			select {
+			case g.failures <- fmt.Errorf("election %s: %w", e.node.cfg.Cluster, err):
+			default:
+			}
+		}
+	})
+}
+
+// Remove makes this member leave the election of cluster (a leader hands
+// over) and waits until it has left.
+func (g *Group) Remove(cluster string) error {
+	g.mu.Lock()
+	e := g.byName[cluster]
+	if e == nil {
+		g.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrNoElection, cluster)
+	}
+	delete(g.byName, cluster)
+	for i, c := range g.order {
+		if c == cluster {
+			g.order = append(g.order[:i], g.order[i+1:]...)
+			break
+		}
+	}
+	g.mu.Unlock()
+	if e.cancel == nil {
+		return nil // never started
+	}
+	e.cancel()
+	<-e.done
+	return nil
+}
+
+// Node returns the node of cluster's election, or nil.
+func (g *Group) Node(cluster string) *Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.byName[cluster]; e != nil {
+		return e.node
+	}
+	return nil
+}
+
+// Clusters returns the group's elections, in the order added.
+func (g *Group) Clusters() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.order...)
+}
+
+// Registry is the group's own metrics registry, on which callers may
+// register collectors of the process (the Go runtime's, say).
+func (g *Group) Registry() *prometheus.Registry { return g.registry }
+
+// Run takes part in every election of the group until ctx ends, then
+// leaves each (a leader hands over), and drains the connection. It
+// returns nil after a clean leave, ErrConnectionClosed if the connection
+// closed under it, or the first error of an election that stopped on its
+// own (its data directory failed, say), after leaving the others: a
+// process that cannot keep one election's state stops as a whole.
+func (g *Group) Run(ctx context.Context) error {
+	g.mu.Lock()
+	if g.started {
+		g.mu.Unlock()
+		return ErrRunning
+	}
+	g.started = true
+	if err := g.shared.Start(); err != nil {
+		g.stopped = true
+		g.mu.Unlock()
+		g.nc.Close()
+		return fmt.Errorf("node: connection events: %w", err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	g.ctx = runCtx
+	for _, c := range g.order {
+		g.start(g.byName[c])
+	}
+	g.mu.Unlock()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-g.failures:
+		g.log.Error("an election stopped; leaving the others", "err", err)
+	}
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
+	stop()
+	g.wg.Wait()
+	g.shared.Stop()
+	g.drain()
+	if err == nil {
+		select {
+		case err = <-g.failures: // failed as the group stopped
+		default:
+		}
+	}
+	return err
+}
+
+// drain drains and closes the connection, waiting at most
+// ShutdownTimeout.
+func (g *Group) drain() {
+	if g.nc.IsClosed() {
+		return
+	}
+	closed := g.nc.StatusChanged(nats.CLOSED)
+	defer g.nc.RemoveStatusListener(closed)
+	if err := g.nc.Drain(); err != nil {
+		g.nc.Close()
+		return
+	}
+	timer := time.NewTimer(g.cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-closed:
+	case <-timer.C:
+		g.log.Warn("drain timed out; closing", "timeout", g.cfg.ShutdownTimeout)
+		g.nc.Close()
+	}
+}
+
+// Handler serves the group's HTTP endpoints: GET /status?cluster=<c> is
+// the status of election c (404 if the group is not in it; without
+// cluster=, the first election's), GET /healthz 200 while every election
+// runs on a live connection, GET /metrics the elections' metrics summed
+// (groupGatherer) with the group's own, and POST /voters?cluster=<c>
+// ChangeVoters for election c.
+func (g *Group) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		n, ok := g.pick(w, r)
+		if ok {
+			statusHandler{n}.serveStatus(w, r)
+		}
+	})
+	mux.HandleFunc("POST /voters", func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := g.pick(w, r); ok {
+			n.serveVoters(w, r)
+		}
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !g.Healthy() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", metricsHandler(groupGatherer{g}))
+	return mux
+}
+
+// pick is the node a request's cluster= names, or the first; it answers
+// 404 itself if there is none.
+func (g *Group) pick(w http.ResponseWriter, r *http.Request) (*Node, bool) {
+	cluster := r.URL.Query().Get("cluster")
+	if cluster == "" {
+		if cs := g.Clusters(); len(cs) > 0 {
+			cluster = cs[0]
+		}
+	}
+	n := g.Node(cluster)
+	if n == nil {
+		http.Error(w, fmt.Sprintf("not in election %q", cluster), http.StatusNotFound)
+		return nil, false
+	}
+	return n, true
+}
+
+// Healthy reports whether every election of the group runs, on a live
+// connection.
+func (g *Group) Healthy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.order) == 0 || !g.nc.IsConnected() {
+		return false
+	}
+	for _, e := range g.byName {
+		if !e.node.view.Load().running {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,202 @@
+package natstransport_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// groupProcess is one member process of a test: a node.Group on its own
+// connection.
+type groupProcess struct {
+	*node.Group
+	id     uint64
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+	data   string
+}
+
+// startGroup runs member id in the elections clusters (static members
+// 1..3, bully) over one connection named after conn, as the node service
+// does with ELECTION_CLUSTERS.
+func startGroup(t *testing.T, url, conn string, id uint64, clusters []string) *groupProcess {
+	t.Helper()
+	opts := batontest.AsNode(conn, id)
+	nc := connect(t, url, opts...)
+	g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: conn, Logger: testLogger().With("node", id),
+		Probe: func(_ context.Context, name string) error {
+			p, err := nats.Connect(url, append(opts[:len(opts):len(opts)], nats.Name(name))...)
+			if err != nil {
+				return err
+			}
+			p.Close()
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &groupProcess{Group: g, id: id, nc: nc, done: make(chan error, 1), data: t.TempDir()}
+	for _, c := range clusters {
+		if _, err := g.Add(p.config(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go func() { p.done <- g.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Error("group did not stop")
+		}
+	})
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if !g.Healthy() {
+			return errors.New("not healthy")
+		}
+		return nil
+	})
+	return p
+}
+
+// config is the configuration of p's election of cluster.
+func (p *groupProcess) config(cluster string) node.Config {
+	return node.Config{
+		Cluster:   cluster,
+		Algorithm: protocol.Bully,
+		Election:  election.Config{ID: p.id, Members: []uint64{1, 2, 3}, Timing: testTiming},
+		DataDir:   p.data + "/" + cluster,
+	}
+}
+
+// leaders waits until every process names leader in every election of
+// clusters.
+func leaders(t *testing.T, procs []*groupProcess, clusters []string, leader uint64) {
+	t.Helper()
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		for _, p := range procs {
+			for _, c := range clusters {
+				n := p.Node(c)
+				if n == nil {
+					return fmt.Errorf("member %d is not in %s", p.id, c)
+				}
+				if st := n.Status(); st.Leader == nil || *st.Leader != leader {
+					return fmt.Errorf("member %d in %s: leader %v, want %d", p.id, c, st.Leader, leader)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	body, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, string(body)
+}
+
+// One process takes part in many elections over one connection: each
+// elects on its own subjects, /status answers for each, a process whose
+// connection closes fails over every election it led at once, and
+// elections join and leave while the processes run.
+func TestGroupManyElections(t *testing.T) {
+	url := batontest.StartNATS(t, batontest.WithAccounts())
+	var clusters []string
+	for i := range 12 {
+		clusters = append(clusters, fmt.Sprintf("shard-%d", i))
+	}
+	var procs []*groupProcess
+	for id := uint64(1); id <= 3; id++ {
+		procs = append(procs, startGroup(t, url, "shard-0", id, clusters))
+	}
+	leaders(t, procs, clusters, 3)
+
+	h := procs[2].Handler()
+	code, body := get(t, h, "/status?cluster=shard-7")
+	var st protocol.Status
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil || st.Cluster != "shard-7" || st.State != "leader" {
+		t.Fatalf("/status?cluster=shard-7: %d %s", code, body)
+	}
+	if code, body := get(t, h, "/status"); code != 200 || !strings.Contains(body, `"cluster":"shard-0"`) {
+		t.Fatalf("/status: %d %s", code, body)
+	}
+	if code, _ := get(t, h, "/status?cluster=shard-99"); code != http.StatusNotFound {
+		t.Fatalf("/status of an election not joined: %d, want 404", code)
+	}
+	if code, _ := get(t, h, "/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	_, metrics := get(t, h, "/metrics")
+	for _, want := range []string{"election_is_leader 12\n", "election_elections 12\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if strings.Contains(metrics, "election_term") {
+		t.Error("/metrics sums election_term over the elections")
+	}
+
+	// Member 3's connection closes, as when its process dies: the
+	// connection event fails over each of its twelve elections.
+	procs[2].nc.Close()
+	select {
+	case err := <-procs[2].done:
+		if !errors.Is(err, node.ErrConnectionClosed) {
+			t.Fatalf("Run after the connection closed: %v", err)
+		}
+		procs[2].done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the group did not stop when its connection closed")
+	}
+	leaders(t, procs[:2], clusters, 2)
+	_, metrics = get(t, procs[1].Handler(), "/metrics")
+	if !strings.Contains(metrics, "election_suspicions_total{reason=\"connection_closed\"}") {
+		t.Error("no election saw member 3's connection close")
+	}
+
+	// An election added to the running processes elects; one that a
+	// process leaves fails over to the other.
+	for _, p := range procs[:2] {
+		if _, err := p.Add(p.config("extra")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaders(t, procs[:2], []string{"extra"}, 2)
+	if err := procs[1].Remove("shard-5"); err != nil {
+		t.Fatal(err)
+	}
+	if procs[1].Node("shard-5") != nil {
+		t.Fatal("a removed election is still in the group")
+	}
+	leaders(t, procs[:1], []string{"shard-5"}, 1)
+	if err := procs[1].Remove("shard-5"); !errors.Is(err, node.ErrNoElection) {
+		t.Fatalf("removing an election twice: %v", err)
+	}
+	if _, err := procs[0].Add(procs[0].config("extra")); !errors.Is(err, node.ErrConfig) {
+		t.Fatalf("adding an election twice: %v", err)
+	}
+	wrong := procs[0].config("other")
+	wrong.Election.ID = 2
+	if _, err := procs[0].Add(wrong); !errors.Is(err, node.ErrConfig) {
+		t.Fatalf("adding another member's election: %v", err)
+	}
+}

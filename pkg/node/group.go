@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -301,7 +302,8 @@ func (g *Group) drain() {
 
 // Handler serves the group's HTTP endpoints: GET /status?cluster=<c> is
 // the status of election c (404 if the group is not in it; without
-// cluster=, the first election's), GET /healthz 200 while every election
+// cluster=, the first election's), GET /elections the statuses of every
+// election, in the order added, as one JSON array, GET /healthz 200 while every election
 // runs on a live connection, GET /metrics the elections' metrics summed
 // (groupGatherer) with the group's own, and POST /voters?cluster=<c>
 // ChangeVoters for election c.
@@ -312,6 +314,17 @@ func (g *Group) Handler() http.Handler {
 		if ok {
 			statusHandler{n}.serveStatus(w, r)
 		}
+	})
+	mux.HandleFunc("GET /elections", func(w http.ResponseWriter, _ *http.Request) {
+		clusters := g.Clusters()
+		all := make([]protocol.Status, 0, len(clusters))
+		for _, c := range clusters {
+			if n := g.Node(c); n != nil {
+				all = append(all, n.Status())
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(all)
 	})
 	mux.HandleFunc("POST /voters", func(w http.ResponseWriter, r *http.Request) {
 		if n, ok := g.pick(w, r); ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/internal/clusterlist"
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/membercreds"
@@ -140,10 +141,16 @@ type Config struct {
 	// and its signing keys if it issues with them, comma-separated. The
 	// node checks every member's credential, and its own, with it alone.
 	Authority string `env:"ELECTION_AUTHORITY"`
-	// Later variables of the contract that this node does not implement
-	// yet, read only to refuse them rather than ignore them.
+	// Clusters, instead of Cluster, are the clusters this node takes
+	// part in: names separated by commas, each with at most one range
+	// {a..b} ("shard-{0..255}" is 256 names). Each is an election of its
+	// own over the node's one NATS connection.
 	Clusters string `env:"ELECTION_CLUSTERS"`
-	Rank     string `env:"ELECTION_RANK"`
+	// Rank is how the members are ranked in each election: id (the
+	// highest ID leads) or spread (a hash of election and member, so
+	// that leaders spread over the members). Empty: id with one cluster,
+	// spread with several.
+	Rank string `env:"ELECTION_RANK"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.
@@ -160,8 +167,11 @@ type Config struct {
 	members   []uint64
 	voters    []uint64
 	urls      []string
-	timing    election.Timing
-	level     slog.Level
+	// clusters are the elections this node takes part in: Cluster alone,
+	// or the names ELECTION_CLUSTERS gives, Cluster being the first.
+	clusters []string
+	timing   election.Timing
+	level    slog.Level
 	// nkeyRefused is set once the NATS server refused the member key
 	// ("nkeys not supported by the server"): the node then connects, and
 	// probes, with its other credentials or none.
@@ -186,6 +196,9 @@ func loadConfig(environ map[string]string) (Config, error) {
 	cfg, err := env.ParseAsWithOptions[Config](env.Options{Environment: environ})
 	if err != nil {
 		return Config{}, explain(err, environ)
+	}
+	if _, both := environ["ELECTION_CLUSTER"]; both && cfg.Clusters != "" {
+		return Config{}, invalid("ELECTION_CLUSTERS", "set with ELECTION_CLUSTER: give the clusters in one of them")
 	}
 	if err := cfg.validate(); err != nil {
 		return Config{}, err
@@ -262,8 +275,8 @@ func (c *Config) validate() error {
 		return invalid("ELECTION_ALGORITHM", "a byzantine cluster of %d members tolerates no liar (f = ⌊(n−1)/3⌋ = 0): list at least %d in NODE_PEERS, or set ELECTION_BYZANTINE_SMALL=true to run it anyway",
 			len(c.members), MinByzantineMembers)
 	}
-	if protocol.ValidateCluster(c.Cluster) != nil {
-		return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
+	if err := c.parseClusters(); err != nil {
+		return err
 	}
 	if err := c.stateKeys(); err != nil {
 		return err
@@ -273,6 +286,9 @@ func (c *Config) validate() error {
 	}
 	if c.DataDir == "" {
 		c.DataDir = filepath.Join("baton-data", c.Cluster, fmt.Sprintf("node-%d", c.ID))
+		if c.several() {
+			c.DataDir = filepath.Join("baton-data", fmt.Sprintf("node-%d", c.ID))
+		}
 	}
 	if err := checkDataDir(c.DataDir); err != nil {
 		return err
@@ -379,6 +395,12 @@ func (c *Config) loadKeys() error {
 func (c *Config) stateKeys() error {
 	if c.keys == nil {
 		return nil
+	}
+	if stated := c.keys.Cluster(); stated != "" && c.several() {
+		return invalid("ELECTION_KEYS_FILE", "%s states cluster %q, but the node takes part in several (ELECTION_CLUSTERS): remove the cluster line", c.KeysFile, stated)
+	}
+	if c.several() {
+		return nil // each election states its own (keysOf)
 	}
 	if stated := c.keys.Cluster(); stated != "" && stated != c.Cluster {
 		return invalid("ELECTION_CLUSTER", "%q, but the members file %s states cluster %q", c.Cluster, c.KeysFile, stated)
@@ -616,12 +638,69 @@ func (c *Config) refuseUnimplemented() error {
 		return invalid("ELECTION_MEMBERSHIP", "%q is not static or dynamic", c.Membership)
 	case c.KeepLeader && !c.dynamic():
 		return invalid("ELECTION_KEEP_LEADER", "true needs dynamic membership (ELECTION_MEMBERSHIP=dynamic): a static cluster's highest live ID leads")
-	case c.Clusters != "":
-		return invalid("ELECTION_CLUSTERS", "set, but many elections in one process are %s: run a node per cluster with ELECTION_CLUSTER", later)
-	case c.Rank != "" && c.Rank != "id":
-		return invalid("ELECTION_RANK", "%q: only id (the highest ID leads) is implemented", c.Rank)
+	case c.Rank != "" && c.Rank != RankID && c.Rank != RankSpread:
+		return invalid("ELECTION_RANK", "%q is not %s or %s", c.Rank, RankID, RankSpread)
+	case c.Rank == RankSpread:
+		return invalid("ELECTION_RANK", "spread is %s: the highest ID leads every election (id)", later)
 	}
 	return nil
+}
+
+// The values of ELECTION_RANK.
+const (
+	RankID     = "id"
+	RankSpread = "spread"
+)
+
+// parseClusters fills clusters from ELECTION_CLUSTER or ELECTION_CLUSTERS,
+// and the rank's default.
+func (c *Config) parseClusters() error {
+	if c.Clusters == "" {
+		if protocol.ValidateCluster(c.Cluster) != nil {
+			return invalid("ELECTION_CLUSTER", "%q does not match [A-Za-z0-9_-]+", c.Cluster)
+		}
+		c.clusters = []string{c.Cluster}
+	} else {
+		names, err := clusterlist.Expand(c.Clusters)
+		if err != nil {
+			return invalid("ELECTION_CLUSTERS", "%s", strings.TrimPrefix(err.Error(), clusterlist.ErrList.Error()+": "))
+		}
+		c.clusters, c.Cluster = names, names[0]
+	}
+	if c.Rank == "" {
+		c.Rank = RankID
+	}
+	if len(c.clusters) == 1 {
+		return nil
+	}
+	switch {
+	case c.CredsFile != "":
+		return invalid("ELECTION_CREDS_FILE", "set with several clusters (ELECTION_CLUSTERS): a credential is issued for one cluster; many elections with credentials are not implemented by this version of the node")
+	case c.changingSet():
+		return invalid("ELECTION_CLUSTERS", "several clusters with byzantine and dynamic membership are not implemented by this version of the node")
+	}
+	return nil
+}
+
+// several reports whether the node takes part in several elections.
+func (c *Config) several() bool { return len(c.clusters) > 1 }
+
+// dataDir is the data directory of the election of cluster: DataDir
+// with one election, DataDir/<cluster> with several.
+func (c *Config) dataDir(cluster string) string {
+	if !c.several() {
+		return c.DataDir
+	}
+	return filepath.Join(c.DataDir, cluster)
+}
+
+// keysOf are the member keys as the election of cluster reads them
+// (stateKeys): they state its cluster.
+func (c *Config) keysOf(cluster string) (*protocol.MemberKeys, error) {
+	if c.keys == nil || !c.several() {
+		return c.keys, nil
+	}
+	return c.keys.State(cluster, protocol.Algorithm(c.Algorithm))
 }
 
 // The values of ELECTION_MEMBERSHIP.

@@ -15,16 +15,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/baton-election/baton/internal/natsconn"
@@ -97,8 +100,8 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 	// HTTP answers from the start: while the first connection to NATS is
 	// being made, /status with no leader and the rest 503; the node's
 	// endpoints after.
-	handler := &lateHandler{waiting: protocol.Status{
-		ID: cfg.ID, Cluster: cfg.Cluster, Algorithm: protocol.Algorithm(cfg.Algorithm), State: "follower",
+	handler := &lateHandler{clusters: cfg.clusters, waiting: protocol.Status{
+		ID: cfg.ID, Algorithm: protocol.Algorithm(cfg.Algorithm), State: "follower",
 	}}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
@@ -110,7 +113,8 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 			srv.Close()
 		}
 	}
-	log.Info("serving HTTP", "addr", ln.Addr().String(), "algorithm", cfg.Algorithm, "timing", fmt.Sprintf("%+v", cfg.timing))
+	log.Info("serving HTTP", "addr", ln.Addr().String(), "algorithm", cfg.Algorithm, "timing", fmt.Sprintf("%+v", cfg.timing),
+		"elections", len(cfg.clusters), "rank", cfg.Rank)
 
 	keyOpts := cfg.keyOptions()
 	nc, withKey, err := natsconn.Dial(ctx, strings.Join(cfg.urls, ","), cfg.natsOptions(log), keyOpts, log)
@@ -121,33 +125,27 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 		return exitOK
 	}
 	cfg.nkeyRefused = keyOpts != nil && !withKey
-	n, err := node.New(nc, node.Config{
-		Cluster:          cfg.Cluster,
-		Algorithm:        protocol.Algorithm(cfg.Algorithm),
-		Election:         election.Config{ID: cfg.ID, Members: cfg.members, Timing: cfg.timing, Dynamic: cfg.dynamic(), Voters: cfg.voters, KeepLeader: cfg.KeepLeader},
-		DataDir:          cfg.DataDir,
-		Tick:             cfg.Tick,
-		Signer:           cfg.signer,
-		Keys:             cfg.keys,
-		MemberSet:        cfg.memberSet,
-		MaxMessageAge:    cfg.MaxMessageAge,
-		ConnectionEvents: cfg.ConnectionEvents,
-		Probe:            cfg.probe,
-		Logger:           log,
-	})
+	var (
+		runner  interface{ Run(context.Context) error }
+		serving http.Handler
+	)
+	if cfg.several() {
+		runner, serving, err = cfg.newGroup(nc, log)
+	} else {
+		runner, serving, err = cfg.newNode(nc, cfg.Cluster, log)
+	}
 	if err != nil {
 		stopHTTP()
 		nc.Close()
 		log.Error("node", "err", err)
 		return exitFailed
 	}
-	n.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	handler.set(n.Handler())
+	handler.set(serving)
 
 	runCtx, stopNode := context.WithCancel(ctx)
 	defer stopNode()
 	runErr := make(chan error, 1)
-	go func() { runErr <- n.Run(runCtx) }()
+	go func() { runErr <- runner.Run(runCtx) }()
 	code := exitOK
 	select {
 	case err = <-runErr:
@@ -167,13 +165,86 @@ func run(ctx context.Context, environ map[string]string, stderr io.Writer) int {
 	return code
 }
 
+// newNode is the node of one election, on its own connection nc, and its
+// HTTP endpoints.
+func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node.Node, http.Handler, error) {
+	ncfg, err := c.nodeConfig(cluster, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := node.New(nc, ncfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	n.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h := n.Handler()
+	return n, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := r.URL.Query().Get("cluster"); r.URL.Path == "/status" && c != "" && c != cluster {
+			http.Error(w, fmt.Sprintf("not in election %q", c), http.StatusNotFound)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/elections" {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode([]protocol.Status{n.Status()})
+			return
+		}
+		h.ServeHTTP(w, r)
+	}), nil
+}
+
+// newGroup is the group of the node's elections over nc, and its HTTP
+// endpoints.
+func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Handler, error) {
+	g, err := node.NewGroup(nc, node.GroupConfig{
+		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cluster := range c.clusters {
+		ncfg, err := c.nodeConfig(cluster, log.With("election", cluster))
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := g.Add(ncfg); err != nil {
+			return nil, nil, fmt.Errorf("election %s: %w", cluster, err)
+		}
+	}
+	g.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return g, g.Handler(), nil
+}
+
+// nodeConfig is the configuration of the node's election of cluster.
+func (c *Config) nodeConfig(cluster string, log *slog.Logger) (node.Config, error) {
+	keys, err := c.keysOf(cluster)
+	if err != nil {
+		return node.Config{}, fmt.Errorf("ELECTION_KEYS_FILE: %w", err)
+	}
+	return node.Config{
+		Cluster:          cluster,
+		Algorithm:        protocol.Algorithm(c.Algorithm),
+		Election:         election.Config{ID: c.ID, Members: c.members, Timing: c.timing, Dynamic: c.dynamic(), Voters: c.voters, KeepLeader: c.KeepLeader},
+		DataDir:          c.dataDir(cluster),
+		Tick:             c.Tick,
+		Signer:           c.signer,
+		Keys:             keys,
+		MemberSet:        c.memberSet,
+		MaxMessageAge:    c.MaxMessageAge,
+		ConnectionEvents: c.ConnectionEvents,
+		Probe:            c.probe,
+		Logger:           log,
+	}, nil
+}
+
 // lateHandler serves the node's handler once it is set. Before, while
 // the first connection to NATS is being made, GET /status answers the
-// contract's object with no leader (a node that knows none) and every
+// contract's object with no leader (a node that knows none; with
+// ?cluster=, of that election, 404 if the node is not in it) and every
 // other path 503, /healthz included.
 type lateHandler struct {
-	h       atomic.Pointer[http.Handler]
-	waiting protocol.Status
+	h        atomic.Pointer[http.Handler]
+	waiting  protocol.Status
+	clusters []string
 }
 
 func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
@@ -184,8 +255,17 @@ func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet && r.URL.Path == "/status" {
+		st := l.waiting
+		st.Cluster = l.clusters[0]
+		if c := r.URL.Query().Get("cluster"); c != "" {
+			if !slices.Contains(l.clusters, c) {
+				http.Error(w, fmt.Sprintf("not in election %q", c), http.StatusNotFound)
+				return
+			}
+			st.Cluster = c
+		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(l.waiting)
+		json.NewEncoder(w).Encode(st)
 		return
 	}
 	http.Error(w, "waiting for NATS", http.StatusServiceUnavailable)

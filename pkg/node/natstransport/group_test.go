@@ -142,6 +142,10 @@ func TestGroupManyElections(t *testing.T) {
 	if code, _ := get(t, h, "/status?cluster=shard-99"); code != http.StatusNotFound {
 		t.Fatalf("/status of an election not joined: %d, want 404", code)
 	}
+	var all []protocol.Status
+	if code, body := get(t, h, "/elections"); code != 200 || json.Unmarshal([]byte(body), &all) != nil || len(all) != len(clusters) || all[11].Cluster != "shard-11" || all[11].State != "leader" {
+		t.Fatalf("/elections: %d %s", code, body)
+	}
 	if code, _ := get(t, h, "/healthz"); code != 200 {
 		t.Fatalf("/healthz: %d", code)
 	}

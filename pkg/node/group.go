@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -28,6 +29,12 @@ var (
 
 // MaxElections bounds the elections of one Group.
 const MaxElections = 16384
+
+// DefaultGroupInboxSize is the InboxSize of an election of a Group unless
+// its Config gives one: a lane's buffer is allocated whole (280 bytes an
+// entry), and DefaultInboxSize for each of thousands of elections would
+// cost about 300 KB each at idle.
+const DefaultGroupInboxSize = 64
 
 // GroupConfig configures a Group: what the elections of one member
 // process share.
@@ -60,9 +67,10 @@ type Group struct {
 	cfg    GroupConfig
 	log    *slog.Logger
 	shared *natstransport.Shared
-	// registry holds the group's own collectors; the elections' metrics
-	// are summed over them (groupGatherer).
-	registry *prometheus.Registry
+	// metrics are every election's: each counts on them, and the gauges
+	// that read an election sum over the group's (a scrape's size does
+	// not grow with the number of elections).
+	metrics *metrics
 
 	mu       sync.Mutex
 	byName   map[string]*groupElection
@@ -115,21 +123,39 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	}
 	g := &Group{
 		nc: nc, cfg: cfg, log: cfg.Logger, shared: shared,
-		registry: prometheus.NewRegistry(),
+		metrics:  newMetrics(),
 		byName:   make(map[string]*groupElection),
 		failures: make(chan error, 1),
 	}
-	g.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "election_elections",
-		Help: "Elections this process takes part in.",
-	}, func() float64 { return float64(len(g.Clusters())) }))
+	// One term per election: /status?cluster= shows each.
+	g.metrics.registry.Unregister(g.metrics.term)
+	g.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_elections", Help: "Elections this process takes part in."},
+			func() float64 { return float64(len(g.Clusters())) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_inbox_pending", Help: helpInboxPending},
+			func() float64 { return g.sum(func(n *Node) int { return n.pending() }) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_is_leader", Help: helpIsLeader},
+			func() float64 { return g.sum(func(n *Node) int { return int(b2f(n.leads())) }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_subscription_dropped_total", Help: helpSubscriptionDrops},
+			func() float64 { return g.sum(func(n *Node) int { return n.subscriptionDrops() }) }))
 	return g, nil
+}
+
+// sum adds f of every election of the group.
+func (g *Group) sum(f func(*Node) int) float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	total := 0
+	for _, e := range g.byName {
+		total += f(e.node)
+	}
+	return float64(total)
 }
 
 // Add checks cfg and adds its election to the group, and starts it at once
 // if the group runs. Its Election.ID must be the group's, its cluster not
 // already in the group; its Logger, if nil, is the group's tagged with the
-// cluster.
+// cluster, and its InboxSize, if zero, DefaultGroupInboxSize.
 func (g *Group) Add(cfg Config) (*Node, error) {
 	if cfg.Election.ID != g.cfg.ID {
 		return nil, fmt.Errorf("%w: member %d in a group of member %d", ErrConfig, cfg.Election.ID, g.cfg.ID)
@@ -144,6 +170,7 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 		cfg.Logger = g.log.With("cluster", cfg.Cluster)
 	}
 	cfg.Probe = nil // the group probes, once
+	setDefault(&cfg.InboxSize, DefaultGroupInboxSize)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -154,7 +181,7 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 	case len(g.order) >= MaxElections:
 		return nil, fmt.Errorf("%w: more than %d elections", ErrConfig, MaxElections)
 	}
-	n, err := newOnConn(g.nc, cfg, g.shared)
+	n, err := newOnConn(g.nc, cfg, g.shared, g.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -225,9 +252,9 @@ func (g *Group) Clusters() []string {
 	return append([]string(nil), g.order...)
 }
 
-// Registry is the group's own metrics registry, on which callers may
-// register collectors of the process (the Go runtime's, say).
-func (g *Group) Registry() *prometheus.Registry { return g.registry }
+// Registry is the group's metrics registry, on which callers may register
+// collectors of the process (the Go runtime's, say).
+func (g *Group) Registry() *prometheus.Registry { return g.metrics.registry }
 
 // Run takes part in every election of the group until ctx ends, then
 // leaves each (a leader hands over), and drains the connection. It
@@ -304,8 +331,7 @@ func (g *Group) drain() {
 // the status of election c (404 if the group is not in it; without
 // cluster=, the first election's), GET /elections the statuses of every
 // election, in the order added, as one JSON array, GET /healthz 200 while every election
-// runs on a live connection, GET /metrics the elections' metrics summed
-// (groupGatherer) with the group's own, and POST /voters?cluster=<c>
+// runs on a live connection, GET /metrics the group's metrics, and POST /voters?cluster=<c>
 // ChangeVoters for election c.
 func (g *Group) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -338,7 +364,7 @@ func (g *Group) Handler() http.Handler {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", metricsHandler(groupGatherer{g}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.registry, promhttp.HandlerOpts{}))
 	return mux
 }
 

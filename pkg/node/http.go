@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Handler serves GET /healthz, GET /status and GET /metrics, and POST
@@ -47,7 +48,7 @@ func newHandler(src statusSource, reg prometheus.Gatherer) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /status", h.serveStatus)
-	mux.Handle("GET /metrics", metricsHandler(reg))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -33,8 +34,33 @@ type metrics struct {
 	timerLag          prometheus.Histogram
 	loopLag           prometheus.Histogram
 	stateWrite        prometheus.Histogram
-	// subscriptionDrops reads the NATS adapter's count, if there is one.
-	subscriptionDrops func() float64
+}
+
+// Help of the metrics that read a node (a Group's read its elections).
+const (
+	helpInboxPending      = "Events waiting in the node's two lanes for the loop."
+	helpIsLeader          = "1 while this node leads (under a lease, while the lease holds), 0 otherwise; with several elections, the number it leads."
+	helpSubscriptionDrops = "Messages NATS dropped before the node read them, because a subscription's pending limits were reached."
+)
+
+// leads reports whether the node leads now (under a lease, while it
+// holds).
+func (n *Node) leads() bool { return n.Status().State == election.Leader.String() }
+
+// subscriptionDrops is how many messages NATS dropped for the node's
+// subscriptions; 0 off NATS.
+func (n *Node) subscriptionDrops() int {
+	if n.adapter == nil {
+		return 0
+	}
+	return n.adapter.SubscriptionDrops()
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Received, Dropped (transport.Meter), EventsDelivered, PeerDisconnected
@@ -144,15 +170,6 @@ func newMetrics() *metrics {
 			Help: "Term of the leadership this node last accepted or claimed.",
 		}),
 	}
-	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "election_subscription_dropped_total",
-		Help: "Messages NATS dropped before the node read them, because a subscription's pending limits were reached.",
-	}, func() float64 {
-		if m.subscriptionDrops == nil {
-			return 0
-		}
-		return m.subscriptionDrops()
-	}))
 	m.registry.MustRegister(m.electionsStarted, m.sent, m.received, m.dropped,
 		m.leaderChanges, m.leaderTimeouts, m.steppedDown, m.membersLied, m.signatureChecks, m.unreachable, m.term, m.connectionEvents, m.peerDisconnects, m.leaderDisconnects,
 		m.membership, m.suspicions, m.probes, m.resumed, m.withheld, m.timerLag, m.loopLag, m.stateWrite)

@@ -281,6 +281,7 @@ type Node struct {
 	log     *slog.Logger
 	metrics *metrics
 	lanes   *transport.Lanes
+	adapter *natstransport.Adapter // the transport, when it is NATS's
 
 	started atomic.Bool // Run was called
 	// requests carry ChangeVoters to the loop.
@@ -310,15 +311,15 @@ type Node struct {
 
 // New checks cfg and returns a node for nc, on the NATS adapter
 // (pkg/node/natstransport). It starts nothing.
-func New(nc *nats.Conn, cfg Config) (*Node, error) { return newOnConn(nc, cfg, nil) }
+func New(nc *nats.Conn, cfg Config) (*Node, error) { return newOnConn(nc, cfg, nil, nil) }
 
 // newOnConn is New, on a connection shared with other elections if shared
-// is not nil (Group).
-func newOnConn(nc *nats.Conn, cfg Config, shared *natstransport.Shared) (*Node, error) {
+// is not nil (Group), counting on the group's metrics m if not nil.
+func newOnConn(nc *nats.Conn, cfg Config, shared *natstransport.Shared, m *metrics) (*Node, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
 	}
-	n, err := newNode(cfg)
+	n, err := newNode(cfg, m)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +354,7 @@ func newOnConn(nc *nats.Conn, cfg Config, shared *natstransport.Shared) (*Node, 
 	}
 	n.tr = adapter
 	n.cluster = natstransport.Cluster{NC: nc, Name: cfg.Cluster, Keys: cfg.Keys}
-	n.metrics.subscriptionDrops = func() float64 { return float64(adapter.SubscriptionDrops()) }
+	n.adapter = adapter
 	return n, nil
 }
 
@@ -367,7 +368,7 @@ func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config) (*
 	if tr == nil || cluster == nil {
 		return nil, fmt.Errorf("%w: no transport", ErrConfig)
 	}
-	n, err := newNode(cfg)
+	n, err := newNode(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -376,8 +377,9 @@ func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config) (*
 }
 
 // newNode checks cfg, fills its defaults and returns a node without a
-// transport.
-func newNode(cfg Config) (*Node, error) {
+// transport, counting on its own metrics, or on shared, a Group's, if not
+// nil.
+func newNode(cfg Config, shared *metrics) (*Node, error) {
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -444,24 +446,21 @@ func newNode(cfg Config) (*Node, error) {
 		id:       cfg.Election.ID,
 		members:  members,
 		log:      cfg.Logger,
-		metrics:  newMetrics(),
+		metrics:  shared,
 		requests: make(chan votersRequest),
+	}
+	if shared == nil {
+		n.metrics = newMetrics()
+		n.metrics.registry.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_inbox_pending", Help: helpInboxPending},
+				func() float64 { return float64(n.pending()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_is_leader", Help: helpIsLeader},
+				func() float64 { return b2f(n.leads()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_subscription_dropped_total", Help: helpSubscriptionDrops},
+				func() float64 { return float64(n.subscriptionDrops()) }))
 	}
 	n.lanes = transport.NewLanes(cfg.InboxSize, n.metrics)
 	n.health = newHealth(members, cfg.Election.Dynamic, n.ticks(election.MaxAdaptiveTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
-	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "election_inbox_pending",
-		Help: "Events waiting in the node's two lanes for the loop.",
-	}, func() float64 { return float64(n.pending()) }))
-	n.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "election_is_leader",
-		Help: "1 while this node leads (under a lease, while the lease holds), 0 otherwise.",
-	}, func() float64 {
-		if n.Status().State == election.Leader.String() {
-			return 1
-		}
-		return 0
-	}))
 	n.setView(election.SoftState{ID: n.id}, time.Time{}, nil, false)
 	return n, nil
 }

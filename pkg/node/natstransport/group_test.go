@@ -156,7 +156,7 @@ func TestGroupManyElections(t *testing.T) {
 		}
 	}
 	if strings.Contains(metrics, "election_term") {
-		t.Error("/metrics sums election_term over the elections")
+		t.Error("/metrics of a group shows a term, of one election among many")
 	}
 
 	// Member 3's connection closes, as when its process dies: the

@@ -397,15 +397,26 @@ func (a *Adapter) Lead(an *protocol.Announcement, until time.Time) {
 // Settle flushes the connection, then waits until every subscription's
 // callback has taken what arrived before the server's answer (a barrier
 // of the NATS client, which runs after them), each bounded by
-// settleTimeout.
+// settleTimeout. On a Shared connection, the elections that settle at
+// once share one flush and barrier (Shared.settle): a barrier waits for
+// every subscription of the connection, thousands with many elections.
 func (a *Adapter) Settle() {
-	if err := a.nc.FlushTimeout(settleTimeout); err != nil {
-		a.log.Debug("flush before a deadline", "err", err)
+	if a.cfg.Shared != nil {
+		a.cfg.Shared.settle()
+		return
+	}
+	settle(a.nc, a.log)
+}
+
+// settle is Settle for the connection nc.
+func settle(nc *nats.Conn, log *slog.Logger) {
+	if err := nc.FlushTimeout(settleTimeout); err != nil {
+		log.Debug("flush before a deadline", "err", err)
 		return
 	}
 	done := make(chan struct{})
-	if err := a.nc.Barrier(func() { close(done) }); err != nil {
-		a.log.Debug("barrier before a deadline", "err", err)
+	if err := nc.Barrier(func() { close(done) }); err != nil {
+		log.Debug("barrier before a deadline", "err", err)
 		return
 	}
 	timer := time.NewTimer(settleTimeout)
@@ -413,7 +424,7 @@ func (a *Adapter) Settle() {
 	select {
 	case <-done:
 	case <-timer.C:
-		a.log.Debug("subscriptions not settled before a deadline", "waited", settleTimeout)
+		log.Debug("subscriptions not settled before a deadline", "waited", settleTimeout)
 	}
 }
 

@@ -344,3 +344,76 @@ func TestConnectLogsWhyItWaits(t *testing.T) {
 		t.Errorf("the reason is logged %d times at info level and above, want once:\n%s", n, logs.String())
 	}
 }
+
+// On a Shared connection, elections that settle at once share rounds of
+// flush and barrier, and each still finds on its lanes what was sent to
+// it before its call.
+func TestSharedSettleDeliversWhatWasSent(t *testing.T) {
+	url := batontest.StartNATS(t)
+	const elections, burst = 8, 20
+	members := []uint64{1, 2}
+	nc := batontest.Connect(t, url, nats.NoEcho())
+	shared, err := NewShared(nc, SharedConfig{Conn: "settle-0", ID: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shared.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Stop()
+	sender := batontest.Connect(t, url)
+	stamp := protocol.NewStamp(1)
+	adapters := make([]*Adapter, elections)
+	lanes := make([]*transport.Lanes, elections)
+	for i := range elections {
+		cluster := fmt.Sprintf("settle-%d", i)
+		a, err := New(nc, Config{Cluster: cluster, ID: 1, Members: members, MaxMessageAge: time.Minute, Meter: newCountingMeter(),
+			Logger: slog.New(slog.DiscardHandler), Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		lanes[i] = transport.NewLanes(burst, newCountingMeter())
+		if err := a.Connect(t.Context(), lanes[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Open(transport.Self{Incarnation: 1, Started: time.Now().Add(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		adapters[i] = a
+	}
+	for round := range 3 {
+		for i := range elections {
+			for j := range burst / 3 {
+				m := protocol.Message{V: protocol.Version, Type: protocol.TypeElection, From: 2, Term: uint64(round*burst + j + 1)}
+				stamp.Apply(&m, time.Now())
+				data, err := protocol.Encode(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := sender.Publish(protocol.SubjectFor(fmt.Sprintf("settle-%d", i), m), data); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := sender.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for _, a := range adapters {
+			wg.Go(a.Settle)
+		}
+		wg.Wait()
+		for i, l := range lanes {
+			if got, want := len(l.Others()), (round+1)*(burst/3); got != want {
+				t.Fatalf("round %d, election %d: %d messages on the lanes after Settle, want %d", round, i, got, want)
+			}
+		}
+	}
+	shared.settleMu.Lock()
+	rounds := shared.rounds
+	shared.settleMu.Unlock()
+	if rounds > 3*elections {
+		t.Errorf("%d rounds for %d settles", rounds, 3*elections)
+	}
+}

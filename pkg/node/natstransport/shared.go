@@ -34,6 +34,13 @@ type Shared struct {
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the probe
+
+	// The rounds of settle: rounds counts those started, settling is
+	// set while one runs, and settled is closed when it ends.
+	settleMu sync.Mutex
+	settling bool
+	rounds   uint64
+	settled  chan struct{}
 }
 
 // SharedConfig configures a Shared.
@@ -136,4 +143,40 @@ func (s *Shared) onConnEvent(msg *nats.Msg, connect bool) {
 	for _, a := range adapters {
 		a.connEvent(e, msg.Subject, connect)
 	}
+}
+
+// settle settles the connection (the adapters' Settle) for every election
+// that asks at once: a round of flush and barrier started after a call
+// covers it, so a caller that finds a round running waits for its end
+// and then joins the round another waiter started meanwhile, or starts
+// one. A round costs the same whatever the number of callers.
+func (s *Shared) settle() {
+	s.settleMu.Lock()
+	if s.settling {
+		asked := s.rounds
+		done := s.settled
+		s.settleMu.Unlock()
+		<-done
+		s.settleMu.Lock()
+		switch {
+		case s.rounds > asked && s.settling:
+			done = s.settled // started after the call: join it
+			s.settleMu.Unlock()
+			<-done
+			return
+		case s.rounds > asked:
+			s.settleMu.Unlock() // started after the call, and over
+			return
+		}
+	}
+	s.settling = true
+	s.rounds++
+	done := make(chan struct{})
+	s.settled = done
+	s.settleMu.Unlock()
+	settle(s.nc, s.log)
+	s.settleMu.Lock()
+	s.settling = false
+	close(done)
+	s.settleMu.Unlock()
 }

@@ -71,6 +71,8 @@ type Group struct {
 	// that read an election sum over the group's (a scrape's size does
 	// not grow with the number of elections).
 	metrics *metrics
+	// states writes the elections' state files together.
+	states *stateWriter
 
 	mu       sync.Mutex
 	byName   map[string]*groupElection
@@ -124,6 +126,7 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	g := &Group{
 		nc: nc, cfg: cfg, log: cfg.Logger, shared: shared,
 		metrics:  newMetrics(),
+		states:   newStateWriter(),
 		byName:   make(map[string]*groupElection),
 		failures: make(chan error, 1),
 	}
@@ -185,6 +188,7 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.states = g.states
 	e := &groupElection{node: n, done: make(chan struct{})}
 	g.byName[cfg.Cluster] = e
 	g.order = append(g.order, cfg.Cluster)
@@ -278,6 +282,7 @@ func (g *Group) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	g.ctx = runCtx
+	go g.states.run() // until the elections have left: close(stop), <-done
 	for _, c := range g.order {
 		g.start(g.byName[c])
 	}
@@ -294,6 +299,8 @@ func (g *Group) Run(ctx context.Context) error {
 	g.mu.Unlock()
 	stop()
 	g.wg.Wait()
+	close(g.states.stop)
+	<-g.states.done
 	g.shared.Stop()
 	g.drain()
 	if err == nil {

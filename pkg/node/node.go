@@ -282,6 +282,7 @@ type Node struct {
 	metrics *metrics
 	lanes   *transport.Lanes
 	adapter *natstransport.Adapter // the transport, when it is NATS's
+	states  *stateWriter           // a Group's, which writes state.json; nil: alone
 
 	started atomic.Bool // Run was called
 	// requests carry ChangeVoters to the loop.
@@ -591,6 +592,7 @@ func (n *Node) run(ctx context.Context) error {
 		n.tr.Abort()
 		return err
 	}
+	st.writer = n.states
 	n.store = st
 	defer st.close()
 	switch err := n.tr.Connect(ctx, n.lanes); {

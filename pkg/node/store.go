@@ -41,6 +41,9 @@ type stored struct {
 type store struct {
 	dir  string
 	lock *os.File
+	// writer writes the state file with other elections' (a Group's);
+	// nil: alone.
+	writer *stateWriter
 }
 
 // openStore creates dir if needed, locks it and reads the stored state
@@ -103,7 +106,7 @@ func (s *store) write(st stored) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	if err := atomicfile.Write(s.path(), append(data, '\n'), 0o600); err != nil {
+	if err := s.writer.writeFile(s.path(), append(data, '\n')); err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil

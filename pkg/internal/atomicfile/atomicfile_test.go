@@ -164,3 +164,50 @@ func TestCrashAtAnyPoint(t *testing.T) {
 		t.Fatal("the writer never completed a write")
 	}
 }
+
+func TestWriteMany(t *testing.T) {
+	root := t.TempDir()
+	var files []File
+	for i := range 20 {
+		dir := filepath.Join(root, fmt.Sprintf("e-%d", i%7))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, fmt.Sprintf("state-%d.json", i))
+		if i%2 == 0 {
+			if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		files = append(files, File{Path: path, Data: []byte(fmt.Sprintf("new %d", i))})
+	}
+	if err := WriteMany(files, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range files {
+		data, err := os.ReadFile(f.Path)
+		if err != nil || string(data) != fmt.Sprintf("new %d", i) {
+			t.Errorf("%s: %q, %v", f.Path, data, err)
+		}
+		if info, err := os.Stat(f.Path); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v", f.Path, info.Mode(), err)
+		}
+	}
+	temps, _ := filepath.Glob(filepath.Join(root, "*", "*"+tempInfix+"*"))
+	if len(temps) != 0 {
+		t.Errorf("temporary files left: %v", temps)
+	}
+
+	// A file that cannot be written fails the batch, and leaves no
+	// temporary file and no new content behind.
+	bad := append([]File{{Path: files[0].Path, Data: []byte("newer")}}, File{Path: filepath.Join(root, "missing", "state.json"), Data: []byte("x")})
+	if err := WriteMany(bad, 0o600); err == nil {
+		t.Fatal("WriteMany into a missing directory: no error")
+	}
+	if data, _ := os.ReadFile(files[0].Path); string(data) != "new 0" {
+		t.Errorf("after a failed batch: %q, want the content before it", data)
+	}
+	if temps, _ := filepath.Glob(filepath.Join(root, "*", "*"+tempInfix+"*")); len(temps) != 0 {
+		t.Errorf("temporary files left after a failed batch: %v", temps)
+	}
+}

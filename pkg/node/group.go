@@ -51,6 +51,15 @@ type GroupConfig struct {
 	// each election's Config must give the same ConnectionEvents.
 	ConnectionEvents string
 	Probe            func(ctx context.Context, name string) error
+	// Batch is how long the elections' broadcasts wait to leave together
+	// in one message (natstransport.SharedConfig.Batch):
+	// natstransport.DefaultBatchWindow if zero; negative, each leaves on
+	// its own.
+	Batch time.Duration
+	// Signer and Keys sign and check the batches: the member's key and
+	// the members' keys, as in the elections' Config; both or neither.
+	Signer *protocol.Signer
+	Keys   *protocol.MemberKeys
 	// ShutdownTimeout bounds the drain of the connection once every
 	// election has left; DefaultShutdownTimeout if zero.
 	ShutdownTimeout time.Duration
@@ -119,6 +128,7 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	shared, err := natstransport.NewShared(nc, natstransport.SharedConfig{
 		Conn: cfg.Conn, ID: cfg.ID, ConnectionEvents: cfg.ConnectionEvents == ConnectionEventsAuto,
 		Probe: cfg.Probe, ProbeTimeout: DefaultLearnTimeout, Logger: cfg.Logger,
+		Batch: cfg.Batch, Signer: cfg.Signer, Keys: cfg.Keys,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -140,7 +150,13 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_is_leader", Help: helpIsLeader},
 			func() float64 { return g.sum(func(n *Node) int { return int(b2f(n.leads())) }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_subscription_dropped_total", Help: helpSubscriptionDrops},
-			func() float64 { return g.sum(func(n *Node) int { return n.subscriptionDrops() }) }))
+			func() float64 { return g.sum(func(n *Node) int { return n.subscriptionDrops() }) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batches_sent_total", Help: "Batches published: each carries the broadcasts the elections sent within the batch window."},
+			func() float64 { b, _ := shared.Batches(); return float64(b) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batched_messages_total", Help: "Messages of the elections that left in batches."},
+			func() float64 { _, m := shared.Batches(); return float64(m) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batches_dropped_total", Help: "Batches received and dropped whole: their signature or their framing did not hold."},
+			func() float64 { return float64(shared.Refused()) }))
 	return g, nil
 }
 

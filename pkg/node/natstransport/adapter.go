@@ -284,6 +284,9 @@ func (a *Adapter) Open(self transport.Self) error {
 	if _, err := a.subscribe(a.replyTo+".*.*", a.onReply); err != nil {
 		return err
 	}
+	if a.cfg.Shared != nil {
+		a.cfg.Shared.open(a)
+	}
 	if err := a.nc.FlushTimeout(a.cfg.ShutdownTimeout); err != nil {
 		a.log.Warn("flush after subscribing", "err", err)
 	}
@@ -309,6 +312,10 @@ func (a *Adapter) subscribe(subject string, cb nats.MsgHandler) (*nats.Subscript
 // Send publishes m on protocol.SubjectFor, with the receiver's
 // incarnation as this node knows it, signed with the node's key when it
 // has one.
+//
+// On a Shared connection that batches, a broadcast goes in the batch
+// being filled (Shared.enqueue), and a point-to-point message leaves
+// after the batch, so that the election's messages keep their order.
 func (a *Adapter) Send(m protocol.Message) error {
 	now := a.cfg.Now()
 	if m.To != 0 {
@@ -317,6 +324,13 @@ func (a *Adapter) Send(m protocol.Message) error {
 	data, err := protocol.Encode(m)
 	if err != nil {
 		return fmt.Errorf("natstransport: encode: %w", err)
+	}
+	if s := a.cfg.Shared; s != nil && s.batched() {
+		if m.To == 0 {
+			s.enqueue(a.cfg.Cluster, data)
+			return nil
+		}
+		s.flush()
 	}
 	out := &nats.Msg{Subject: protocol.SubjectFor(a.cfg.Cluster, m), Data: data}
 	if a.cfg.Signer != nil {
@@ -344,6 +358,9 @@ func (a *Adapter) encode(an *protocol.Announcement) *answer {
 
 // Announce publishes an on the cluster's leader subject.
 func (a *Adapter) Announce(an protocol.Announcement) {
+	if a.cfg.Shared != nil {
+		a.cfg.Shared.flush() // after the messages that led to it
+	}
 	enc := a.encode(&an)
 	out := &nats.Msg{Subject: protocol.LeaderSubject(a.cfg.Cluster), Data: enc.data, Header: enc.header}
 	if err := a.nc.PublishMsg(out); err != nil {
@@ -465,6 +482,7 @@ func (a *Adapter) Close() {
 	a.stop()
 	if a.cfg.Shared != nil {
 		a.leave()
+		a.cfg.Shared.flush()
 		if err := a.nc.FlushTimeout(a.cfg.ShutdownTimeout); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			a.log.Warn("flush on leaving", "err", err)
 		}

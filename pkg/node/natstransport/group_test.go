@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,16 +30,30 @@ type groupProcess struct {
 	cancel context.CancelFunc
 	done   chan error
 	data   string
+	signer *protocol.Signer
+	keys   *protocol.MemberKeys
+}
+
+// keyring is the member keys of a test's processes.
+type keyring struct {
+	signers map[uint64]*protocol.Signer
+	keys    *protocol.MemberKeys
 }
 
 // startGroup runs member id in the elections clusters (static members
 // 1..3, bully) over one connection named after conn, as the node service
-// does with ELECTION_CLUSTERS.
-func startGroup(t *testing.T, url, conn string, id uint64, clusters []string) *groupProcess {
+// does with ELECTION_CLUSTERS; signed with kr's keys, if not nil.
+func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr ...*keyring) *groupProcess {
 	t.Helper()
 	opts := batontest.AsNode(conn, id)
+	var signer *protocol.Signer
+	var keys *protocol.MemberKeys
+	if len(kr) > 0 {
+		signer, keys = kr[0].signers[id], kr[0].keys
+		opts = batontest.AsMember(conn, signer)
+	}
 	nc := connect(t, url, opts...)
-	g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: conn, Logger: testLogger().With("node", id),
+	g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: conn, Logger: testLogger().With("node", id), Signer: signer, Keys: keys,
 		Probe: func(_ context.Context, name string) error {
 			p, err := nats.Connect(url, append(opts[:len(opts):len(opts)], nats.Name(name))...)
 			if err != nil {
@@ -50,7 +65,7 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string) *g
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &groupProcess{Group: g, id: id, nc: nc, done: make(chan error, 1), data: t.TempDir()}
+	p := &groupProcess{Group: g, id: id, nc: nc, done: make(chan error, 1), data: t.TempDir(), signer: signer, keys: keys}
 	for _, c := range clusters {
 		if _, err := g.Add(p.config(c)); err != nil {
 			t.Fatal(err)
@@ -83,6 +98,8 @@ func (p *groupProcess) config(cluster string) node.Config {
 		Algorithm: protocol.Bully,
 		Election:  election.Config{ID: p.id, Members: []uint64{1, 2, 3}, Timing: testTiming},
 		DataDir:   p.data + "/" + cluster,
+		Signer:    p.signer,
+		Keys:      p.keys,
 	}
 }
 
@@ -150,6 +167,9 @@ func TestGroupManyElections(t *testing.T) {
 		t.Fatalf("/healthz: %d", code)
 	}
 	_, metrics := get(t, h, "/metrics")
+	if batches := metric(metrics, "election_batches_sent_total"); batches == 0 || metric(metrics, "election_batched_messages_total") <= batches {
+		t.Errorf("the leader's broadcasts did not go in batches: %v batches of %v messages", batches, metric(metrics, "election_batched_messages_total"))
+	}
 	for _, want := range []string{"election_is_leader 12\n", "election_elections 12\n"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
@@ -202,5 +222,67 @@ func TestGroupManyElections(t *testing.T) {
 	wrong.Election.ID = 2
 	if _, err := procs[0].Add(wrong); !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("adding another member's election: %v", err)
+	}
+}
+
+// metric is the value of the series name (without labels) in a
+// Prometheus text exposition, or -1.
+func metric(text, name string) float64 {
+	for line := range strings.SplitSeq(text, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// With member keys, a process signs each batch once, and a batch whose
+// signature does not hold, or a message in it that names another member
+// than its signer, is dropped: a member cannot speak for another in a
+// batch, nor a stranger for anyone.
+func TestGroupSignedBatches(t *testing.T) {
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
+	kr := &keyring{signers, keys}
+	url := batontest.StartNATS(t, batontest.WithAccounts(), batontest.WithMemberUsers(keys))
+	clusters := []string{"shard-0", "shard-1", "shard-2", "shard-3"}
+	procs := []*groupProcess{startGroup(t, url, "shard-0", 1, clusters, kr), startGroup(t, url, "shard-0", 2, clusters, kr)}
+	leaders(t, procs, clusters, 2)
+
+	// Member 1, with its own key, says in a batch that member 3 leads
+	// shard-1 with a far term; a stranger's key signs a batch as member
+	// 1's.
+	forged := protocol.Message{V: protocol.Version, Type: protocol.TypeHeartbeat, From: 3, Term: 1 << 40}
+	protocol.NewStamp(1).Apply(&forged, time.Now())
+	data, err := protocol.Encode(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := protocol.AppendBatchEntry(nil, "shard-1", data)
+	subject := protocol.BatchSubject("shard-0")
+	liar := connect(t, url, batontest.AsMember("shard-0", signers[1])...)
+	if err := liar.PublishMsg(&nats.Msg{Subject: subject, Data: batch, Header: signers[1].Header(subject, batch)}); err != nil {
+		t.Fatal(err)
+	}
+	stranger := batontest.NewSigner(t, 1)
+	if err := liar.PublishMsg(&nats.Msg{Subject: subject, Data: batch, Header: stranger.Header(subject, batch)}); err != nil {
+		t.Fatal(err)
+	}
+	liar.Flush()
+	batontest.CheckFor(t, 5*time.Second, func() error {
+		_, m := get(t, procs[1].Handler(), "/metrics")
+		if metric(m, "election_batches_dropped_total") < 1 {
+			return errors.New("the stranger's batch was not dropped")
+		}
+		if !strings.Contains(m, `election_messages_dropped_total{reason="bad_signature"} `) || strings.Contains(m, `election_messages_dropped_total{reason="bad_signature"} 0`+"\n") {
+			return errors.New("member 1's message as member 3 was not dropped as forged")
+		}
+		return nil
+	})
+	leaders(t, procs, clusters, 2)
+	if st := procs[1].Node("shard-1").Status(); st.Term >= 1<<40 {
+		t.Fatalf("the forged term reached the machine: %+v", st)
 	}
 }

@@ -19,6 +19,23 @@ func (a *Adapter) onMessage(msg *nats.Msg) {
 		return
 	}
 	m, err := a.check(msg)
+	a.take(m, err, msg.Subject)
+}
+
+// onBatched takes one message of a batch (protocol.ReadBatch) that the
+// Shared connection received, signed by signer if the batch was checked
+// against keys. It never blocks.
+func (a *Adapter) onBatched(data []byte, signer uint64) {
+	if a.stopping.Load() {
+		return
+	}
+	m, err := a.checkBatched(data, signer)
+	a.take(m, err, protocol.BatchSubject(a.connCluster()))
+}
+
+// take queues m, checked with the outcome err, for the machine, or
+// drops it, counting why.
+func (a *Adapter) take(m protocol.Message, err error, subject string) {
 	if errors.Is(err, errOrdersEvidence) {
 		return
 	}
@@ -27,11 +44,11 @@ func (a *Adapter) onMessage(msg *nats.Msg) {
 		if reason == protocol.ReasonExpired {
 			a.warnExpired(err)
 		}
-		a.drop(reason, msg.Subject, err)
+		a.drop(reason, subject, err)
 		return
 	}
 	if !a.senders.admit(m.From, transport.Claim(m), a.memberCount(), time.Now()) {
-		a.drop(ReasonSenderLimit, msg.Subject, nil)
+		a.drop(ReasonSenderLimit, subject, nil)
 		return
 	}
 	a.lanes.Deliver(transport.Inbound{Kind: transport.Message, Msg: m, At: time.Now()})
@@ -55,12 +72,35 @@ func (a *Adapter) check(msg *nats.Msg) (protocol.Message, error) {
 	if err != nil {
 		return m, err
 	}
+	return a.checkDecoded(msg.Subject, m, signer)
+}
+
+// checkBatched runs check's checks on a message of a batch, whose
+// signature (by signer) the Shared connection checked: a batch carries
+// only broadcasts, each taken as if it had arrived on its own subject.
+func (a *Adapter) checkBatched(data []byte, signer uint64) (protocol.Message, error) {
+	if len(data) > a.cfg.MaxPayload {
+		return protocol.Message{}, &protocol.ValidationError{Reason: protocol.ReasonOversized, Detail: strconv.Itoa(len(data)) + " bytes"}
+	}
+	m, err := protocol.Decode(data)
+	if err != nil {
+		return m, err
+	}
+	if m.To != 0 {
+		return m, &protocol.ValidationError{Reason: protocol.ReasonWrongSubject, Detail: "a point-to-point message in a batch"}
+	}
+	return a.checkDecoded(protocol.SubjectFor(a.cfg.Cluster, m), m, signer)
+}
+
+// checkDecoded runs the checks that follow the signature's and the
+// decoding, m having arrived on subject.
+func (a *Adapter) checkDecoded(subject string, m protocol.Message, signer uint64) (protocol.Message, error) {
 	if a.cfg.Keys != nil {
 		if err := protocol.CheckSigner(signer, m.From); err != nil {
 			return m, err
 		}
 	}
-	if err := protocol.CheckRoute(a.cfg.Cluster, msg.Subject, m); err != nil {
+	if err := protocol.CheckRoute(a.cfg.Cluster, subject, m); err != nil {
 		return m, err
 	}
 	if err := protocol.ValidateFor(m, a.isMember); err != nil {

@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/pkg/node/transport"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Shared is what the adapters of one process's elections share when they
@@ -27,13 +32,25 @@ type Shared struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	adapters map[*Adapter]struct{}
+	adapters map[*Adapter]struct{} // that take connection events
+	clusters map[string]*Adapter   // that take batched messages, by election
 	subs     []*nats.Subscription
 	seen     chan struct{} // closed by the first connection event
 	once     sync.Once
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup // the probe
+
+	// The batch being filled, and its size in entries; published in the
+	// order filled (publishing).
+	batchMu    sync.Mutex
+	batch      []byte
+	entries    int
+	publishing sync.Mutex
+	wake       chan struct{} // the first entry of a batch wakes the flusher
+	batches    atomic.Uint64 // batches published
+	batchedOut atomic.Uint64 // messages in them
+	refused    atomic.Uint64 // batches received and dropped whole
 
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
@@ -54,8 +71,22 @@ type SharedConfig struct {
 	// Probe and ProbeTimeout: as in Config, once for the connection.
 	Probe        func(ctx context.Context, name string) error
 	ProbeTimeout time.Duration
-	Logger       *slog.Logger
+	// Batch is how long the elections' broadcasts wait to leave
+	// together in a batch (protocol.BatchSubject): the first one waits
+	// that long, and every other sent meanwhile goes with it.
+	// DefaultBatchWindow if zero; negative, each leaves on its own.
+	Batch time.Duration
+	// Signer signs the batches, and Keys checks the batches received,
+	// as the elections' own (Config.Signer and Config.Keys): both or
+	// neither.
+	Signer *protocol.Signer
+	Keys   *protocol.MemberKeys
+	Logger *slog.Logger
 }
+
+// DefaultBatchWindow is SharedConfig.Batch's default: a few milliseconds
+// added to a broadcast's way, against a leader time-out of hundreds.
+const DefaultBatchWindow = 5 * time.Millisecond
 
 // NewShared returns what the adapters over nc share. It starts nothing.
 func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
@@ -66,27 +97,38 @@ func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Shared{nc: nc, cfg: cfg, log: cfg.Logger, adapters: make(map[*Adapter]struct{}), seen: make(chan struct{})}, nil
+	if (cfg.Signer == nil) != (cfg.Keys == nil) {
+		return nil, errors.New("natstransport: a signer needs the members' keys, and they need it")
+	}
+	setDefault(&cfg.Batch, DefaultBatchWindow)
+	return &Shared{nc: nc, cfg: cfg, log: cfg.Logger, adapters: make(map[*Adapter]struct{}), clusters: make(map[string]*Adapter),
+		seen: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
 }
 
-// Start subscribes to the connection events, unless they are off, and
-// checks beside the elections that the server delivers them (the probe of
-// Config.Probe). Stop ends it.
+// Start subscribes to the batches and, unless they are off, to the
+// connection events, checks beside the elections that the server
+// delivers these (the probe of Config.Probe), and starts sending the
+// batches. Stop ends it.
 func (s *Shared) Start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	if err := s.subscribe(protocol.BatchSubject(s.cfg.Conn), s.onBatch); err != nil {
+		s.Stop()
+		return err
+	}
+	if s.cfg.Batch > 0 {
+		s.wg.Go(func() { s.flushEvery(ctx) })
+	}
 	if !s.cfg.ConnectionEvents {
 		s.log.Info("connection events off: failures are detected by heartbeats alone")
 		return nil
 	}
 	for _, subject := range []string{connectSubject, disconnectSubject} {
 		connect := subject == connectSubject
-		sub, err := s.nc.Subscribe(subject, func(msg *nats.Msg) { s.onConnEvent(msg, connect) })
-		if err != nil {
+		if err := s.subscribe(subject, func(msg *nats.Msg) { s.onConnEvent(msg, connect) }); err != nil {
 			s.Stop()
 			return err
 		}
-		s.subs = append(s.subs, sub)
 	}
 	s.wg.Go(func() {
 		probeEvents(ctx, s.log, s.seen, s.cfg.Probe, s.cfg.ProbeTimeout, probeName(s.cfg.Conn, s.cfg.ID))
@@ -94,12 +136,29 @@ func (s *Shared) Start() error {
 	return nil
 }
 
-// Stop unsubscribes from the connection events and waits for the probe.
+func (s *Shared) subscribe(subject string, cb nats.MsgHandler) error {
+	sub, err := s.nc.Subscribe(subject, cb)
+	if err != nil {
+		return fmt.Errorf("natstransport: subscribe %s: %w", subject, err)
+	}
+	if err := sub.SetPendingLimits(DefaultPendingMsgs, 64*DefaultPendingBytes); err != nil {
+		sub.Unsubscribe()
+		return fmt.Errorf("natstransport: subscribe %s: %w", subject, err)
+	}
+	s.mu.Lock()
+	s.subs = append(s.subs, sub)
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop sends the batch being filled, unsubscribes, and waits for the
+// probe and the flusher.
 func (s *Shared) Stop() {
 	if s.stop != nil {
 		s.stop()
 	}
 	s.wg.Wait()
+	s.flush()
 	s.mu.Lock()
 	subs := s.subs
 	s.subs = nil
@@ -109,7 +168,115 @@ func (s *Shared) Stop() {
 	}
 }
 
-// add hands the connection events to a, from now on; remove stops.
+// batched reports whether the elections' broadcasts go in batches.
+func (s *Shared) batched() bool { return s.cfg.Batch > 0 }
+
+// enqueue adds the broadcast msg of cluster's election to the batch being
+// filled, which leaves within the batch window; a batch that would exceed
+// protocol.MaxBatchPayload or protocol.MaxBatchEntries leaves first.
+func (s *Shared) enqueue(cluster string, msg []byte) {
+	s.batchMu.Lock()
+	full := len(s.batch)+protocol.BatchEntrySize(cluster, len(msg)) > protocol.MaxBatchPayload || s.entries == protocol.MaxBatchEntries
+	s.batchMu.Unlock()
+	if full {
+		s.flush()
+	}
+	s.batchMu.Lock()
+	s.batch = protocol.AppendBatchEntry(s.batch, cluster, msg)
+	s.entries++
+	first := s.entries == 1
+	s.batchMu.Unlock()
+	if first {
+		transport.Notify(s.wake)
+	}
+}
+
+// flushEvery sends each batch one window after its first entry, until
+// ctx ends.
+func (s *Shared) flushEvery(ctx context.Context) {
+	timer := time.NewTimer(s.cfg.Batch)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		timer.Reset(s.cfg.Batch)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		s.flush()
+	}
+}
+
+// flush publishes the batch being filled, if any, signed with the
+// signer: batches leave in the order they were filled, and everything an
+// election enqueued before flush is on its way when flush returns.
+func (s *Shared) flush() {
+	s.publishing.Lock()
+	defer s.publishing.Unlock()
+	s.batchMu.Lock()
+	batch, entries := s.batch, s.entries
+	s.batch, s.entries = nil, 0
+	s.batchMu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	out := &nats.Msg{Subject: protocol.BatchSubject(s.cfg.Conn), Data: batch}
+	if s.cfg.Signer != nil {
+		out.Header = s.cfg.Signer.Header(out.Subject, batch)
+	}
+	if err := s.nc.PublishMsg(out); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Warn("publish a batch", "bytes", len(batch), "err", err)
+		return
+	}
+	s.batches.Add(1)
+	s.batchedOut.Add(uint64(entries))
+}
+
+// Batches is how many batches this connection published, and how many
+// messages they carried.
+func (s *Shared) Batches() (batches, messages uint64) { return s.batches.Load(), s.batchedOut.Load() }
+
+// onBatch checks a batch once (its size, its signature with keys, its
+// entries) and hands each message to its election's adapter, which
+// checks the rest as for a message on its own subject. A batch that
+// fails is dropped whole and logged; a message for an election this
+// process is not in is skipped.
+func (s *Shared) onBatch(msg *nats.Msg) {
+	var signer uint64
+	if s.cfg.Keys != nil {
+		var err error
+		if signer, err = s.cfg.Keys.Verify(msg.Subject, msg.Data, msg.Header); err != nil {
+			s.refused.Add(1)
+			s.log.Debug("batch dropped", "reason", protocol.ReasonOf(err), "err", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := protocol.ReadBatch(msg.Data, protocol.MaxCertifiedPayload, func(cluster string, m []byte) bool {
+		if a := s.clusters[cluster]; a != nil {
+			a.onBatched(m, signer)
+		}
+		return true
+	})
+	if err != nil {
+		s.refused.Add(1)
+		s.log.Debug("batch dropped", "err", err)
+	}
+}
+
+// Refused is how many batches this connection received and dropped whole
+// (a signature or a framing that does not hold).
+func (s *Shared) Refused() uint64 { return s.refused.Load() }
+
+// add hands the connection events to a, from now on; remove stops them
+// and its batched messages.
 func (s *Shared) add(a *Adapter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -120,6 +287,16 @@ func (s *Shared) remove(a *Adapter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.adapters, a)
+	if s.clusters[a.cfg.Cluster] == a {
+		delete(s.clusters, a.cfg.Cluster)
+	}
+}
+
+// open hands a the batched messages of its election, from now on.
+func (s *Shared) open(a *Adapter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clusters[a.cfg.Cluster] = a
 }
 
 // onConnEvent decodes a connection event once and hands it to every

@@ -182,6 +182,9 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 	if cfg.ConnectionEvents == "" {
 		cfg.ConnectionEvents = g.cfg.ConnectionEvents
 	}
+	if (cfg.Keys == nil) != (g.cfg.Keys == nil) {
+		return nil, fmt.Errorf("%w: an election with member keys needs a group with them, and one without none (they sign and check the batches)", ErrConfig)
+	}
 	if cfg.ConnectionEvents != g.cfg.ConnectionEvents {
 		return nil, fmt.Errorf("%w: connection events %q in a group with %q", ErrConfig, cfg.ConnectionEvents, g.cfg.ConnectionEvents)
 	}

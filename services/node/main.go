@@ -197,6 +197,7 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Handler, error) {
 	g, err := node.NewGroup(nc, node.GroupConfig{
 		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
+		Signer: c.signer, Keys: c.keys,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -282,6 +282,11 @@ func TestGroupSignedBatches(t *testing.T) {
 		return nil
 	})
 	leaders(t, procs, clusters, 2)
+	unsigned := procs[0].config("unsigned")
+	unsigned.Signer, unsigned.Keys = nil, nil
+	if _, err := procs[0].Add(unsigned); !errors.Is(err, node.ErrConfig) {
+		t.Errorf("an election without keys in a group with them: %v", err)
+	}
 	if st := procs[1].Node("shard-1").Status(); st.Term >= 1<<40 {
 		t.Fatalf("the forged term reached the machine: %+v", st)
 	}

@@ -35,6 +35,8 @@ func TestInvalidConfigurationExits2(t *testing.T) {
 		{"OBSERVER_KEEP", "-1"},
 		{"OBSERVER_KEEP", "lots"},
 		{"OBSERVER_MAX_STREAMS", "0"},
+		{"OBSERVER_MAX_CLUSTERS", "0"},
+		{"OBSERVER_MAX_CLUSTERS", "many"},
 		{"OBSERVER_MEMBER_TIMEOUT", "soon"},
 		{"OBSERVER_MEMBER_TIMEOUT", "0s"},
 		{"NATS_URL", "http://127.0.0.1:4222"},

@@ -391,6 +391,34 @@ func (s *Store) Clusters() []string {
 	return names
 }
 
+// Has reports whether cluster has a history.
+func (s *Store) Has(cluster string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.clusters[cluster]
+	return ok
+}
+
+// Count returns how many clusters have a history.
+func (s *Store) Count() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.clusters)
+}
+
+// Each calls f with every cluster's history, in no particular order,
+// under the store's read lock and without copying it: a pass over every
+// cluster that takes the lock once. f must neither keep nor change c,
+// and must not call the store; it should be quick (a writer waits for the
+// whole pass).
+func (s *Store) Each(f func(name string, c *Cluster)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for name, c := range s.clusters {
+		f(name, c)
+	}
+}
+
 // Cluster returns a copy of one cluster's whole history, or false if the
 // cluster has none. It costs as much as the history: readers that need
 // only part of it (a page, the latest leadership) use Read or Latest.

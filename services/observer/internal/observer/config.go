@@ -61,6 +61,12 @@ type Config struct {
 	// and Retry-After until a client leaves. Each costs a connection, a
 	// goroutine and a small buffer.
 	MaxStreams int `env:"OBSERVER_MAX_STREAMS" envDefault:"256"`
+	// MaxClusters bounds the clusters the observer follows: those with a
+	// history and those only heard live so far. A message of one more
+	// cluster is dropped, counted (observer_clusters_refused_total) and
+	// logged. The clusters the history holds at the start stay followed,
+	// even beyond it.
+	MaxClusters int `env:"OBSERVER_MAX_CLUSTERS" envDefault:"20000"`
 	// KeysDir is a directory of member keys files, one per cluster:
 	// <cluster>.keys, in the format of the nodes' ELECTION_KEYS_FILE.
 	// When set, the observer records only the clusters it has keys for,
@@ -230,6 +236,8 @@ func (c Config) Validate() error {
 		return bad("OBSERVER_MEMBER_TIMEOUT", "%v must be positive", c.MemberTimeout)
 	case c.MaxStreams < 1:
 		return bad("OBSERVER_MAX_STREAMS", "%d must be at least 1", c.MaxStreams)
+	case c.MaxClusters < 1:
+		return bad("OBSERVER_MAX_CLUSTERS", "%d must be at least 1", c.MaxClusters)
 	}
 	return nil
 }

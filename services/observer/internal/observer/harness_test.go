@@ -36,7 +36,7 @@ func testConfig(url, dir string) Config {
 		NATS: natsconn.Config{URL: url}, HTTPAddr: "127.0.0.1:0", DataDir: dir,
 		Stream: "ELECTION_LEADERS", StreamReplicas: 1, Consumer: "observer",
 		LeaderTimeout: time.Hour, SplitGrace: 100 * time.Millisecond,
-		MemberTimeout: time.Hour, MaxStreams: 256,
+		MemberTimeout: time.Hour, MaxStreams: 256, MaxClusters: 20000,
 	}
 }
 

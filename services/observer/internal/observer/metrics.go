@@ -21,6 +21,10 @@ const resultBadSignature = "bad_signature"
 // cluster's keys (or the cluster has no keys to check it with).
 const resultBadCertificate = "bad_certificate"
 
+// resultRefused is the result label of a message dropped because its
+// cluster would be one more than OBSERVER_MAX_CLUSTERS.
+const resultRefused = "refused"
+
 // metrics are the observer's Prometheus metrics, in a registry of its own.
 type metrics struct {
 	reg           *prometheus.Registry
@@ -54,6 +58,9 @@ type metrics struct {
 	// membersRefused counts the joins refused for the bounds on what the
 	// observer follows.
 	membersRefused *prometheus.CounterVec
+	// clustersRefused counts the messages dropped because their cluster
+	// would be one more than OBSERVER_MAX_CLUSTERS, by source.
+	clustersRefused *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -140,18 +147,22 @@ func newMetrics() *metrics {
 			Name: "observer_membership_refused_total",
 			Help: "Joins refused because the observer follows as many as it may, by limit: members (1024 in one cluster), clusters (1024 clusters with members).",
 		}, []string{"limit"}),
+		clustersRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "observer_clusters_refused_total",
+			Help: "Messages dropped because their cluster would be one more than the observer follows (OBSERVER_MAX_CLUSTERS), by source: stream (announcements), live (the other messages).",
+		}, []string{"source"}),
 	}
 	m.reg.MustRegister(m.changes, m.flaps, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted, m.dropped,
-		m.streams, m.streamsRefused, m.events, m.resyncs, m.members, m.memberChanges, m.membersRefused,
+		m.streams, m.streamsRefused, m.events, m.resyncs, m.members, m.memberChanges, m.membersRefused, m.clustersRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
 	// start, at zero, so that rates and increase() alerts see zero rather
 	// than nothing.
-	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature, resultBadCertificate} {
+	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature, resultBadCertificate, resultRefused} {
 		m.announcements.WithLabelValues(r)
 	}
 	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{kindConnection, protocol.KindQuery}) {
-		for _, r := range []string{"ok", "invalid", resultBadSignature, resultBadCertificate, "dropped"} {
+		for _, r := range []string{"ok", "invalid", resultBadSignature, resultBadCertificate, "dropped", resultRefused} {
 			m.live.WithLabelValues(kind, r)
 		}
 	}
@@ -164,7 +175,25 @@ func newMetrics() *metrics {
 	for _, limit := range []string{refusedMembers, refusedClusters} {
 		m.membersRefused.WithLabelValues(limit)
 	}
+	for _, source := range []string{sourceStream, sourceLive} {
+		m.clustersRefused.WithLabelValues(source)
+	}
 	return m
+}
+
+// followed registers the gauges of the clusters followed: how many, and
+// the bound.
+func (m *metrics) followed(max, count func() int) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "observer_clusters",
+			Help: "Clusters the observer follows: those with a history, and those only heard live so far.",
+		}, func() float64 { return float64(count()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "observer_clusters_max",
+			Help: "The most clusters the observer follows (OBSERVER_MAX_CLUSTERS); a message of one more is refused.",
+		}, func() float64 { return float64(max()) }),
+	)
 }
 
 // memberChangeLabels are the event and reason labels of

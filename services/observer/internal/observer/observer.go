@@ -211,6 +211,8 @@ type Observer struct {
 	// expiry is the timer of the next member's silence, owned by the
 	// owner goroutine; nil until it runs.
 	expiry *memberExpiry
+	// followed bounds the clusters followed (clusters.go).
+	followed followed
 }
 
 // verifiedCertificates is how many certificates the observer remembers
@@ -219,7 +221,7 @@ const verifiedCertificates = 8
 
 // New returns an observer for cfg, which must be valid. It starts nothing.
 func New(cfg Config, log *slog.Logger) *Observer {
-	return &Observer{
+	o := &Observer{
 		cfg:     cfg,
 		log:     log,
 		now:     time.Now,
@@ -237,6 +239,8 @@ func New(cfg Config, log *slog.Logger) *Observer {
 		verify:             keysVerifier{keys: cfg.Keys},
 		members:            membership.New(cfg.MemberTimeout),
 	}
+	o.metrics.followed(func() int { return o.cfg.MaxClusters }, o.clustersFollowed)
+	return o
 }
 
 // verifiedPerCluster returns a certificate cache for each cluster of keys.
@@ -298,6 +302,7 @@ func (o *Observer) Run(ctx context.Context) error {
 		store.Read(name, func(c *history.Cluster) { o.metrics.state(name, c) })
 	}
 	o.restoreMembers()
+	o.followedCount()
 
 	ln, err := net.Listen("tcp", o.cfg.HTTPAddr)
 	if err != nil {
@@ -514,6 +519,12 @@ func (o *Observer) record(rec *recorder.Recorder, d delivery) {
 		m.Term() // never redeliver it
 		return
 	}
+	if !o.admit(cluster, sourceStream) {
+		o.metrics.announcements.WithLabelValues(resultRefused).Inc()
+		d.note(&o.cursor, true)
+		m.Term() // dropped, and counted: never redeliver it
+		return
+	}
 	kept, err := o.recordAnnouncement(cluster, a, rec.Announced(cluster, a, o.now()))
 	if err != nil {
 		o.log.Error("cannot record announcement; it will be redelivered", "cluster", cluster, "term", a.Term, "err", err)
@@ -624,6 +635,10 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		return
 	}
 	cluster, kind := parts[1], parts[2]
+	if !o.admit(cluster, sourceLive) {
+		o.metrics.live.WithLabelValues(kind, resultRefused).Inc()
+		return
+	}
 	switch {
 	case kind == protocol.KindEvidence:
 		o.evidence(cluster, m)

@@ -66,6 +66,16 @@ func (t *tracker) cluster(name string) *liveCluster {
 	return c
 }
 
+// actor returns the node followed in cluster, nil if none: unlike
+// cluster, it creates nothing, so that asking about a cluster whose
+// nodes were never heard costs no memory.
+func (t *tracker) actor(cluster string, node uint64) *actor {
+	if c := t.clusters[cluster]; c != nil {
+		return c.actors[node]
+	}
+	return nil
+}
+
 func (t *tracker) acting(a *actor, now time.Time) bool {
 	return !a.resigned && now.Sub(a.last) <= t.window
 }
@@ -165,7 +175,7 @@ func (c *liveCluster) pruneReported() {
 
 // resign records that node left cleanly.
 func (t *tracker) resign(cluster string, node uint64) {
-	if a := t.cluster(cluster).actors[node]; a != nil {
+	if a := t.actor(cluster, node); a != nil {
 		a.resigned = true
 	}
 }
@@ -174,7 +184,7 @@ func (t *tracker) resign(cluster string, node uint64) {
 // a newer one: a leader that moved on to a newer term of its own (a Paxos
 // leader's higher ballot) was working until then.
 func (t *tracker) lastSeen(cluster string, node, term uint64) (time.Time, bool) {
-	a := t.cluster(cluster).actors[node]
+	a := t.actor(cluster, node)
 	if a == nil || a.term < term {
 		return time.Time{}, false
 	}
@@ -184,6 +194,6 @@ func (t *tracker) lastSeen(cluster string, node, term uint64) (time.Time, bool) 
 // alive reports whether node acts as leader of cluster at now, with term
 // or a newer one.
 func (t *tracker) alive(cluster string, node, term uint64, now time.Time) bool {
-	a := t.cluster(cluster).actors[node]
+	a := t.actor(cluster, node)
 	return a != nil && a.term >= term && t.acting(a, now)
 }

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -77,5 +78,21 @@ func TestTrackerLastSeen(t *testing.T) {
 	tr.resign("c", 1)
 	if tr.alive("c", 1, 1, t0.Add(60*time.Millisecond)) {
 		t.Error("alive after resign")
+	}
+}
+
+// Asking about a cluster whose nodes were never heard (the silence check
+// does, for every cluster with a current leadership, each tick) keeps
+// nothing: an idle cluster costs the tracker no memory.
+func TestTrackerQueriesKeepNothing(t *testing.T) {
+	tr := newTracker(200*time.Millisecond, 100*time.Millisecond)
+	for i := range 1000 {
+		cluster := fmt.Sprintf("shard-%d", i)
+		tr.lastSeen(cluster, 1, 1)
+		tr.alive(cluster, 1, 1, t0)
+		tr.resign(cluster, 1)
+	}
+	if len(tr.clusters) != 0 {
+		t.Errorf("the tracker holds %d clusters after queries alone, want 0", len(tr.clusters))
 	}
 }

@@ -44,7 +44,16 @@ type clusterFile struct {
 	// holds bytes after size, which must be cut before anything else is
 	// appended.
 	torn bool
+	// used is when the file was last appended to, on the store's
+	// counter: the least recently used is closed first.
+	used uint64
 }
+
+// maxOpenFiles bounds the cluster files a store holds open for
+// appending: with thousands of clusters, a handle each would exhaust the
+// process's file descriptors. One more closes the least recently used,
+// which is opened again at its next append.
+const maxOpenFiles = 256
 
 // Store keeps the history of every cluster, in memory and on disk. It is
 // safe for concurrent use: writers are serialized; readers read in place
@@ -57,9 +66,14 @@ type Store struct {
 	// log gets a warning when a rewrite for the caps fails.
 	log *slog.Logger
 
+	// openLimit is how many files it holds open at most (maxOpenFiles).
+	openLimit int
+
 	mu       sync.RWMutex
 	clusters map[string]*Cluster
 	files    map[string]*clusterFile
+	// uses counts the appends, to tell the least recently used file.
+	uses uint64
 }
 
 // openAppend opens path for appending, creating it.
@@ -76,7 +90,7 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{dir: dir, open: openAppend, log: log, clusters: map[string]*Cluster{}, files: map[string]*clusterFile{}}
+	s := &Store{dir: dir, open: openAppend, log: log, openLimit: maxOpenFiles, clusters: map[string]*Cluster{}, files: map[string]*clusterFile{}}
 	paths, err := filepath.Glob(filepath.Join(dir, "*"+fileSuffix))
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
@@ -267,8 +281,13 @@ func (cf *clusterFile) cut() error {
 
 // file returns the open append handle of cluster's file, creating it.
 func (s *Store) file(cluster string) (*clusterFile, error) {
+	s.uses++
 	if cf := s.files[cluster]; cf != nil {
+		cf.used = s.uses
 		return cf, nil
+	}
+	if len(s.files) >= s.openLimit {
+		s.closeLeastUsed()
 	}
 	path := filepath.Join(s.dir, cluster+fileSuffix)
 	var size int64
@@ -286,9 +305,25 @@ func (s *Store) file(cluster string) (*clusterFile, error) {
 		// A new file: sync the directory so the file itself survives.
 		syncDir(s.dir)
 	}
-	cf := &clusterFile{f: f, size: size}
+	cf := &clusterFile{f: f, size: size, used: s.uses}
 	s.files[cluster] = cf
 	return cf, nil
+}
+
+// closeLeastUsed closes the file appended to least recently, but for a
+// torn one, whose size only its handle knows until it is cut.
+func (s *Store) closeLeastUsed() {
+	var oldest string
+	var cf *clusterFile
+	for name, f := range s.files {
+		if !f.torn && (cf == nil || f.used < cf.used) {
+			oldest, cf = name, f
+		}
+	}
+	if cf != nil {
+		cf.f.Close()
+		delete(s.files, oldest)
+	}
 }
 
 // syncDir syncs a directory, so that files created or renamed in it

@@ -61,6 +61,8 @@ type metrics struct {
 	// clustersRefused counts the messages dropped because their cluster
 	// would be one more than OBSERVER_MAX_CLUSTERS, by source.
 	clustersRefused *prometheus.CounterVec
+	// recordLag is the delay from an announcement's at to its record.
+	recordLag prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -151,9 +153,14 @@ func newMetrics() *metrics {
 			Name: "observer_clusters_refused_total",
 			Help: "Messages dropped because their cluster would be one more than the observer follows (OBSERVER_MAX_CLUSTERS), by source: stream (announcements), live (the other messages).",
 		}, []string{"source"}),
+		recordLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "observer_record_lag_seconds",
+			Help:    "Delay from an announcement's at (the new leader's clock) to its record in the history (written and synced, the observer's clock), per leadership recorded; 0 when the clocks put the record first.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
+		}),
 	}
 	m.reg.MustRegister(m.changes, m.flaps, m.evidence, m.gaps, m.gapSeconds, m.leaderless, m.term, m.leader, m.splits, m.announcements, m.live, m.compacted, m.dropped,
-		m.streams, m.streamsRefused, m.events, m.resyncs, m.members, m.memberChanges, m.membersRefused, m.clustersRefused,
+		m.streams, m.streamsRefused, m.events, m.resyncs, m.members, m.memberChanges, m.membersRefused, m.clustersRefused, m.recordLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Every series that does not depend on a cluster exists from the
 	// start, at zero, so that rates and increase() alerts see zero rather

@@ -597,6 +597,7 @@ func (o *Observer) recordAnnouncement(cluster string, a protocol.Announcement, r
 		o.metrics.announcements.WithLabelValues("duplicate").Inc()
 	} else {
 		o.metrics.announcements.WithLabelValues("recorded").Inc()
+		o.metrics.recordLag.Observe(max(0, o.now().Sub(a.At.Time)).Seconds())
 		o.log.Info("leader", "cluster", cluster, "leader", a.Leader, "term", a.Term, "algorithm", a.Algorithm)
 		o.compact(cluster, o.cfg.Keep/10)
 	}

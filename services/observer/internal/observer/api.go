@@ -44,6 +44,8 @@ func clip(s string) string {
 func (o *Observer) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/clusters", o.apiClusters)
+	mux.HandleFunc("GET /api/leaders", o.apiLeaders)
+	mux.HandleFunc("GET /api/summary", o.apiSummary)
 	mux.HandleFunc("GET /api/clusters/{cluster}/history", o.apiHistory)
 	mux.HandleFunc("GET /api/clusters/{cluster}/leader", o.apiLeader)
 	mux.HandleFunc("GET /api/clusters/{cluster}/gaps", o.apiGaps)

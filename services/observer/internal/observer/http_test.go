@@ -77,7 +77,7 @@ func TestMethodNotAllowedOnEveryPath(t *testing.T) {
 	a.apply(t, "a", history.Record{Kind: history.KindLeader, Term: 1, Leader: 3, Algorithm: protocol.Bully, At: ts(0)})
 	for _, path := range []string{
 		"/", "/events", "/healthz", "/metrics", "/static/", "/static/style.css", "/static/app.js",
-		"/api/clusters", "/api/clusters/a/history", "/api/clusters/a/leader", "/api/clusters/a/gaps",
+		"/api/clusters", "/api/leaders", "/api/summary", "/api/clusters/a/history", "/api/clusters/a/leader", "/api/clusters/a/gaps",
 		"/api/clusters/a/split-brain", "/api/clusters/a/members", "/api/clusters/a/membership", "/api/events",
 	} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {

@@ -107,7 +107,7 @@ func TestPageMarksFlaps(t *testing.T) {
 		history.Record{Kind: history.KindLeader, Term: 3, Leader: 5, Algorithm: protocol.Bully, At: ms(10040)},
 	)
 	var b strings.Builder
-	if err := pageTemplate.Execute(&b, []clusterView{newClusterView("bully", c, t0.Add(time.Minute))}); err != nil {
+	if err := pageTemplate.Execute(&b, pageView{Clusters: []clusterView{newClusterView("bully", c, t0.Add(time.Minute))}}); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()

@@ -268,21 +268,19 @@ func (o *Observer) clusterView(name string, now time.Time) (clusterView, bool) {
 	return v, ok
 }
 
-func (o *Observer) clusterViews() []clusterView {
+// page renders the page: the summary of the leaders, and the timelines
+// of one page of clusters (pageClusters), those the search selects.
+func (o *Observer) page(w http.ResponseWriter, r *http.Request) {
 	now := o.now()
-	var views []clusterView
-	for _, name := range o.store.Clusters() {
-		if v, ok := o.clusterView(name, now); ok {
-			views = append(views, v)
+	sel := o.pageSelection(r.URL.Query())
+	v := sel.view(o.summarize())
+	for _, name := range sel.names {
+		if cv, ok := o.clusterView(name, now); ok {
+			v.Clusters = append(v.Clusters, cv)
 		}
 	}
-	return views
-}
-
-// page renders the timelines of every cluster.
-func (o *Observer) page(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
-	if err := pageTemplate.Execute(&buf, o.clusterViews()); err != nil {
+	if err := pageTemplate.Execute(&buf, v); err != nil {
 		o.log.Error("render page", "err", err)
 		http.Error(w, "cannot render the page", http.StatusInternalServerError)
 		return
@@ -328,9 +326,31 @@ func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return s.flush()
 	}
+	// Only the clusters of the browser's page: the first page, or the
+	// one its search and page number select.
+	sel := o.pageSelection(r.URL.Query())
+	shown := make(map[string]bool, len(sel.names))
+	for _, name := range sel.names {
+		shown[name] = true
+	}
+	// The summary is sent again after changes, at most once a
+	// summaryEvery: counting costs a pass over every cluster.
+	var summarized time.Time
+	summaryDue := false
+	sendSummary := func() {
+		var b bytes.Buffer
+		if err := pageTemplate.ExecuteTemplate(&b, "summary", sel.view(o.summarize()).Summary); err != nil {
+			o.log.Error("render summary", "err", err)
+			return
+		}
+		s.event("", "summary", b.Bytes())
+		summarized, summaryDue = o.now(), false
+	}
+	summaryTick := time.NewTicker(summaryEvery)
+	defer summaryTick.Stop()
 	// The comment sends the headers even when no cluster is known yet.
 	s.comment("baton observer page")
-	if send(o.store.Clusters()) != nil {
+	if send(sel.names) != nil {
 		return
 	}
 	keepalive := time.NewTicker(o.streamKeepAlive)
@@ -340,8 +360,31 @@ func (o *Observer) events(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		case <-sub.signal:
-			if send(sub.take()) != nil {
+			var names []string
+			for _, name := range sub.take() {
+				if !shown[name] && sel.open() && sel.q.matches(name, history.Leadership{}, false) {
+					// A page that shows every cluster shows a new one
+					// too, at its end.
+					sel.names = append(sel.names, name)
+					shown[name] = true
+				}
+				if shown[name] {
+					names = append(names, name)
+				}
+			}
+			summaryDue = true
+			if o.now().Sub(summarized) >= summaryEvery {
+				sendSummary()
+			}
+			if send(names) != nil {
 				return
+			}
+		case <-summaryTick.C:
+			if summaryDue {
+				sendSummary()
+				if s.flush() != nil {
+					return
+				}
 			}
 		case <-keepalive.C:
 			s.comment("keepalive")

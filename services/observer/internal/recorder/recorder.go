@@ -48,6 +48,7 @@ package recorder
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-election/baton/pkg/protocol"
@@ -79,8 +80,9 @@ type Config struct {
 type History interface {
 	// Latest returns the leadership of cluster with the highest term.
 	Latest(cluster string) (history.Leadership, bool)
-	// Clusters returns the names of the clusters with a history.
-	Clusters() []string
+	// Each calls f with the history of every cluster, in any order; f
+	// reads it and does not call the History.
+	Each(f func(name string, c *history.Cluster))
 }
 
 // Write is a batch of records for one cluster's history.
@@ -220,11 +222,14 @@ func (r *Recorder) Silence(now, listening time.Time) []Write {
 	if listening.IsZero() {
 		return nil
 	}
+	// One pass over every cluster: with thousands, it runs each half
+	// window, so it neither copies nor sorts their names; only the
+	// writes, usually none, are sorted.
 	var writes []Write
-	for _, cluster := range r.history.Clusters() {
-		l, ok := r.history.Latest(cluster)
+	r.history.Each(func(cluster string, c *history.Cluster) {
+		l, ok := c.Latest()
 		if !ok || l.Ended() {
-			continue
+			return
 		}
 		last, seen := r.live.lastSeen(cluster, l.Leader, l.Term)
 		heard := listening
@@ -232,7 +237,7 @@ func (r *Recorder) Silence(now, listening time.Time) []Write {
 			heard = last
 		}
 		if now.Sub(heard) <= r.cfg.Window {
-			continue
+			return
 		}
 		end := history.Record{Kind: history.KindEnd, Term: l.Term, At: protocol.Timestamp{Time: last}, Reason: string(history.EndSilent)}
 		if !seen {
@@ -242,7 +247,8 @@ func (r *Recorder) Silence(now, listening time.Time) []Write {
 			end.At.Time = l.StartedAt
 		}
 		writes = append(writes, Write{Cluster: cluster, Records: []history.Record{end}})
-	}
+	})
+	slices.SortFunc(writes, func(a, b Write) int { return strings.Compare(a.Cluster, b.Cluster) })
 	return writes
 }
 

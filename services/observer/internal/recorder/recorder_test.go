@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -24,13 +25,10 @@ func (m memory) Latest(cluster string) (history.Leadership, bool) {
 	return history.Leadership{}, false
 }
 
-func (m memory) Clusters() []string {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
+func (m memory) Each(f func(name string, c *history.Cluster)) {
+	for name, c := range m {
+		f(name, c)
 	}
-	slices.Sort(names)
-	return names
 }
 
 // rig is a Recorder over a memory, with the timing of the defaults:
@@ -369,5 +367,25 @@ func TestLeaderThatMovesToANewerTermIsSuperseded(t *testing.T) {
 	g.wantEnd("c", 109, history.EndSuperseded, ms(120))
 	if gap, known := g.mem["c"].GapBefore(1); !known || gap != 0 {
 		t.Errorf("gap before term 139 = %v (known %v), want 0", gap, known)
+	}
+}
+
+// The silence check runs each half window over every cluster with a
+// current leadership: with thousands of idle clusters, it must stay far
+// below the window.
+func BenchmarkSilence10000(b *testing.B) {
+	mem := memory{}
+	r := New(Config{Window: 200 * time.Millisecond, Grace: 100 * time.Millisecond, AskAfter: 2 * time.Second}, mem)
+	for i := range 10000 {
+		name := fmt.Sprintf("shard-%d", i)
+		mem[name] = &history.Cluster{}
+		mem[name].Apply(history.Record{Kind: history.KindLeader, Term: 1, Leader: uint64(i%5 + 1), At: protocol.Timestamp{Time: t0}})
+		r.HeardHeartbeat(name, uint64(i%5+1), 1, t0)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if w := r.Silence(t0.Add(100*time.Millisecond), t0); len(w) != 0 {
+			b.Fatalf("%d silent", len(w))
+		}
 	}
 }

@@ -60,7 +60,9 @@ func newTracker(window, grace time.Duration) *tracker {
 func (t *tracker) cluster(name string) *liveCluster {
 	c := t.clusters[name]
 	if c == nil {
-		c = &liveCluster{actors: map[uint64]*actor{}, reported: map[[2]history.Acting]bool{}}
+		// reported is made at the first split brain: most clusters
+		// never have one.
+		c = &liveCluster{actors: map[uint64]*actor{}}
 		t.clusters[name] = c
 	}
 	return c
@@ -135,6 +137,9 @@ func (t *tracker) act(cluster string, node, term uint64, now time.Time) []histor
 		}
 		if c.reported[pair] {
 			continue
+		}
+		if c.reported == nil {
+			c.reported = map[[2]history.Acting]bool{}
 		}
 		c.reported[pair] = true
 		events = append(events, history.SplitBrain{At: now, Reason: reason, Leaders: pair})

@@ -359,6 +359,7 @@ func (o *Observer) recordMembers(cluster string, changes []membership.Change) {
 		return
 	}
 	recs := make([]history.Record, 0, len(changes))
+	o.metrics.membership(cluster)
 	for _, ch := range changes {
 		recs = append(recs, history.Record{Kind: history.KindMember, Member: ch.Member, Event: history.MemberEventKind(ch.Event),
 			Reason: string(ch.Reason), At: protocol.Timestamp{Time: ch.At}})
@@ -380,6 +381,7 @@ func (o *Observer) membersShown(cluster string) {
 	n := o.members.Present(cluster)
 	o.membersMu.RUnlock()
 	o.metrics.known(cluster)
+	o.metrics.membership(cluster)
 	o.metrics.members.WithLabelValues(cluster).Set(float64(n))
 	o.hub.notify(cluster)
 }

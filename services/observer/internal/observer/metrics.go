@@ -215,10 +215,16 @@ var memberChangeLabels = []struct {
 	{membership.Left, membership.ReasonSilent},
 }
 
-// known creates, at zero, every series of cluster: called whenever the
-// cluster's state is set, it makes them exist from the moment the cluster
-// is first known. The term and leader gauges stay at 0 while the cluster
-// has no leadership (only split brains seen).
+// known creates, at zero, the series every cluster has: called whenever
+// the cluster's state is set, it makes them exist from the moment the
+// cluster is first known. The term and leader gauges stay at 0 while the
+// cluster has no leadership (only split brains seen).
+//
+// The series of what only some clusters see (member events, faulty
+// members, records dropped for the caps, compaction) are created by
+// kinds, from the cluster's first record of their kind: with thousands
+// of clusters, a series costs a few hundred bytes each, and most
+// clusters never see most kinds.
 func (m *metrics) known(cluster string) {
 	m.changes.WithLabelValues(cluster)
 	m.gaps.WithLabelValues(cluster)
@@ -226,24 +232,48 @@ func (m *metrics) known(cluster string) {
 	m.leaderless.WithLabelValues(cluster)
 	m.term.WithLabelValues(cluster)
 	m.leader.WithLabelValues(cluster)
-	m.compacted.WithLabelValues(cluster)
-	for _, kind := range []history.Kind{history.KindSplit, history.KindFaulty, history.KindMember} {
-		m.dropped.WithLabelValues(cluster, string(kind))
-	}
-	m.members.WithLabelValues(cluster)
-	for _, l := range memberChangeLabels {
-		m.memberChanges.WithLabelValues(cluster, string(l.event), string(l.reason))
-	}
-	m.evidence.WithLabelValues(cluster)
 	m.flaps.WithLabelValues(cluster)
 	for _, r := range []string{history.SplitSameTerm, history.SplitStaleLeader} {
 		m.splits.WithLabelValues(cluster, r)
 	}
 }
 
+// kinds creates, at zero, the series of cluster that follow the kinds of
+// record its history c holds: the split brains, faulty members and
+// member events dropped for the caps, from the first of their kind; the
+// evidence recorded, from the first faulty member; the members present
+// and their joins and leaves, from the first member event (a cluster
+// with dynamic membership); the leaderships compacted, from the first
+// compaction.
+func (m *metrics) kinds(cluster string, c *history.Cluster) {
+	if len(c.SplitBrains) > 0 {
+		m.dropped.WithLabelValues(cluster, string(history.KindSplit))
+	}
+	if len(c.Faulty) > 0 {
+		m.dropped.WithLabelValues(cluster, string(history.KindFaulty))
+		m.evidence.WithLabelValues(cluster)
+	}
+	if len(c.Membership) > 0 {
+		m.membership(cluster)
+	}
+	if c.Floor > 0 {
+		m.compacted.WithLabelValues(cluster)
+	}
+}
+
+// membership creates, at zero, the member series of cluster.
+func (m *metrics) membership(cluster string) {
+	m.dropped.WithLabelValues(cluster, string(history.KindMember))
+	m.members.WithLabelValues(cluster)
+	for _, l := range memberChangeLabels {
+		m.memberChanges.WithLabelValues(cluster, string(l.event), string(l.reason))
+	}
+}
+
 // state sets the gauges of cluster from its history c.
 func (m *metrics) state(cluster string, c *history.Cluster) {
 	m.known(cluster)
+	m.kinds(cluster, c)
 	l, ok := c.Latest()
 	if !ok {
 		return

@@ -94,6 +94,17 @@ func TestMemoryPerIdleCluster(t *testing.T) {
 			}
 		}
 		t.Logf("the silence check over %d clusters took %v", n, time.Since(start)/checks)
+		if withMetrics {
+			// What the API and the page cost with that many clusters.
+			for _, path := range []string{"/api/leaders?limit=500&offset=1000", "/api/leaders?q=shard-99", "/api/summary", "/", "/?q=shard-1&page=3"} {
+				start := time.Now()
+				const gets = 5
+				for range gets {
+					a.get(t, path)
+				}
+				t.Logf("GET %s with %d clusters took %v", path, n, time.Since(start)/gets)
+			}
+		}
 		runtime.KeepAlive(rec)
 	}
 }

@@ -62,7 +62,15 @@ func (o *Observer) admit(cluster, source string) bool {
 		return true
 	}
 	f := &o.followed
-	if _, ok := f.liveOnly[cluster]; ok || o.store.Has(cluster) {
+	if _, ok := f.liveOnly[cluster]; ok {
+		if o.store.Has(cluster) {
+			// Heard live first, it has a history now: count it once.
+			delete(f.liveOnly, cluster)
+			o.followedCount()
+		}
+		return true
+	}
+	if o.store.Has(cluster) {
 		return true
 	}
 	n := o.followedCount()

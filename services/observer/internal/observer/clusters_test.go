@@ -64,8 +64,10 @@ func TestMaxClustersRefusesOneMore(t *testing.T) {
 		}
 		a.apply(t, name, leaderRecord(uint64(i%5+1), 1, t0))
 	}
-	if n := a.clustersFollowed(); n != 3000 {
-		t.Fatalf("clusters followed = %d, want 3000", n)
+	// shard-2999, heard live first, has a history now: it counts once.
+	a.admit("shard-2999", sourceLive)
+	if n := a.clustersFollowed(); n != 3000 || len(a.followed.liveOnly) != 0 {
+		t.Fatalf("clusters followed = %d, %d only live; want 3000, 0", n, len(a.followed.liveOnly))
 	}
 	for _, source := range []string{sourceStream, sourceLive, sourceLive} {
 		if a.admit("shard-3000", source) {

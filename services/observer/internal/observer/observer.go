@@ -79,6 +79,9 @@
 // dropped, the recorder follows a bounded number of nodes, and the
 // history caps split brains and faulty members per cluster, the oldest
 // dropped first and counted (observer_history_records_dropped_total).
+// The clusters followed are bounded too (Config.MaxClusters, see
+// clusters.go): a message of one more is dropped and counted
+// (observer_clusters_refused_total).
 //
 // # Byzantine clusters
 //

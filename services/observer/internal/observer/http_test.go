@@ -23,7 +23,7 @@ type api struct {
 	srv *httptest.Server
 }
 
-func newAPI(t *testing.T, clock *fakeClock) *api {
+func newAPI(t testing.TB, clock *fakeClock) *api {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := history.Open(dir, nil)

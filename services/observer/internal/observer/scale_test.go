@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/recorder"
 )
 
@@ -107,4 +108,31 @@ func TestMemoryPerIdleCluster(t *testing.T) {
 		}
 		runtime.KeepAlive(rec)
 	}
+}
+
+// How many live heartbeats the owner goroutine takes in per second, with
+// a thousand clusters followed: a deployment of n elections whose leaders
+// beat every 100 ms sends 10·n a second.
+func BenchmarkObserveHeartbeats(b *testing.B) {
+	const n = 1000
+	a := newAPI(b, &fakeClock{now: t0})
+	rec := recorder.New(recorder.Config{Window: time.Hour, Grace: time.Millisecond, AskAfter: time.Hour}, a.store)
+	follow(b, a, rec, n, true)
+	msgs := make([]liveMsg, n)
+	for i := range msgs {
+		cluster := fmt.Sprintf("shard-%d", i)
+		m := protocol.Message{Type: protocol.TypeHeartbeat, From: uint64(i%5 + 1), Term: 1}
+		data, err := protocol.Encode(m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = liveMsg{subject: protocol.SubjectFor(cluster, m), data: data, at: t0}
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		a.observe(rec, msgs[i%n])
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "heartbeats/s")
 }

@@ -84,6 +84,11 @@ type memberVerifier interface {
 	// header h, and checks that the member it names sent it. An error
 	// with protocol.ReasonSignature is a message that fails that check.
 	Message(cluster, subject string, data []byte, h nats.Header) (protocol.Message, error)
+	// Batched reads the message data of cluster, an entry of a batch
+	// (protocol.ReadBatch) received on subject with header h, and
+	// checks that the member it names signed the batch; signers caches
+	// each set of keys' verdict on the batch, for its other entries.
+	Batched(cluster, subject string, batch []byte, h nats.Header, data []byte, signers map[*protocol.MemberKeys]batchSigner) (protocol.Message, error)
 	// Connection checks that a connection the NATS server reports under
 	// the name of member id of cluster is that member's: user is the
 	// user it authenticated as (its public key, for an nkey user).
@@ -110,6 +115,39 @@ func (v keysVerifier) Message(cluster, subject string, data []byte, h nats.Heade
 		if signer, err = keys.Verify(subject, data, h); err != nil {
 			return protocol.Message{}, err
 		}
+	}
+	msg, err := protocol.Decode(data)
+	if err == nil && keys != nil {
+		err = protocol.CheckSigner(signer, msg.From)
+	}
+	return msg, err
+}
+
+// batchSigner is a set of keys' verdict on a batch's signature.
+type batchSigner struct {
+	id  uint64
+	err error
+}
+
+// Batched checks the batch's signature under cluster's keys (once per
+// set of keys and batch, through signers), then decodes the message and
+// checks that it names the batch's signer.
+func (v keysVerifier) Batched(cluster, subject string, batch []byte, h nats.Header, data []byte, signers map[*protocol.MemberKeys]batchSigner) (protocol.Message, error) {
+	keys, err := clusterKeys(v.keys, cluster)
+	if err != nil {
+		return protocol.Message{}, err
+	}
+	var signer uint64
+	if keys != nil {
+		verdict, ok := signers[keys]
+		if !ok {
+			verdict.id, verdict.err = keys.Verify(subject, batch, h)
+			signers[keys] = verdict
+		}
+		if verdict.err != nil {
+			return protocol.Message{}, verdict.err
+		}
+		signer = verdict.id
 	}
 	msg, err := protocol.Decode(data)
 	if err == nil && keys != nil {
@@ -192,7 +230,7 @@ func (o *Observer) listening() time.Time {
 // presence handles a presence broadcast: its member joins, or is
 // refreshed.
 func (o *Observer) presence(cluster string, m liveMsg) {
-	msg, err := o.readMessage(cluster, m.subject, m.data, m.header)
+	msg, err := o.readMessage(cluster, m)
 	if err == nil {
 		err = checkMemberMessage(cluster, m.subject, msg)
 	}
@@ -277,7 +315,7 @@ func (o *Observer) memberBroadcast(cluster, kind string, m liveMsg) {
 	if !o.follows(cluster) {
 		return
 	}
-	msg, err := o.readMessage(cluster, m.subject, m.data, m.header)
+	msg, err := o.readMessage(cluster, m)
 	if err == nil {
 		err = checkMemberMessage(cluster, m.subject, msg)
 	}

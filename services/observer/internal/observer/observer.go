@@ -288,6 +288,10 @@ type liveMsg struct {
 	// queried marks a leader's answer to the observer's query; subject is
 	// then the observer's reply subject, whose last token is the cluster.
 	queried bool
+	// entry is, for a message that arrived in a batch, the message read
+	// and checked against the batch's signature (batch); subject is then
+	// the one it would have had on its own, and data and header are nil.
+	entry *protocol.Message
 }
 
 // Run loads the history, serves HTTP, connects to NATS and records until
@@ -341,8 +345,12 @@ func (o *Observer) Run(ctx context.Context) error {
 	// kinds go to one queue; their order across subjects does not matter
 	// (terms order them).
 	live := make(chan liveMsg, liveInbox)
-	for _, kind := range slices.Concat(liveKinds, memberKinds) {
+	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{protocol.KindBatch}) {
 		members := slices.Contains(memberKinds, kind)
+		limit := maxLive
+		if kind == protocol.KindBatch {
+			limit = protocol.MaxBatchPayload
+		}
 		if _, err := nc.Subscribe(protocol.Root+".*."+kind, func(m *nats.Msg) {
 			if members {
 				// Only for the clusters with members: the others'
@@ -352,7 +360,7 @@ func (o *Observer) Run(ctx context.Context) error {
 					return // a byzantine member's Hello may be its first presence
 				}
 			}
-			if len(m.Data) > maxLive {
+			if len(m.Data) > limit {
 				o.metrics.live.WithLabelValues(kind, "invalid").Inc()
 				return
 			}
@@ -574,8 +582,11 @@ func (o *Observer) readAnnouncement(cluster string, data []byte, h nats.Header) 
 // readMessage reads an election message of cluster received on subject;
 // with keys, it must be signed by its sender, which is checked first
 // (Observer.verify).
-func (o *Observer) readMessage(cluster, subject string, data []byte, h nats.Header) (protocol.Message, error) {
-	return o.verify.Message(cluster, subject, data, h)
+func (o *Observer) readMessage(cluster string, m liveMsg) (protocol.Message, error) {
+	if m.entry != nil {
+		return *m.entry, nil // read from its batch (batch)
+	}
+	return o.verify.Message(cluster, m.subject, m.data, m.header)
 }
 
 // invalid is the metric result of a message dropped for err.
@@ -639,6 +650,10 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		return
 	}
 	cluster, kind := parts[1], parts[2]
+	if kind == protocol.KindBatch && m.entry == nil {
+		o.batch(rec, m)
+		return
+	}
 	if !o.admit(cluster, sourceLive) {
 		o.metrics.live.WithLabelValues(kind, resultRefused).Inc()
 		return
@@ -666,7 +681,7 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		node, term = a.Leader, a.Term
 	case protocol.KindHeartbeat, protocol.KindResign, protocol.KindPropose:
 		var msg protocol.Message
-		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
+		msg, err = o.readMessage(cluster, m)
 		if err == nil && (string(msg.Type) != kind || msg.From == 0 || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 		}
@@ -689,7 +704,7 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		}
 	case kindBzPropose:
 		var msg protocol.Message
-		msg, err = o.readMessage(cluster, m.subject, m.data, m.header)
+		msg, err = o.readMessage(cluster, m)
 		if err == nil && (msg.Type != protocol.TypeBzPropose || msg.To != 0) {
 			err = fmt.Errorf("%s message on %s", msg.Type, m.subject)
 		}
@@ -728,6 +743,38 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		recs = rec.HeardHeartbeat(cluster, node, term, m.at)
 	}
 	o.write(cluster, recs)
+}
+
+// batch observes each message of a batch that a member process with many
+// elections published (protocol.ReadBatch) as if it had arrived on its
+// own subject: checked against the batch's signature under its own
+// cluster's keys, and then as any live message of its kind. A batch that
+// does not read is counted invalid whole; a message that is not a
+// broadcast, or of a kind the observer does not record, is skipped.
+func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
+	signers := make(map[*protocol.MemberKeys]batchSigner)
+	err := protocol.ReadBatch(m.data, maxLive, func(cluster string, data []byte) bool {
+		msg, err := o.verify.Batched(cluster, m.subject, m.data, m.header, data, signers)
+		subject := protocol.SubjectFor(cluster, msg)
+		if err == nil && (msg.To != 0 || subject == "") {
+			err = fmt.Errorf("%s message to %d in a batch", msg.Type, msg.To)
+		}
+		if err != nil {
+			o.metrics.live.WithLabelValues(protocol.KindBatch, invalid(err)).Inc()
+			o.log.Debug("dropping an invalid message of a batch", "subject", m.subject, "cluster", cluster, "err", err)
+			return true
+		}
+		kind := subject[strings.LastIndexByte(subject, '.')+1:]
+		if !slices.Contains(liveKinds, kind) && !slices.Contains(memberKinds, kind) {
+			return true
+		}
+		o.observe(rec, liveMsg{subject: subject, at: m.at, entry: &msg})
+		return true
+	})
+	if err != nil {
+		o.metrics.live.WithLabelValues(protocol.KindBatch, "invalid").Inc()
+		o.log.Debug("dropping an invalid batch", "subject", m.subject, "err", err)
+	}
 }
 
 // checkRenewal checks that a byzantine leader's round carries the
@@ -790,7 +837,7 @@ func (o *Observer) readEvidence(cluster string, m liveMsg) (certify.Evidence, er
 	if keys == nil {
 		return certify.Evidence{}, &protocol.ValidationError{Reason: protocol.ReasonSignature, Detail: "evidence cannot be checked without the members' keys (OBSERVER_KEYS_DIR)"}
 	}
-	msg, err := o.readMessage(cluster, m.subject, m.data, m.header)
+	msg, err := o.readMessage(cluster, m)
 	if err != nil {
 		return certify.Evidence{}, err
 	}

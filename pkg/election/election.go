@@ -22,8 +22,8 @@
 // message carries a term, so a new leader's term is larger than its
 // predecessor's whenever the two heard of each other. Under byzantine,
 // term t has one designated leader, index (t−1) mod n of the membership
-// sorted in decreasing order, and a member enters a term only on proof
-// (see package byzantine).
+// sorted in decreasing rank (see Ranking members), and a member enters a
+// term only on proof (see package byzantine).
 //
 // A node accepts a leader only with a term at least as large as the one it
 // accepted before. Under Bully and the ring it answers an older term with
@@ -31,15 +31,32 @@
 // missed an election (a restarted node, the far side of a healed
 // partition) catches up at once.
 //
+// # Ranking members
+//
+// Wherever an algorithm asks which of two members is the higher (who
+// should lead, who answers or defers to whom, which candidate a ring
+// round carries on, which member a byzantine term designates), it
+// compares their ranks under Config.Rank. ByID, the zero Rank, ranks by
+// ID: the highest live ID leads, as it always has. Spread(cluster) ranks
+// by rendezvous hashing of the election's name and the member
+// (SpreadScore: the first 8 bytes, big-endian, of
+// SHA-256(cluster || 0x00 || ID as 8 bytes big-endian), ties broken by
+// the higher ID), so that over many elections the leaders spread evenly
+// over the members, and a member that joins takes over only the
+// elections where it ranks first. Either way the order is total and the
+// same at every member configured alike. Terms stay partitioned by ID
+// (above): ranks decide who leads, never who owns a term, except under
+// byzantine, where a term's designated leader is its leader.
+//
 // # What is not guaranteed
 //
 // Bully and the ring use no quorums. Nodes on both sides of a network
 // partition each elect a leader; the two leaders have different terms, and
-// the side that reconnects converges on the highest live ID with a term
-// larger than both. Applications that must not act on a stale leader fence
-// with terms. Paxos and byzantine elect only with a quorum (a majority of
-// promises; the signed votes of ⌈(n+f+1)/2⌉ members), so a side of a
-// partition without one elects nobody.
+// the side that reconnects converges on the highest-ranked live member
+// with a term larger than both. Applications that must not act on a stale
+// leader fence with terms. Paxos and byzantine elect only with a quorum (a
+// majority of promises; the signed votes of ⌈(n+f+1)/2⌉ members), so a
+// side of a partition without one elects nobody.
 package election
 
 import (
@@ -485,18 +502,24 @@ type Config struct {
 	// present, nor include ID. Empty without Dynamic: every member votes.
 	Voters []uint64
 	// KeepLeader, with Dynamic, makes a node that joins follow the leader
-	// it finds whatever their IDs, and a follower never challenge a lower
-	// leader: the leader is kept until it leaves, and then the highest
-	// present ID leads. Without it a node that joins with an ID above
-	// the leader's takes over, as a node that recovers does.
+	// it finds whatever their ranks, and a follower never challenge a
+	// lower leader: the leader is kept until it leaves, and then the
+	// highest-ranked present member leads. Without it a node that joins
+	// ranked above the leader takes over, as a node that recovers does.
 	KeepLeader bool
+	// Rank orders the members in the election (see Ranking members in
+	// the package doc): the zero value ranks by ID. Every member must be
+	// configured with the same Rank. Where the comments of this package
+	// and of the algorithms speak of a higher or the highest member, they
+	// mean by this rank.
+	Rank Rank
 	// Found is the leadership the node found when it started: the answer
 	// of the cluster's leader to a query (the runtime asks before it
 	// starts the machine), so a leader that was alive a moment ago. Zero
-	// if none answered. A node whose ID is lower follows it at once: the
-	// election it would hold would end with that leader (the highest live
-	// ID wins), at the cost of a broadcast and of an answer from every
-	// higher node.
+	// if none answered. A node that ranks lower follows it at once: the
+	// election it would hold would end with that leader (the
+	// highest-ranked live member wins), at the cost of a broadcast and of
+	// an answer from every higher node.
 	Found Leadership
 }
 

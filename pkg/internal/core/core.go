@@ -7,6 +7,11 @@
 // node's bootstrap (pkg/node), which bounds the term it learns at start
 // the same way, and by the simulator (pkg/sim).
 //
+// Where a rule asks which of two members is the higher, it compares their
+// ranks (election.Config.Rank: by ID, or spread by a hash; Above,
+// ByRank, HigherAliveCount); who owns a term (Owner) is decided by ID
+// whatever the rank.
+//
 // The rules are kept by a few transitions, in the manner of a raft
 // implementation's becomeFollower, becomeCandidate and becomeLeader:
 //
@@ -41,7 +46,13 @@ type Core struct {
 	id      uint64
 	members []uint64 // sorted
 	index   int      // position of id in members
-	timing  election.Timing
+	// rank orders the members (election.Config.Rank); byRank are the
+	// members in increasing rank (members itself when ranked by ID), and
+	// rankIndex the position of id in it.
+	rank      *election.Ranker
+	byRank    []uint64
+	rankIndex int
+	timing    election.Timing
 
 	role    election.Role
 	leader  uint64 // 0 while undefined
@@ -114,7 +125,7 @@ func NewCore(cfg election.Config) (*Core, error) {
 		presence = NewPresence(cfg.ID, members, cfg.Timing, 0)
 		members = presence.Members()
 	}
-	return &Core{
+	c := &Core{
 		presence:   presence,
 		keepLeader: cfg.KeepLeader,
 		id:         cfg.ID,
@@ -129,8 +140,32 @@ func NewCore(cfg election.Config) (*Core, error) {
 		claimInc:   make(map[uint64]uint64),
 		found:      cfg.Found,
 		timeout:    cfg.Timing.LeaderTimeoutTicks,
-	}, nil
+		rank:       cfg.Rank.Ranker(nil),
+	}
+	c.ranked()
+	return c, nil
 }
+
+// ranked orders the members by rank after a change of the members.
+func (c *Core) ranked() {
+	if !c.rank.Rank().IsSpread() {
+		c.byRank, c.rankIndex = c.members, c.index
+		return
+	}
+	c.rank.Keep(c.members)
+	c.byRank = slices.Clone(c.members)
+	c.rank.Sort(c.byRank)
+	c.rankIndex = slices.Index(c.byRank, c.id)
+}
+
+// Above reports whether member a ranks above member b
+// (election.Config.Rank); 0, no member, ranks below every member.
+func (c *Core) Above(a, b uint64) bool { return c.rank.Above(a, b) }
+
+// ByRank returns the members, this node included, in increasing rank:
+// Members itself when they are ranked by ID. The caller must not modify
+// the slice.
+func (c *Core) ByRank() []uint64 { return c.byRank }
 
 // Bounds of the learnt leader time-out (see Core.timeout).
 const (
@@ -146,14 +181,14 @@ const (
 func (c *Core) FoundLeader() uint64 { return c.found.Leader }
 
 // FollowFound makes a node that starts follow the leadership it found
-// (election.Config.Found), if that leader has a higher ID, owns its term
+// (election.Config.Found), if that leader ranks higher, owns its term
 // and its term is not older than this node's nor further above its
 // highest term than TermBurst (a member's word, as a message is), and
 // reports whether it does. The algorithm then holds no election: it would
 // end with that leader.
 func (c *Core) FollowFound() bool {
 	f := c.found
-	if c.left || f.Leader == c.id || f.Leader < c.id && !c.keepLeader || f.Term > c.maxTerm+TermBurst || !c.follow(f.Leader, f.Term) {
+	if c.left || f.Leader == c.id || c.Above(c.id, f.Leader) && !c.keepLeader || f.Term > c.maxTerm+TermBurst || !c.follow(f.Leader, f.Term) {
 		return false
 	}
 	c.MarkAlive(f.Leader)
@@ -408,11 +443,12 @@ func (c *Core) MarkAlive(id uint64) { delete(c.gone, id) }
 // IsGone reports whether a peer is known to have left or to be unreachable.
 func (c *Core) IsGone(id uint64) bool { return c.gone[id] != 0 }
 
-// HigherAliveCount is how many members with a higher ID are not known to
-// be gone: this node's rank among the live members, counted from the top.
+// HigherAliveCount is how many members that rank higher are not known to
+// be gone: this node's place among the live members, counted from the
+// top.
 func (c *Core) HigherAliveCount() int {
 	k := 0
-	for _, id := range c.members[c.index+1:] {
+	for _, id := range c.byRank[c.rankIndex+1:] {
 		if c.gone[id] == 0 {
 			k++
 		}
@@ -589,9 +625,9 @@ const (
 	Accepted Verdict = iota
 	// Refreshed: the claim is for the leadership this node last accepted.
 	Refreshed
-	// Challenged: a lower node claims a newer term while this node is
-	// alive; this node must start an election, since the highest live ID
-	// wins.
+	// Challenged: a lower-ranked node claims a newer term while this
+	// node is alive; this node must start an election, since the
+	// highest-ranked live member wins.
 	Challenged
 	// Rejected: the claim is older than this node's term (a Stale reply
 	// has been queued), or its claimant does not own its term.
@@ -621,9 +657,9 @@ func (c *Core) Claimed(sender, leader, term uint64, broadcast bool) Verdict {
 	case term < c.term:
 		c.ReplyStale(sender, broadcast)
 		return Rejected
-	case leader < c.id && !c.keepLeader:
+	case c.Above(c.id, leader) && !c.keepLeader:
 		// Even under the term this node accepted before (it may have been
-		// restored from disk): the highest live ID wins.
+		// restored from disk): the highest-ranked live member wins.
 		return Challenged
 	case term == c.term:
 		// The same leadership: the claimant owns the term, so it is the
@@ -649,14 +685,14 @@ func (c *Core) ReplyStale(to uint64, broadcast bool) {
 
 // Staled applies a Stale reply and reports whether this node, a leader,
 // must claim again with a newer term: it must when the newer term belongs
-// to no leader or to a lower one (the highest live ID wins). When a higher
-// node leads under the newer term, this node steps down and waits to hear
-// from it.
+// to no leader or to a lower-ranked one (the highest-ranked live member
+// wins). When a higher-ranked node leads under the newer term, this node
+// steps down and waits to hear from it.
 func (c *Core) Staled(m protocol.Message) (reclaim bool) {
 	if c.role != election.Leader || m.Term <= c.term {
 		return false
 	}
-	if m.Candidate > c.id {
+	if c.Above(m.Candidate, c.id) {
 		c.role, c.leader, c.silent = election.Follower, 0, 0
 		return false
 	}

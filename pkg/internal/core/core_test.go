@@ -617,3 +617,72 @@ func TestLeaveNamesItsTerm(t *testing.T) {
 		}
 	}
 }
+
+// Ranks (election.Config.Rank): under Spread, who is higher is by rank,
+// not ID, in every rule; who owns a term is still by ID. In cluster "b"
+// the members 9, 4, 2 rank 4 < 9 < 2; in cluster "a", 2 < 9 < 4.
+func TestSpreadRank(t *testing.T) {
+	newCore := func(cluster string) *Core {
+		t.Helper()
+		c, err := NewCore(election.Config{ID: 4, Members: testMembers, Timing: election.DefaultTiming(3), Rank: election.Spread(cluster)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	b := newCore("b")
+	if got := b.ByRank(); !slices.Equal(got, []uint64{4, 9, 2}) {
+		t.Errorf("members by rank in b: %v, want [4 9 2]", got)
+	}
+	if k := b.HigherAliveCount(); k != 2 {
+		t.Errorf("higher members of 4 in b: %d, want 2", k)
+	}
+	b.MarkGone(2)
+	if k := b.HigherAliveCount(); k != 1 {
+		t.Errorf("higher live members of 4 in b with 2 gone: %d, want 1", k)
+	}
+	if !b.Above(2, 9) || !b.Above(9, 4) || b.Above(4, 2) || !b.Above(4, 0) || b.Above(0, 4) {
+		t.Error("Above disagrees with the rank of b")
+	}
+	// Node 2, the lowest ID but the highest rank, claims term 4 (its own,
+	// by ID): accepted.
+	if v := b.Claimed(2, 2, 4, true); v != Accepted || b.Leader() != 2 {
+		t.Errorf("claim of 2 at 4 in b: %v, leader %d, want accepted", v, b.Leader())
+	}
+	a := newCore("a")
+	if k := a.HigherAliveCount(); k != 0 {
+		t.Errorf("higher members of 4 in a: %d, want 0", k)
+	}
+	// Node 9, the highest ID, ranks below 4 in a: its claim is challenged.
+	if v := a.Claimed(9, 9, 3, true); v != Challenged {
+		t.Errorf("claim of 9 at 3 in a: %v, want challenged", v)
+	}
+	// A Stale naming a higher-ranked leader makes a leader step down; one
+	// naming a lower-ranked one makes it claim again.
+	for _, c := range []struct {
+		cluster string
+		leader  uint64
+		reclaim bool
+	}{{"b", 2, false}, {"b", 9, false}, {"a", 9, true}, {"a", 2, true}} {
+		n := newCore(c.cluster)
+		n.maxTerm = 4
+		n.Claim()
+		if got := n.Staled(protocol.Message{Type: protocol.TypeStale, From: 2, To: 4, Term: 9, Candidate: c.leader}); got != c.reclaim {
+			t.Errorf("%s: Stale naming %d: reclaim %v, want %v", c.cluster, c.leader, got, c.reclaim)
+		}
+	}
+	// A node that starts follows a found leader that ranks higher only.
+	for _, c := range []struct {
+		cluster string
+		found   election.Leadership
+		follow  bool
+	}{{"b", election.Leadership{Leader: 2, Term: 4}, true}, {"a", election.Leadership{Leader: 9, Term: 3}, false}} {
+		n, err := NewCore(election.Config{ID: 4, Members: testMembers, Timing: election.DefaultTiming(3), Rank: election.Spread(c.cluster), Found: c.found})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.FollowFound(); got != c.follow {
+			t.Errorf("%s: found %+v: follow %v, want %v", c.cluster, c.found, got, c.follow)
+		}
+	}
+}

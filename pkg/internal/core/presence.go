@@ -218,6 +218,7 @@ func (c *Core) memberLeft(id uint64) {
 func (c *Core) membersChanged(kind election.EventKind, id uint64) {
 	c.members = c.presence.Members()
 	c.index, _ = slices.BinarySearch(c.members, c.id)
+	c.ranked()
 	c.events = append(c.events, election.Event{Kind: kind, Member: id})
 }
 

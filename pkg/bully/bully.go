@@ -2,21 +2,24 @@
 // machine (see package election for the interface, terms and guarantees).
 //
 // The rules of the textbook algorithm (Garcia-Molina, 1982; see
-// docs/algorithms.md#references):
+// docs/algorithms.md#references), where higher and lower are by rank
+// (election.Config.Rank: the ID, or a hash that spreads leaders over the
+// members):
 //
 //   - A node that suspects the leader (its heartbeats stopped), that starts
 //     or restarts, or whose leader resigned, holds an election: it sends
-//     Election to every higher ID (a broadcast; lower IDs do not act on it).
-//   - A node that receives Election from a lower ID answers with Answer and
-//     holds its own election, unless it already is in one. A leader answers
-//     and re-asserts itself with Coordinator.
+//     Election to every higher member (a broadcast; lower ones do not act
+//     on it).
+//   - A node that receives Election from a lower member answers with
+//     Answer and holds its own election, unless it already is in one. A
+//     leader answers and re-asserts itself with Coordinator.
 //   - A candidate that gets no Answer within T = 2·t_max + t_process (the
 //     AnswerTicks of election.Timing) becomes leader and broadcasts
 //     Coordinator. One that got an Answer but no Coordinator within
 //     CoordinatorTicks starts again.
 //   - A node that recovers, or a replacement with the same ID, starts an
-//     election at once even if the coordinator is working; if its ID is the
-//     highest live one it takes over.
+//     election at once even if the coordinator is working; if it is the
+//     highest live member it takes over.
 //
 // # Refinements
 //
@@ -64,7 +67,7 @@
 //     node does not hold an election: the leader hears the same claim and
 //     answers it with a newer term.
 //   - A node that starts asks who leads (election.Config.Found) before its
-//     machine starts. A live leader with a higher ID it follows at once:
+//     machine starts. A live leader that ranks higher it follows at once:
 //     its election would end with that leader. A working lower leader it
 //     challenges at once, as the rules say. When nobody answers (the
 //     cluster starts, or has no leader), it acts as after a failure: the
@@ -134,7 +137,7 @@ func New(cfg election.Config) (*Machine, error) {
 }
 
 // Start holds an election at once, as a recovered node must, unless the
-// node found a live leader with a higher ID when it started
+// node found a live leader that ranks higher when it started
 // (election.Config.Found): it follows that leader, since its election
 // would end with it.
 func (m *Machine) Start() {
@@ -242,20 +245,20 @@ func (m *Machine) Step(msg protocol.Message) {
 		return
 	}
 	id := m.id
-	if m.alone > 0 && msg.From > id && msg.Type != protocol.TypeResign {
+	if m.alone > 0 && m.c.Above(msg.From, id) && msg.Type != protocol.TypeResign {
 		// A higher node was alive when this one declared itself.
 		m.alone = 0
 		m.answerWait = min(2*m.answerWait, m.timing.LeaderTimeoutTicks)
 	}
 	switch msg.Type {
 	case protocol.TypeElection:
-		if msg.From > id {
+		if m.c.Above(msg.From, id) {
 			m.higherElection(msg)
 		} else {
 			m.lowerElection(msg)
 		}
 	case protocol.TypeAnswer:
-		if m.c.Role() == election.Candidate && msg.From > id {
+		if m.c.Role() == election.Candidate && m.c.Above(msg.From, id) {
 			m.answered = true
 			m.wait = m.c.CoordinatorTicks()
 		}
@@ -266,7 +269,7 @@ func (m *Machine) Step(msg protocol.Message) {
 		}
 		switch {
 		case m.c.Role() == election.Candidate:
-		case m.c.Role() == election.Follower && m.c.Leader() > m.id:
+		case m.c.Role() == election.Follower && m.c.Above(m.c.Leader(), m.id):
 			// Our live higher leader hears the same claim and answers it.
 		default:
 			m.elect(false, true)
@@ -313,8 +316,8 @@ func (m *Machine) lowerElection(msg protocol.Message) {
 	case election.Candidate:
 		m.answer(msg.From)
 	case election.Follower:
-		if l := m.c.Leader(); l > m.id || l != 0 && m.c.KeepLeader() {
-			// A live higher leader, or one kept whatever its ID, hears
+		if l := m.c.Leader(); m.c.Above(l, m.id) || l != 0 && m.c.KeepLeader() {
+			// A live higher leader, or one kept whatever its rank, hears
 			// the same Election and re-asserts.
 			m.answer(msg.From)
 			return
@@ -392,7 +395,7 @@ func (m *Machine) suspectSilent() {
 	m.suspect()
 }
 
-// elect holds an election: Election to every higher ID, then wait for an
+// elect holds an election: Election to every higher member, then wait for an
 // Answer. wait marks a node that waits T even when no higher node counts
 // as alive (it has just started, or its leader only fell silent);
 // forget, one whose leader failed or left.

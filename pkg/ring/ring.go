@@ -1,10 +1,12 @@
 // Package ring implements the Chang–Roberts ring election as a pure state
 // machine (see package election for the interface, terms and guarantees).
 //
-// Nodes form a ring ordered by ID; each sends to its successor, the next
-// higher ID (the highest wraps round to the lowest). The rules of the
-// textbook algorithm (Chang and Roberts, 1979; see
-// docs/algorithms.md#references):
+// Nodes form a ring ordered by rank (election.Config.Rank: by ID, or by
+// a hash that spreads leaders over the members); each sends to its
+// successor, the next higher member (the highest wraps round to the
+// lowest). The rules of the textbook algorithm (Chang and Roberts, 1979;
+// see docs/algorithms.md#references), where larger and smaller IDs are
+// compared by rank (the messages carry IDs):
 //
 //   - An initiator marks itself participating and sends Election carrying
 //     its own ID to its successor.
@@ -412,7 +414,7 @@ func (m *Machine) onElection(msg protocol.Message) {
 		}
 		// Otherwise a copy of a round it gave up, or of one it sent in an
 		// earlier participation: it must not claim on it.
-	case m.c.Role() == election.Leader && candidate < id:
+	case m.c.Role() == election.Leader && m.c.Above(id, candidate):
 		// A leader re-asserts itself at once, as Bully's does: its own ID
 		// would win the round anyway.
 		m.reassert()
@@ -432,12 +434,13 @@ func (m *Machine) onElection(msg protocol.Message) {
 		m.participating = true
 		m.forwarded = m.forwarded[:0]
 		m.wait = m.c.CoordinatorTicks()
-		next.Candidate = max(candidate, id)
-		if next.Candidate == id {
+		next.Candidate = candidate
+		if !m.c.Above(candidate, id) {
+			next.Candidate = id
 			next.Seq = 0 // a round of this node's own
 		}
 		m.forward(next)
-	case candidate > id && !seen:
+	case m.c.Above(candidate, id) && !seen:
 		next.Candidate = candidate
 		m.forward(next)
 	}
@@ -514,8 +517,8 @@ func (m *Machine) reassert() {
 // skipped stops here: its candidate is gone, and the round would only
 // circle until its hops ran out.
 func (m *Machine) forward(msg protocol.Message) {
-	members := m.c.Members()
-	self, _ := slices.BinarySearch(members, m.id)
+	members := m.c.ByRank()
+	self := slices.Index(members, m.id)
 	to := uint64(0)
 	for i := 1; i < len(members); i++ {
 		id := members[(self+i)%len(members)]

@@ -1,0 +1,123 @@
+package ring
+
+import (
+	"testing"
+
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// TestSpreadRankElects checks that under election.Spread the
+// highest-ranked member leads, not the highest ID: of members 2, 4, 9,
+// cluster "b" ranks 4 < 9 < 2 and cluster "a" 2 < 9 < 4. Every node
+// starts at once, and again after the leader resigns.
+func TestSpreadRankElects(t *testing.T) {
+	for _, c := range []struct {
+		rank        election.Rank
+		lead, after uint64
+	}{{election.ByID(), 9, 4}, {election.Spread("b"), 2, 9}, {election.Spread("a"), 4, 9}} {
+		ms := map[uint64]*Machine{}
+		for _, id := range members {
+			m, err := New(election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members)), Rank: c.rank})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms[id] = m
+		}
+		for _, id := range members {
+			ms[id].Start()
+		}
+		for range 200 {
+			deliver(ms)
+			for _, id := range members {
+				ms[id].Tick()
+			}
+		}
+		deliver(ms)
+		for _, id := range members {
+			if st := ms[id].Status(); st.Leader != c.lead {
+				t.Errorf("rank %v(%s): node %d follows %d, want %d", c.rank, c.rank.Cluster(), id, st.Leader, c.lead)
+			}
+		}
+		ms[c.lead].Resign()
+		deliver(ms)
+		for range 200 {
+			deliver(ms)
+			for _, id := range members {
+				ms[id].Tick()
+			}
+		}
+		for _, id := range members {
+			if st := ms[id].Status(); id != c.lead && st.Leader != c.after {
+				t.Errorf("rank %v(%s): after %d resigned node %d follows %d, want %d", c.rank, c.rank.Cluster(), c.lead, id, st.Leader, c.after)
+			}
+		}
+	}
+}
+
+// deliver hands every message the machines want sent to its receivers
+// (a broadcast to every other machine), until none is left.
+func deliver(ms map[uint64]*Machine) {
+	for range 100 {
+		var out []protocol.Message
+		for _, id := range members {
+			out = append(out, ms[id].Ready().Messages...)
+		}
+		if len(out) == 0 {
+			return
+		}
+		for _, msg := range out {
+			for _, id := range members {
+				if id != msg.From && (msg.To == 0 || msg.To == id) {
+					ms[id].Step(msg)
+				}
+			}
+		}
+	}
+}
+
+// TestSpreadRankRing checks that under election.Spread the ring is
+// ordered by rank: in cluster "a" (2 < 9 < 4) node 4, the highest,
+// sends its round to node 2, the lowest (by ID it would send to 9), and
+// node 2 forwards a lower-ranked candidate's round as its own.
+func TestSpreadRankRing(t *testing.T) {
+	for _, c := range []struct {
+		rank election.Rank
+		to   uint64
+	}{{election.ByID(), 9}, {election.Spread("a"), 2}} {
+		m, err := New(election.Config{ID: 4, Members: members, Timing: election.DefaultTiming(len(members)), Rank: c.rank})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Start()
+		var sent *protocol.Message
+		for i := 0; i < 200 && sent == nil; i++ {
+			for _, msg := range m.Ready().Messages {
+				if msg.Type == protocol.TypeElection {
+					sent = &msg
+					break
+				}
+			}
+			m.Tick()
+		}
+		if sent == nil || sent.To != c.to || sent.Candidate != 4 {
+			t.Errorf("rank %v(%s): node 4's round %+v, want one for 4 to %d", c.rank, c.rank.Cluster(), sent, c.to)
+		}
+	}
+	// Node 2 under "b" (4 < 9 < 2), the highest, replaces the round of 9
+	// by its own, and sends it on to 4, its successor by rank.
+	m, err := New(election.Config{ID: 2, Members: members, Timing: election.DefaultTiming(len(members)), Rank: election.Spread("b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Step(protocol.Message{V: protocol.Version, Type: protocol.TypeElection, From: 9, To: 2, Candidate: 9, Seq: 1})
+	var got []protocol.Message
+	for _, msg := range m.Ready().Messages {
+		if msg.Type == protocol.TypeElection {
+			got = append(got, msg)
+		}
+	}
+	if len(got) != 1 || got[0].Candidate != 2 || got[0].To != 4 {
+		t.Errorf("node 2 in b on the round of 9: sent %+v, want its own round to 4", got)
+	}
+}

@@ -79,8 +79,8 @@
 // A leader hands over without waiting for its lease to run out: it stops
 // acting as leader first, then broadcasts Resign for its ballot, on which
 // every acceptor releases the grant (and stores that). It does so when it
-// leaves (SIGTERM) and when a higher node campaigns (the highest live ID
-// leads when nothing is wrong).
+// leaves (SIGTERM) and when a higher node campaigns (the highest-ranked
+// live member leads when nothing is wrong).
 //
 // # Liveness
 //
@@ -92,7 +92,15 @@
 // of, as with Bully; a candidate backs off when it hears a higher node
 // campaign or lead, and a higher node that hears a lower leader campaigns,
 // which makes that leader hand over. Duelling candidates cannot livelock:
-// the higher ID always retries and the lower always backs off.
+// the higher always retries and the lower always backs off.
+//
+// # Ranks
+//
+// Higher and lower, here, are by rank (election.Config.Rank: by ID, or
+// by a hash that spreads leaders over the members): which node campaigns
+// first, which candidate backs off, which leader hands over, and which
+// leader an acceptor vouches for against a candidate. Ballots stay owned
+// by ID.
 package paxos
 
 import (
@@ -223,10 +231,10 @@ func New(cfg election.Config) (*Machine, error) {
 	}, nil
 }
 
-// Start begins the node's life: a node that found a live leader with a
-// higher ID when it started (election.Config.Found) follows it; otherwise
-// a node that comes back holds an election
-// at once if it is the highest live ID, and takes over; a lower one defers
+// Start begins the node's life: a node that found a live leader that
+// ranks higher when it started (election.Config.Found) follows it;
+// otherwise a node that comes back holds an election at once if it is
+// the highest-ranked live member, and takes over; a lower one defers
 // by (r+1)·T, as after a leader's failure, and backs off when it hears a
 // higher node campaign or lead (at a cold start, the highest starts and
 // the others need not). An acceptor restarted with a grant it may still
@@ -614,7 +622,7 @@ func (m *Machine) onPrepare(msg protocol.Message) {
 		// while the only running voter of the new one holds it.
 		m.c.Send(protocol.Message{Type: protocol.TypeNack, To: msg.From, Term: m.acc.state.Promised, Cfg: m.cfg})
 	}
-	if msg.From < m.id {
+	if m.c.Above(m.id, msg.From) {
 		return
 	}
 	// A higher node campaigns: it leads when nothing is wrong.
@@ -632,7 +640,7 @@ func (m *Machine) answerPrepare(msg protocol.Message) {
 		// Older voters than ours: the candidate learns ours from the
 		// refusal.
 		reply = protocol.Message{Type: protocol.TypeNack, Term: m.acc.state.Promised}
-	} else if msg.From < m.id && (m.phase == preparing || m.phase == proposing) {
+	} else if m.c.Above(m.id, msg.From) && (m.phase == preparing || m.phase == proposing) {
 		// A candidate does not promise a lower candidate's ballot, which
 		// would only stall its own campaign and the lower one's alike (a
 		// refusal is always safe; the lower one backs off).
@@ -659,10 +667,10 @@ func (m *Machine) answerPrepare(msg protocol.Message) {
 // times it out (on a quiet host, a probe's lead before); a closed
 // connection or a resignation makes the leader undefined, and nothing
 // vouches for it. A higher candidate takes over a live lower leader, as
-// the highest live ID must.
+// the highest-ranked live member must.
 func (m *Machine) vouches(from, b uint64) int {
 	l := m.c.Leader()
-	if l == 0 || from >= l || l == m.id || b <= m.acc.state.Promised {
+	if l == 0 || !m.c.Above(l, from) || l == m.id || b <= m.acc.state.Promised {
 		return 0
 	}
 	limit := m.limit()
@@ -808,7 +816,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		m.c.ProbeAnswered()
 	}
 	m.heard, m.probed = at, false
-	if (m.phase == idle || msg.From > m.id) && ok {
+	if (m.phase == idle || m.c.Above(msg.From, m.id)) && ok {
 		// Not a lower node's while this one campaigns: it may still lead
 		// with its own ballot, below that term, and a node's term never
 		// goes backwards. And only a proposal this acceptor accepted: one
@@ -823,7 +831,7 @@ func (m *Machine) onPropose(msg protocol.Message) {
 		m.vouch = max(m.vouch, at)
 	}
 	switch {
-	case msg.From > m.id:
+	case m.c.Above(msg.From, m.id):
 		if m.phase == leading {
 			m.stopLeading() // our lease has ended, since theirs holds
 		}
@@ -933,7 +941,7 @@ func (m *Machine) onNack(msg protocol.Message) {
 	}
 	holder := msg.Candidate
 	switch {
-	case holder != 0 && holder > m.id && !m.c.IsGone(holder):
+	case holder != 0 && m.c.Above(holder, m.id) && !m.c.IsGone(holder):
 		// A higher node holds a lease: it leads.
 		m.backOff()
 	case holder != 0 && holder == m.released:
@@ -948,7 +956,7 @@ func (m *Machine) onNack(msg protocol.Message) {
 		// ends at the latest.
 		m.blocked = holder
 		m.wait = min(m.wait, msg.Wait+1)
-	case msg.Term > m.ballot && m.c.Owner(msg.Term) > m.id:
+	case msg.Term > m.ballot && m.c.Above(m.c.Owner(msg.Term), m.id):
 		m.backOff() // a higher node's ballot
 	case msg.Term > m.ballot:
 		m.wait = min(m.wait, m.timing.AnswerTicks) // a lower node's ballot: outbid it

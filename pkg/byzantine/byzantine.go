@@ -7,8 +7,12 @@
 // # Terms and their leaders
 //
 // Term t has one designated leader: the members sorted from the highest
-// ID down, index (t−1) mod n. So term 1 is led by the highest ID, and a
-// term whose leader fails passes to the next lower one. A member enters
+// rank down, index (t−1) mod n. So term 1 is led by the highest-ranked
+// member, and a term whose leader fails passes to the next lower one.
+// Ranks are election.Config.Rank: by ID, the zero Rank, or spread by a
+// hash of the election and the member (election.Spread), which every
+// member must be configured with alike; wherever this package speaks of a
+// higher or lower member, it compares ranks. A member enters
 // term 1 at its first start, and a term t > 1 only on proof: a time-out
 // certificate of term t−1 (the signed time-outs of a quorum, so at least
 // f+1 honest members gave t−1 up), or a certificate of term t (below).
@@ -72,8 +76,8 @@
 // that forms later is still used, and its rounds keep the members that
 // formed it from giving the term up. A member that hears from a live
 // member c above its term's leader signs a time-out of the term before
-// c's next term ("times out for c"), so that a returning higher ID takes
-// over; a member whose term c failed to lead waits PenaltyFactor leader
+// c's next term ("times out for c"), so that a returning higher member
+// takes over; a member whose term c failed to lead waits PenaltyFactor leader
 // time-outs before it does that for c again. f+1 time-outs of one term
 // make a member sign it too (one honest member gave it up); a quorum of
 // them is the time-out certificate that starts the next term.
@@ -322,7 +326,7 @@ func New(cfg Config) (*Machine, error) {
 			return nil, fmt.Errorf("%w: member %d is not of the configured set and has no key and credential to join with", ErrConfig, cfg.ID)
 		}
 	}
-	genesis := newMembers(0, set, cfg.Keys, members)
+	genesis := newMembers(0, set, cfg.Keys, members, cfg.Rank)
 	return &Machine{
 		cfg: cfg, id: cfg.ID, members: genesis, latest: genesis, genesis: genesis,
 		timing: t, hard: cfg.State, leaderSeen: noTick,
@@ -334,7 +338,8 @@ func New(cfg Config) (*Machine, error) {
 }
 
 // Designated returns the leader of term t among the members sorted in
-// descending order: index (t−1) mod n.
+// decreasing rank (election.Config.Rank; by ID, in decreasing order):
+// index (t−1) mod n.
 func Designated(desc []uint64, t uint64) uint64 {
 	if t == 0 || len(desc) == 0 {
 		return 0
@@ -343,6 +348,10 @@ func Designated(desc []uint64, t uint64) uint64 {
 }
 
 func (m *Machine) designated(t uint64) uint64 { return Designated(m.desc, t) }
+
+// above reports whether member a ranks above member b
+// (election.Config.Rank).
+func (m *Machine) above(a, b uint64) bool { return m.latest.rank.Above(a, b) }
 
 // nextTermOf returns the smallest term above t that c leads in the
 // latest member set (the set of the terms this member enters next), 0 if
@@ -439,7 +448,7 @@ func (m *Machine) Tick() {
 			m.propose()
 		}
 	}
-	if m.id > m.designated(t) {
+	if m.above(m.id, m.designated(t)) {
 		// Keep telling the others that a higher member is alive.
 		m.timeoutFor(m.id)
 	}
@@ -519,7 +528,7 @@ func (m *Machine) Due() int {
 			due = min(due, end) // it names the leader no more then
 		}
 	}
-	if m.id > lead {
+	if m.above(m.id, lead) {
 		x := m.nextTermOf(m.id, t) - 1
 		if at, ok := m.sentTimeout[x]; ok {
 			due = min(due, at+m.timing.LeaderTimeoutTicks-m.now)
@@ -527,7 +536,7 @@ func (m *Machine) Due() int {
 			due = 1
 		}
 		for _, h := range m.latest.desc {
-			if h <= m.id {
+			if !m.above(h, m.id) {
 				break
 			}
 			if p := m.penalty[h]; p > m.now {
@@ -813,7 +822,7 @@ func (m *Machine) entered() {
 	if m.designated(t) == m.id {
 		m.event(election.Event{Kind: election.ElectionStarted, Term: t})
 		m.propose()
-	} else if m.id > m.designated(t) {
+	} else if m.above(m.id, m.designated(t)) {
 		m.timeoutFor(m.id)
 	}
 	// Time-outs of this term already gathered may complete a certificate.
@@ -1230,11 +1239,11 @@ func (m *Machine) onTimeout(msg protocol.Message) {
 func (m *Machine) timeoutFor(c uint64) {
 	t := m.term()
 	lead := m.designated(t)
-	if t == 0 || c <= lead || m.liars[c] || m.now < m.penalty[c] {
+	if t == 0 || !m.above(c, lead) || m.liars[c] || m.now < m.penalty[c] {
 		return
 	}
 	for _, h := range m.latest.desc {
-		if h <= c {
+		if !m.above(h, c) {
 			break
 		}
 		if h != m.id && !m.liars[h] && m.now >= m.penalty[h] && m.now-m.lastFrom[h] < m.timing.LeaderTimeoutTicks && m.lastFrom[h] > 0 {
@@ -1468,7 +1477,7 @@ func (m *Machine) restoreProof() {
 	}
 	if m.changing() && len(p.Steps) > 0 {
 		last := p.Steps[len(p.Steps)-1].Set
-		if latest, err := membersOf(last); err == nil && last.Version > m.latest.version {
+		if latest, err := membersOf(last, m.cfg.Rank); err == nil && last.Version > m.latest.version {
 			m.latest, m.members = latest, latest
 			m.steps = p.Steps
 		}

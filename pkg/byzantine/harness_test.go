@@ -5,7 +5,6 @@ import (
 	"hash"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/baton-election/baton/pkg/certify"
@@ -55,6 +54,9 @@ type scenario struct {
 	maxDelay int  // largest delay before the network settles, in ticks
 	settle   int  // tick at which the network settles
 	end      int  // last tick
+	// rank ranks the members (election.Config.Rank); the traitors of
+	// sim.NewTraitor assume the rank by ID.
+	rank election.Rank
 }
 
 type member struct {
@@ -137,7 +139,7 @@ func (h *harness) fatalf(format string, args ...any) {
 
 func (h *harness) start(mb *member, restored bool) {
 	cfg := Config{
-		Config:  election.Config{ID: mb.id, Members: h.ids, Timing: h.timing, State: mb.hard, Restored: restored},
+		Config:  election.Config{ID: mb.id, Members: h.ids, Timing: h.timing, State: mb.hard, Restored: restored, Rank: h.sc.rank},
 		Cluster: testCluster, Signer: h.keys.signers[mb.id], Keys: h.keys.keys,
 	}
 	m, err := New(cfg)
@@ -431,14 +433,16 @@ func (h *harness) run() int {
 	return h.firstLed - h.sc.settle
 }
 
-// highestLiveHonest returns the highest live honest ID.
+// highestLiveHonest returns the highest-ranked live honest member (by
+// the scenario's rank: the highest ID by default).
 func (h *harness) highestLiveHonest() uint64 {
-	for _, id := range slices.Backward(h.ids) {
-		if mb := h.members[id]; mb.up && !mb.traitor {
-			return id
+	top := uint64(0)
+	for _, id := range h.ids {
+		if mb := h.members[id]; mb.up && !mb.traitor && h.sc.rank.Above(id, top) {
+			top = id
 		}
 	}
-	return 0
+	return top
 }
 
 // leader returns the honest member that reports leader, 0 if none.

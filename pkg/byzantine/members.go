@@ -40,27 +40,31 @@ type members struct {
 	version      uint64
 	set          certify.MemberSet // empty for a set that never changes
 	keys         certify.Members
-	desc         []uint64 // highest ID first
+	desc         []uint64 // highest rank first (election.Config.Rank)
 	asc          []uint64 // lowest ID first
 	n, f, quorum int
+	// rank compares members, with the scores of this set's kept.
+	rank *election.Ranker
 }
 
-func newMembers(version uint64, set certify.MemberSet, keys certify.Members, ids []uint64) members {
+func newMembers(version uint64, set certify.MemberSet, keys certify.Members, ids []uint64, rank election.Rank) members {
 	asc := slices.Clone(ids)
 	slices.Sort(asc)
+	ranker := rank.Ranker(asc)
 	desc := slices.Clone(asc)
+	ranker.Sort(desc)
 	slices.Reverse(desc)
 	n := len(desc)
-	return members{version: version, set: set, keys: keys, desc: desc, asc: asc, n: n, f: certify.F(n), quorum: certify.Quorum(n)}
+	return members{version: version, set: set, keys: keys, desc: desc, asc: asc, n: n, f: certify.F(n), quorum: certify.Quorum(n), rank: ranker}
 }
 
-// membersOf returns the machine's form of set.
-func membersOf(set certify.MemberSet) (members, error) {
+// membersOf returns the machine's form of set, ranked by rank.
+func membersOf(set certify.MemberSet, rank election.Rank) (members, error) {
 	keys, err := set.Keys()
 	if err != nil {
 		return members{}, err
 	}
-	return newMembers(set.Version, set, keys, set.IDs()), nil
+	return newMembers(set.Version, set, keys, set.IDs(), rank), nil
 }
 
 func (s members) has(id uint64) bool { return slices.Contains(s.desc, id) }
@@ -149,7 +153,7 @@ func (m *Machine) setOf(version uint64) (members, bool) {
 	}
 	for _, s := range m.steps {
 		if s.Set.Version == version {
-			set, err := membersOf(s.Set)
+			set, err := membersOf(s.Set, m.cfg.Rank)
 			return set, err == nil
 		}
 	}
@@ -550,7 +554,7 @@ func (m *Machine) adopt(step certify.Step, verified bool) bool {
 	if !verified && certify.VerifyStep(m.cfg.Cluster, m.latest.set, step) != nil {
 		return false
 	}
-	next, err := membersOf(step.Set)
+	next, err := membersOf(step.Set, m.cfg.Rank)
 	if err != nil {
 		return false
 	}

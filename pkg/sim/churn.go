@@ -261,6 +261,7 @@ func (ch *churnRun) setup() error {
 		if ch.spec.Voters {
 			fmt.Fprintf(ch.trace, "voters %v, changed %.3f a tick\n", res.Voters, ch.change)
 		}
+		traceRank(ch.trace, ch.spec.rank(res.Seed), ch.ids)
 	}
 	factory := ch.spec.Factory
 	if ch.spec.Voters {
@@ -271,7 +272,8 @@ func (ch *churnRun) setup() error {
 		}
 	}
 	c, err := New(Config{Members: ch.ids, Timing: ch.timing, Factory: factory, Leases: ch.spec.Leases, Rates: rates,
-		Rand: rng, Network: ch.fault, Trace: ch.trace, Dynamic: true, Initial: initial, KeepLeader: ch.spec.KeepLeader})
+		Rand: rng, Network: ch.fault, Trace: ch.trace, Dynamic: true, Initial: initial, KeepLeader: ch.spec.KeepLeader,
+		Rank: ch.spec.rank(res.Seed)})
 	if err != nil {
 		return err
 	}
@@ -647,15 +649,10 @@ func (ch *churnRun) event() (string, error) {
 	return fmt.Sprintf("%d hung and came back or crashed", id), nil
 }
 
-// highestBut is the highest running ID but id, or 0.
+// highestBut is the highest-ranked running node but id (the highest
+// running ID, ranked by ID), or 0.
 func (ch *churnRun) highestBut(id uint64) uint64 {
-	var top uint64
-	for _, o := range ch.c.Running() {
-		if o != id {
-			top = o
-		}
-	}
-	return top
+	return ch.c.Highest(slices.DeleteFunc(ch.c.Running(), func(o uint64) bool { return o == id }))
 }
 
 // settled waits, in a run of Only, for the cluster to settle after what
@@ -668,10 +665,7 @@ func (ch *churnRun) settled(after string) error {
 		if ch.spec.KeepLeader && ch.leader != 0 {
 			return ch.leader
 		}
-		if len(running) == 0 {
-			return 0
-		}
-		return running[len(running)-1]
+		return ch.c.Highest(running)
 	}
 	first := ch.spec.KeepLeader && ch.res.Settles == 0 // any leader at the cold start
 	a := goal{from: from, bound: ch.res.Bound, end: from + ch.res.Bound + ch.hold, hold: ch.hold,
@@ -730,7 +724,7 @@ func (ch *churnRun) missing() string {
 	if ch.spec.KeepLeader {
 		return fmt.Sprintf("no agreement on a leader and the members present%s,", ch.andVoters())
 	}
-	return fmt.Sprintf("no agreement on the highest running ID and the members present%s,", ch.andVoters())
+	return fmt.Sprintf("no agreement on the highest running %s and the members present%s,", ch.c.highestName(), ch.andVoters())
 }
 
 // membersAgree reports whether every running node whose machine tells

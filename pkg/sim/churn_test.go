@@ -53,8 +53,33 @@ func TestChurnOnly(t *testing.T) {
 	}
 }
 
+// TestChurnSpread runs the churn modes ranked by election.Spread
+// (Spec.Spread): the leader after each settle is the highest-ranked
+// running member instead of the highest ID. SIM_CHURN_SPREAD_SEEDS
+// changes how many seeds each runs (churnSpreadSeeds; 20 with -short or
+// the race detector); SIM_CHURN_SEED=N replays seed N of the mode that
+// -run selects.
+func TestChurnSpread(t *testing.T) {
+	for _, spec := range []sim.ChurnSpec{
+		{Spec: spread(bullySpec)}, {Spec: spread(bullySpec), KeepLeader: true},
+		{Spec: spread(ringSpec)},
+		{Spec: spread(paxosSpec), Voters: true},
+		{Spec: spread(bullySpec), Only: true}, {Spec: spread(bullySpec), Only: true, KeepLeader: true},
+		{Spec: spread(ringSpec), Only: true},
+		{Spec: spread(paxosSpec), Voters: true, Only: true},
+	} {
+		t.Run(churnMode(spec), func(t *testing.T) { runChurn(t, spec) })
+	}
+}
+
+// churnSpreadSeeds is how many seeds each mode of TestChurnSpread runs.
+const churnSpreadSeeds = 60
+
 func churnMode(spec sim.ChurnSpec) string {
 	mode := spec.Name
+	if spec.Spread {
+		mode += "-spread"
+	}
 	if spec.KeepLeader {
 		mode += "-keep-leader"
 	}
@@ -87,6 +112,15 @@ func runChurn(t *testing.T, spec sim.ChurnSpec) {
 	}
 	if v, ok := envInt(t, "SIM_CHURN_SEEDS"); ok {
 		seeds = v
+	}
+	if spec.Spread {
+		seeds = churnSpreadSeeds
+		if testing.Short() || raceChurnSeeds < churnSeeds {
+			seeds = 20
+		}
+		if v, ok := envInt(t, "SIM_CHURN_SPREAD_SEEDS"); ok {
+			seeds = v
+		}
 	}
 	var sum sim.ChurnResult
 	var failed []uint64

@@ -104,6 +104,9 @@ type Config struct {
 	// KeepLeader is given to every machine with Dynamic
 	// (election.Config.KeepLeader).
 	KeepLeader bool
+	// Rank is given to every machine (election.Config.Rank); Agreement
+	// and Highest rank the nodes by it. The zero value ranks by ID.
+	Rank election.Rank
 }
 
 // ppm is one tick of a node's clock, in the units of Config.Rates.
@@ -147,6 +150,7 @@ type Cluster struct {
 	factory Factory
 	members []uint64 // sorted
 	timing  election.Timing
+	rank    *election.Ranker // Config.Rank
 	leases  bool
 	dynamic bool     // Config.Dynamic
 	keep    bool     // Config.KeepLeader
@@ -237,6 +241,7 @@ func New(cfg Config) (*Cluster, error) {
 		factory: cfg.Factory,
 		members: members,
 		timing:  cfg.Timing,
+		rank:    cfg.Rank.Ranker(members),
 		leases:  cfg.Leases,
 		trace:   cfg.Trace,
 		limit:   MaxInFlight(len(members)),
@@ -297,7 +302,7 @@ func New(cfg Config) (*Cluster, error) {
 // the term of the last announcement (the runtime reads it from the stream
 // before it starts the machine).
 func (c *Cluster) config(n *node) election.Config {
-	cfg := election.Config{ID: n.id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(n.incarnation)}
+	cfg := election.Config{ID: n.id, Members: slices.Clone(c.members), Timing: c.timing, Incarnation: uint64(n.incarnation), Rank: c.rank.Rank()}
 	if c.dynamic {
 		cfg.Dynamic, cfg.KeepLeader, cfg.Members = true, c.keep, []uint64{n.id}
 		if _, ok := slices.BinarySearch(c.initial, n.id); ok && n.incarnation <= 1 {
@@ -702,13 +707,14 @@ func (c *Cluster) tickNode(n *node) {
 	}
 }
 
-// Agreement reports whether the cluster agrees on the highest running ID as
+// Agreement reports whether the cluster agrees on the highest-ranked
+// running node (Config.Rank: the highest running ID by default) as
 // leader: every running node follows it with the same term, it is in role
 // Leader, and no other node is. It returns that leader and term.
 func (c *Cluster) Agreement() (leader, term uint64, ok bool) {
 	var top *node
 	for _, n := range c.nodes {
-		if n.up() {
+		if n.up() && (top == nil || c.rank.Above(n.id, top.id)) {
 			top = n
 		}
 	}
@@ -752,6 +758,21 @@ func (c *Cluster) Leading() (leader, term uint64, ok bool) {
 	}
 	return leader, term, true
 }
+
+// Highest returns the highest-ranked of ids (Config.Rank), 0 if none.
+func (c *Cluster) Highest(ids []uint64) uint64 { return c.rank.Highest(ids) }
+
+// highestName names the highest node of an agreement in messages: "ID",
+// or for a rank by Spread the member that ranks highest.
+func (c *Cluster) highestName() string {
+	if c.rank.Rank().IsSpread() {
+		return "member by rank"
+	}
+	return "ID"
+}
+
+// Rank is the rank of the cluster's machines (Config.Rank).
+func (c *Cluster) Rank() election.Rank { return c.rank.Rank() }
 
 // Running returns the IDs of the nodes that run (paused or not), sorted.
 func (c *Cluster) Running() []uint64 {

@@ -35,6 +35,34 @@ func TestRandomBully(t *testing.T) { runSeeds(t, bullySpec) }
 func TestRandomRing(t *testing.T)  { runSeeds(t, ringSpec) }
 func TestRandomPaxos(t *testing.T) { runSeeds(t, paxosSpec) }
 
+// spreadSeeds is how many seeds of small clusters the random runs ranked
+// by election.Spread (Spec.Spread) run per algorithm, the larger sizes a
+// share of it as in runSeeds (20 with -short or the race detector);
+// SIM_SPREAD_SEEDS changes it. SIM_SIZE and SIM_SEED replay as for the
+// runs ranked by ID.
+const spreadSeeds = 400
+
+func TestRandomBullySpread(t *testing.T) { runSpreadSeeds(t, bullySpec) }
+func TestRandomRingSpread(t *testing.T)  { runSpreadSeeds(t, ringSpec) }
+func TestRandomPaxosSpread(t *testing.T) { runSpreadSeeds(t, paxosSpec) }
+
+// spread returns spec ranked by election.Spread.
+func spread(spec sim.Spec) sim.Spec {
+	spec.Spread = true
+	return spec
+}
+
+func runSpreadSeeds(t *testing.T, spec sim.Spec) {
+	seeds := spreadSeeds
+	if testing.Short() || raceSeeds < defaultSeeds {
+		seeds = 20
+	}
+	if n, ok := envInt(t, "SIM_SPREAD_SEEDS"); ok {
+		seeds = n
+	}
+	runSeedsOf(t, spread(spec), seeds)
+}
+
 func envInt(t *testing.T, name string) (int, bool) {
 	t.Helper()
 	s := os.Getenv(name)
@@ -49,6 +77,19 @@ func envInt(t *testing.T, name string) (int, bool) {
 }
 
 func runSeeds(t *testing.T, spec sim.Spec) {
+	seeds := raceSeeds
+	if testing.Short() {
+		seeds = 100
+	}
+	if n, ok := envInt(t, "SIM_SEEDS"); ok {
+		seeds = n
+	}
+	runSeedsOf(t, spec, seeds)
+}
+
+// runSeedsOf runs seeds seeds of small clusters of spec and a share of
+// them at each larger size (sizes), or what SIM_SIZE and SIM_SEED ask.
+func runSeedsOf(t *testing.T, spec sim.Spec, seeds int) {
 	size, oneSize := envInt(t, "SIM_SIZE")
 	if seed, ok := envInt(t, "SIM_SEED"); ok {
 		var trace strings.Builder
@@ -59,13 +100,6 @@ func runSeeds(t *testing.T, spec sim.Spec) {
 		}
 		t.Logf("seed %d: converged %d ticks after the quiet phase (bound %d), %d messages (limit %d)", seed, res.Converged, res.Bound, res.Messages, res.MessageLimit)
 		return
-	}
-	seeds := raceSeeds
-	if testing.Short() {
-		seeds = 100
-	}
-	if n, ok := envInt(t, "SIM_SEEDS"); ok {
-		seeds = n
 	}
 	for _, sz := range sizes {
 		if oneSize && sz.n != size {
@@ -117,12 +151,21 @@ func runSize(t *testing.T, spec sim.Spec, n, count int) {
 			kind = "safety"
 		}
 		t.Fatalf("%s, size %d, seed %d (members %v): %s violation: %v\nreplay with SIM_SIZE=%d SIM_SEED=%d go test ./pkg/sim -run '%s' -v",
-			spec.Name, n, seed, res.Members, kind, res.Err, n, seed, t.Name())
+			specName(spec), n, seed, res.Members, kind, res.Err, n, seed, t.Name())
 	}
 	label := strconv.Itoa(n)
 	if n == 0 {
 		label = "1-" + strconv.Itoa(sim.MaxSmall)
 	}
 	t.Logf("%s, %s members: %d seeds, no violation; slowest convergence %d ticks after the quiet phase (seed %d); least margin to the bound %d ticks (seed %d); messages up to %.0f%% of the bound (seed %d)",
-		spec.Name, label, count, worst, worstSeed, slack, slackSeed, 100*ratio, ratioSeed)
+		specName(spec), label, count, worst, worstSeed, slack, slackSeed, 100*ratio, ratioSeed)
+}
+
+// specName names spec in logs: its name, and "spread" for runs ranked by
+// election.Spread.
+func specName(spec sim.Spec) string {
+	if spec.Spread {
+		return spec.Name + " (spread)"
+	}
+	return spec.Name
 }

@@ -32,6 +32,35 @@ type Spec struct {
 	// Leases: the algorithm keeps leaders exclusive in time (Paxos); see
 	// Config.Leases. It also needs a majority of the members to elect.
 	Leases bool
+	// Spread ranks the members of every run by election.Spread, with the
+	// election named after the run's seed (SpreadRank), instead of by
+	// ID: "the highest" of every check is then the highest-ranked. It
+	// draws nothing from the run's random source, so a seed's faults are
+	// the same either way.
+	Spread bool
+}
+
+// SpreadRank is the rank of the runs of seed of a Spec with Spread:
+// election.Spread of the election named "sim-<seed>".
+func SpreadRank(seed uint64) election.Rank { return election.Spread(fmt.Sprintf("sim-%d", seed)) }
+
+// traceRank writes, for a run ranked by Spread, the members in
+// increasing rank to the trace w.
+func traceRank(w io.Writer, rank election.Rank, members []uint64) {
+	if !rank.IsSpread() {
+		return
+	}
+	ranked := slices.Clone(members)
+	rank.Sort(ranked)
+	fmt.Fprintf(w, "ranked by %s(%s), lowest first: %v\n", rank, rank.Cluster(), ranked)
+}
+
+// rank is the rank of the run of seed.
+func (s Spec) rank(seed uint64) election.Rank {
+	if s.Spread {
+		return SpreadRank(seed)
+	}
+	return election.ByID()
 }
 
 // Bound is B, the number of ticks after the last disturbance of the quiet
@@ -255,8 +284,10 @@ func (s *seedRun) setup() error {
 	if s.trace != nil {
 		fmt.Fprintf(s.trace, "seed %d: %s, members %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bound %d\n",
 			s.res.Seed, s.spec.Name, members, s.timing, s.faulty, s.faultTicks, s.f, rates, s.res.Bound)
+		traceRank(s.trace, s.spec.rank(s.res.Seed), members)
 	}
-	c, err := New(Config{Members: members, Timing: s.timing, Factory: s.spec.Factory, Leases: s.spec.Leases, Rates: rates, Rand: rng, Network: s.faulty, Trace: s.trace})
+	c, err := New(Config{Members: members, Timing: s.timing, Factory: s.spec.Factory, Leases: s.spec.Leases, Rates: rates, Rand: rng, Network: s.faulty, Trace: s.trace,
+		Rank: s.spec.rank(s.res.Seed)})
 	if err != nil {
 		return err
 	}

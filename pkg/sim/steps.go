@@ -194,7 +194,7 @@ func (r *run) await(a goal) (int, error) {
 func (r *run) highest(from, bound, end int, who, after string, onAgree func()) (int, error) {
 	converged, err := r.await(goal{from: from, bound: bound, end: end, onAgree: onAgree,
 		agreed:  func() bool { _, _, ok := r.c.Agreement(); return ok },
-		missing: "no agreement on the highest " + who + " ID", after: after})
+		missing: "no agreement on the highest " + who + " " + r.c.highestName(), after: after})
 	if err != nil {
 		return 0, err
 	}

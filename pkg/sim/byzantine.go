@@ -170,6 +170,19 @@ type ByzantineSpec struct {
 	// times out again for a member that failed to lead a term
 	// (byzantine.PenaltyFactor).
 	PenaltyFactor int
+	// Spread ranks the members by election.Spread (SpreadRank of the
+	// seed), as Spec.Spread does: the designated leaders, the traitor
+	// that is the highest member, and the highest honest member that must
+	// lead in the end follow the rank.
+	Spread bool
+}
+
+// rank is the rank of the run of seed.
+func (s ByzantineSpec) rank(seed uint64) election.Rank {
+	if s.Spread {
+		return SpreadRank(seed)
+	}
+	return election.ByID()
 }
 
 // ByzantineCluster is the cluster name of the byzantine runs.
@@ -297,8 +310,9 @@ func (b *byzantineRun) setup() error {
 	for _, i := range rng.Perm(n)[:k] {
 		traitors = append(traitors, members[i])
 	}
-	if k > 0 && !slices.Contains(traitors, members[n-1]) && rng.IntN(3) == 0 {
-		traitors[0] = members[n-1] // the highest ID lies
+	rank := b.spec.rank(res.Seed)
+	if top := rank.Highest(members); k > 0 && !slices.Contains(traitors, top) && rng.IntN(3) == 0 {
+		traitors[0] = top // the highest member lies
 	}
 	slices.Sort(traitors)
 	for _, id := range members {
@@ -320,6 +334,7 @@ func (b *byzantineRun) setup() error {
 	if b.trace != nil {
 		fmt.Fprintf(b.trace, "seed %d: %s, members %v, traitors %v, timing %+v, fault network %+v for %d ticks; faults %+v; clock rates %v; bounds %d to elect, %d for the highest\n",
 			res.Seed, b.spec.Name, members, traitors, b.timing, b.faulty, b.ticks, b.f, rates, res.ElectBound, res.Bound)
+		traceRank(b.trace, rank, members)
 	}
 	keys, signers, err := MemberKeys(members)
 	if err != nil {
@@ -331,7 +346,7 @@ func (b *byzantineRun) setup() error {
 		return b.spec.Factory(cfg, ByzantineCluster, signers[cfg.ID], verifier)
 	}
 	b.c, err = New(Config{Members: members, Timing: b.timing, Factory: b.factory, Leases: true, Rates: rates, Rand: rng,
-		Network: b.faulty, Trace: b.trace, Keys: verifier, Traitors: traitors})
+		Network: b.faulty, Trace: b.trace, Keys: verifier, Traitors: traitors, Rank: rank})
 	return err
 }
 
@@ -357,7 +372,7 @@ func (b *byzantineRun) traitors() error {
 	c, traitors := b.c, b.res.Traitors
 	b.liars = make(map[uint64]*Traitor, b.k)
 	for _, id := range traitors {
-		shadow, err := b.factory(election.Config{ID: id, Members: slices.Clone(b.members), Timing: b.timing, Incarnation: 1})
+		shadow, err := b.factory(election.Config{ID: id, Members: slices.Clone(b.members), Timing: b.timing, Incarnation: 1, Rank: b.c.Rank()})
 		if err != nil {
 			return err
 		}
@@ -366,7 +381,7 @@ func (b *byzantineRun) traitors() error {
 		if err != nil {
 			return err
 		}
-		b.liars[id] = NewTraitor(TraitorConfig{ID: id, Signer: b.signers[id], Cluster: ByzantineCluster, Members: b.members,
+		b.liars[id] = NewTraitor(TraitorConfig{ID: id, Signer: b.signers[id], Cluster: ByzantineCluster, Members: b.members, Rank: b.c.Rank(),
 			Accomplices: traitors, Shadow: shadow, Rand: b.rng,
 			Orders: orders, OrderSigner: b.relays[id], OrderKeys: b.relay, OrderRand: b.orng})
 	}

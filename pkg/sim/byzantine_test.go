@@ -31,7 +31,6 @@ var byzantineSizes = []int{4, 7, 10}
 // SIM_BYZANTINE_SEED=N runs seed N alone (of SIM_BYZANTINE_SIZE, or of
 // each size) and prints its trace.
 func TestRandomByzantine(t *testing.T) {
-	size, oneSize := envInt(t, "SIM_BYZANTINE_SIZE")
 	seeds := raceByzantineSeeds
 	if testing.Short() {
 		seeds = min(seeds, 20)
@@ -39,13 +38,43 @@ func TestRandomByzantine(t *testing.T) {
 	if v, ok := envInt(t, "SIM_BYZANTINE_SEEDS"); ok {
 		seeds = v
 	}
+	runByzantine(t, byzantineSpec, seeds)
+}
+
+// byzantineSpreadSeeds is how many seeds of each size
+// TestRandomByzantineSpread runs (5 with -short or the race detector);
+// SIM_BYZANTINE_SPREAD_SEEDS changes it. SIM_BYZANTINE_SIZE and
+// SIM_BYZANTINE_SEED replay as for TestRandomByzantine.
+const byzantineSpreadSeeds = 30
+
+// TestRandomByzantineSpread is TestRandomByzantine with the members
+// ranked by election.Spread (ByzantineSpec.Spread): the designated
+// leaders follow the rank, and once the traitors fall silent the
+// highest-ranked running honest member must lead.
+func TestRandomByzantineSpread(t *testing.T) {
+	seeds := byzantineSpreadSeeds
+	if testing.Short() || raceByzantineSeeds < 200 {
+		seeds = 5
+	}
+	if v, ok := envInt(t, "SIM_BYZANTINE_SPREAD_SEEDS"); ok {
+		seeds = v
+	}
+	spec := byzantineSpec
+	spec.Spread = true
+	runByzantine(t, spec, seeds)
+}
+
+// runByzantine runs seeds seeds of spec at each size, or what
+// SIM_BYZANTINE_SIZE and SIM_BYZANTINE_SEED ask.
+func runByzantine(t *testing.T, spec sim.ByzantineSpec, seeds int) {
+	size, oneSize := envInt(t, "SIM_BYZANTINE_SIZE")
 	for _, n := range byzantineSizes {
 		if oneSize && n != size {
 			continue
 		}
 		if seed, ok := envInt(t, "SIM_BYZANTINE_SEED"); ok {
 			var trace strings.Builder
-			res := sim.RunByzantine(uint64(seed), byzantineSpec, n, &trace)
+			res := sim.RunByzantine(uint64(seed), spec, n, &trace)
 			t.Log("\n" + trace.String())
 			if res.Err != nil {
 				t.Fatalf("size %d, seed %d: %v", n, seed, res.Err)
@@ -54,7 +83,7 @@ func TestRandomByzantine(t *testing.T) {
 				n, seed, res.Elected, res.ElectBound, res.Converged, res.Bound, res.Orders, res.OrderLies)
 			continue
 		}
-		runByzantineSize(t, n, seeds)
+		runByzantineSize(t, spec, n, seeds)
 	}
 }
 
@@ -62,7 +91,7 @@ func TestRandomByzantine(t *testing.T) {
 const progressEvery = 10000
 
 // runByzantineSize runs count seeds of size n and logs the figures.
-func runByzantineSize(t *testing.T, n, count int) {
+func runByzantineSize(t *testing.T, spec sim.ByzantineSpec, n, count int) {
 	t.Helper()
 	worst, worstSeed := -1, uint64(0)
 	highest, highestSeed := -1, uint64(0)
@@ -71,7 +100,7 @@ func runByzantineSize(t *testing.T, n, count int) {
 	orderLies := 0
 	var res sim.ByzantineResult
 	for seed := uint64(1); seed <= uint64(count); seed++ {
-		res = sim.RunByzantine(seed, byzantineSpec, n, nil)
+		res = sim.RunByzantine(seed, spec, n, nil)
 		if res.Err == nil {
 			if res.Elected > worst {
 				worst, worstSeed = res.Elected, seed
@@ -96,7 +125,7 @@ func runByzantineSize(t *testing.T, n, count int) {
 			continue
 		}
 		var trace strings.Builder
-		again := sim.RunByzantine(seed, byzantineSpec, n, &trace)
+		again := sim.RunByzantine(seed, spec, n, &trace)
 		lines := strings.Split(trace.String(), "\n")
 		if len(lines) > 400 {
 			lines = append(lines[:50], append([]string{"..."}, lines[len(lines)-350:]...)...)
@@ -109,8 +138,8 @@ func runByzantineSize(t *testing.T, n, count int) {
 		if errors.Is(res.Err, sim.ErrInvariant) {
 			kind = "safety"
 		}
-		t.Fatalf("byzantine, size %d, seed %d (members %v, traitors %v): %s violation: %v\nreplay with SIM_BYZANTINE_SIZE=%d SIM_BYZANTINE_SEED=%d go test ./pkg/sim -run 'TestRandomByzantine' -v",
-			n, seed, res.Members, res.Traitors, kind, res.Err, n, seed)
+		t.Fatalf("byzantine, size %d, seed %d (members %v, traitors %v): %s violation: %v\nreplay with SIM_BYZANTINE_SIZE=%d SIM_BYZANTINE_SEED=%d go test ./pkg/sim -run '^%s$' -v",
+			n, seed, res.Members, res.Traitors, kind, res.Err, n, seed, t.Name())
 	}
 	if traitors > 0 && lies == 0 {
 		t.Errorf("size %d: %d traitors sent no lie: the traitors check nothing", n, traitors)
@@ -120,6 +149,10 @@ func runByzantineSize(t *testing.T, n, count int) {
 	}
 	t.Logf("orders, %d members: %d issued, %d of honest leaders decided in time by every running honest member (bound %d ticks), %d decisions, %d messages (%d copies), %d traitors' lies, %d proofs of a lie",
 		n, orders.Issued, orders.Checked, sim.OrderBound(n), orders.Decisions, orders.Messages, orders.Copies, orderLies, orders.Evidence)
-	t.Logf("byzantine, %s members: %d seeds, no violation; slowest certified leader %d ticks after settling (seed %d, bound %d); slowest highest honest leader %d ticks after the traitors fell silent (seed %d, bound %d); %d traitors, %d lies, %d convictions",
-		strconv.Itoa(n), count, worst, worstSeed, res.ElectBound, highest, highestSeed, res.Bound, traitors, lies, convictions)
+	name := "byzantine"
+	if spec.Spread {
+		name += " (spread)"
+	}
+	t.Logf("%s, %s members: %d seeds, no violation; slowest certified leader %d ticks after settling (seed %d, bound %d); slowest highest honest leader %d ticks after the traitors fell silent (seed %d, bound %d); %d traitors, %d lies, %d convictions",
+		name, strconv.Itoa(n), count, worst, worstSeed, res.ElectBound, highest, highestSeed, res.Bound, traitors, lies, convictions)
 }

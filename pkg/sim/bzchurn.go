@@ -60,6 +60,14 @@ type ByzantineChurnSpec struct {
 	Factory ChangingFactory
 	// PenaltyFactor is byzantine.PenaltyFactor (see ByzantineSpec).
 	PenaltyFactor int
+	// Spread ranks the members by election.Spread (see
+	// ByzantineSpec.Spread).
+	Spread bool
+}
+
+// rank is the rank of the run of seed.
+func (s ByzantineChurnSpec) rank(seed uint64) election.Rank {
+	return ByzantineSpec{Spread: s.Spread}.rank(seed)
 }
 
 // ChangeRound is what one change of the member set still due may cost
@@ -220,7 +228,7 @@ func (b *bzChurnRun) setup() error {
 	if rng.IntN(4) != 0 {
 		b.traitor = configured[rng.IntN(n)]
 		if rng.IntN(3) == 0 {
-			b.traitor = configured[n-1] // the highest ID lies
+			b.traitor = b.spec.rank(res.Seed).Highest(configured) // the highest member lies
 		}
 	}
 	for _, id := range b.pool {
@@ -247,6 +255,7 @@ func (b *bzChurnRun) setup() error {
 	if b.trace != nil {
 		fmt.Fprintf(b.trace, "seed %d: %s churn, pool 1..%d, configured %v, traitor %d, timing %+v, fault network %+v for %d ticks; faults %+v; joins %.3f, departures %.3f and returns %.3f a tick; clock rates %v; bound %d to elect\n",
 			res.Seed, b.spec.Name, BzChurnPool, configured, b.traitor, b.timing, b.faulty, b.ticks, b.f, b.join, b.leave, b.back, rates, res.ElectBound)
+		traceRank(b.trace, b.spec.rank(res.Seed), b.all)
 	}
 	var err error
 	if b.keys, b.signers, err = MemberKeys(b.all); err != nil {
@@ -272,7 +281,7 @@ func (b *bzChurnRun) setup() error {
 		traitors = []uint64{b.traitor}
 	}
 	b.c, err = New(Config{Members: b.all, Timing: b.timing, Factory: b.factory, Leases: true, Rates: rates, Rand: rng,
-		Network: b.faulty, Trace: b.trace, Traitors: traitors})
+		Network: b.faulty, Trace: b.trace, Traitors: traitors, Rank: b.spec.rank(res.Seed)})
 	if err != nil {
 		return err
 	}
@@ -298,7 +307,7 @@ func (b *bzChurnRun) traitorStarts() error {
 	if b.traitor == 0 {
 		return nil
 	}
-	m, err := b.factory(election.Config{ID: b.traitor, Timing: b.timing, Incarnation: 1})
+	m, err := b.factory(election.Config{ID: b.traitor, Timing: b.timing, Incarnation: 1, Rank: b.c.Rank()})
 	if err != nil {
 		return err
 	}
@@ -322,7 +331,7 @@ func (b *bzChurnRun) traitorStarts() error {
 		forged[id], _ = forgedKeys.PublicKey(forgedKeyBase + id)
 	}
 	b.liar = &setLiar{
-		Traitor: NewTraitor(TraitorConfig{ID: b.traitor, Signer: b.signers[b.traitor], Cluster: ByzantineCluster, Members: b.all,
+		Traitor: NewTraitor(TraitorConfig{ID: b.traitor, Signer: b.signers[b.traitor], Cluster: ByzantineCluster, Members: b.all, Rank: b.c.Rank(),
 			Accomplices: []uint64{b.traitor}, Shadow: m, Rand: b.rng,
 			Current: func() []uint64 { _, term := shadow.MemberSet(); return term.IDs() }}),
 		shadow: shadow, cluster: ByzantineCluster, signer: b.signers[b.traitor], rng: b.rng,

@@ -455,6 +455,28 @@
 // number of seeds (250 by default, 50 with -short, 15 under the race
 // detector), SIM_BZCHURN_SEED=N replays one with its trace.
 //
+// # Ranks
+//
+// Every check above that names "the highest" member (the highest running
+// ID that must lead, the highest honest ID, the highest ID that lies)
+// ranks the members by the run's rank, election.Config.Rank, which the
+// cluster gives every machine (Config.Rank; Cluster.Agreement and
+// Cluster.Highest rank by it). It is by ID unless the spec sets Spread
+// (Spec, ByzantineSpec, ByzantineChurnSpec): the members are then ranked
+// by election.Spread, the election named after the seed (SpreadRank,
+// "sim-<seed>"), so that the seeds try many orders unrelated to the IDs.
+// The rank draws nothing from the run's random source, so a seed's
+// faults are the same either way, and a run ranked by ID is exactly the
+// run it was before ranks existed. The spread variants run beside the
+// others: TestRandomBullySpread, TestRandomRingSpread and
+// TestRandomPaxosSpread (400 seeds of small clusters and their share of
+// the larger sizes; SIM_SPREAD_SEEDS), TestChurnSpread (60 seeds of
+// each churn mode; SIM_CHURN_SPREAD_SEEDS), TestRandomByzantineSpread
+// (30 seeds per size; SIM_BYZANTINE_SPREAD_SEEDS) and
+// TestRandomByzantineChurnSpread (20 seeds; SIM_BZCHURN_SPREAD_SEEDS);
+// 20 or 5 with -short or the race detector. The variables that replay one seed
+// replay it in the variant that -run selects.
+//
 // # Replaying
 //
 // A failing random run is replayed with tracing on, and the test prints its

@@ -96,6 +96,9 @@ type TraitorConfig struct {
 	// Accomplices are the traitors' IDs, its own included: they vote
 	// together for a leader of their own (the lowest of them).
 	Accomplices []uint64
+	// Rank is the members' rank (election.Config.Rank), which orders the
+	// designated leaders of the terms; the zero value ranks by ID.
+	Rank election.Rank
 	// Shadow, if not nil, is an honest machine of the traitor's own (its
 	// ID, its signer) that it runs, feeds and ticks, and whose output it
 	// bends: it withholds, equivocates, replays. Nil: it only lies.
@@ -129,7 +132,7 @@ type TraitorConfig struct {
 type Traitor struct {
 	cfg     TraitorConfig
 	rng     *rand.Rand
-	desc    []uint64 // members, highest first
+	desc    []uint64 // members, highest rank first
 	high    uint64   // the highest term it saw in a copy
 	sent    []protocol.Message
 	certs   []certify.Certificate        // certificates it saw, newest last
@@ -162,8 +165,7 @@ const maxKept = 32
 
 // NewTraitor returns a traitor; a Shadow is started at once.
 func NewTraitor(cfg TraitorConfig) *Traitor {
-	desc := slices.Sorted(slices.Values(cfg.Members))
-	slices.Reverse(desc)
+	desc := descending(cfg.Rank, cfg.Members)
 	t := &Traitor{cfg: cfg, rng: cfg.Rand, desc: desc, signed: map[signedKey][]byte{}, gave: map[uint64]map[uint64][]byte{}}
 	if cfg.Orders != nil {
 		signer := cfg.OrderSigner
@@ -311,12 +313,22 @@ func (t *Traitor) current() []uint64 {
 	return t.cfg.Members
 }
 
-// descending returns the members of the traitor's term, highest first.
+// descending returns the members of the traitor's term, highest rank
+// first.
 func (t *Traitor) descending() []uint64 {
 	if t.cfg.Current == nil {
 		return t.desc
 	}
-	desc := slices.Sorted(slices.Values(t.current()))
+	return descending(t.cfg.Rank, t.current())
+}
+
+// descending returns ids sorted by rank, highest first: the order of a
+// byzantine term's designated leaders.
+func descending(rank election.Rank, ids []uint64) []uint64 {
+	desc := slices.Sorted(slices.Values(ids))
+	if rank.IsSpread() {
+		rank.Sort(desc)
+	}
 	slices.Reverse(desc)
 	return desc
 }

@@ -239,6 +239,7 @@ type Machine struct {
 	timeouts     map[uint64]map[uint64][]byte // term → member → signature
 	quit         uint64                       // a term this member gave up for its leader's silence (or, restarted, its own): it votes, or proposes, no more in it
 	resigned     uint64                       // the highest term whose leader resigned it: no grants to its later rounds
+	resignedBy   uint64                       // that leader (a term's leader differs between member sets)
 	helped       bool                         // it helped members behind, last at lastHelp
 	lastHelp     int
 	far          map[uint64]farTimeout // member → its highest time-out beyond the window
@@ -962,7 +963,7 @@ func (m *Machine) onPropose(msg protocol.Message, arrived int) {
 			m.enter(1, nil, nil)
 		}
 	}
-	if t != m.term() || m.resigned == t {
+	if t != m.term() || m.resigned == t && m.resignedBy == msg.From {
 		return // a leader that resigned: no more grants to it
 	}
 	if m.cert == nil && len(m.votes) > 0 {
@@ -1339,10 +1340,13 @@ func (m *Machine) onResign(msg protocol.Message) {
 	if m.grant.leader == msg.From && m.grant.term == msg.Term {
 		m.grant.until = 0
 	}
-	if msg.Term >= m.term() && msg.From == m.designated(msg.Term) {
+	if msg.Term >= m.term() && msg.From == m.designated(msg.Term) && msg.Term >= m.resigned {
 		// A round of the term sent before the Resign may still arrive
-		// after it: it grants nothing.
-		m.resigned = max(m.resigned, msg.Term)
+		// after it: it grants nothing. Only the rounds of the leader that
+		// resigned: under another member set, which this member may
+		// learn the term was certified under, the term has another
+		// leader, whose rounds it still grants.
+		m.resigned, m.resignedBy = msg.Term, msg.From
 	}
 	if msg.Term == m.term() && msg.From == m.designated(m.term()) {
 		m.leaderSeen = noTick // it leads no more: named no longer once its grant ends

@@ -448,8 +448,11 @@
 // members held one term under different sets, or could not follow the
 // others into a term proven under an earlier set; a member removed while
 // down came back unaware of it; a leader kept a proposal nobody accepted
-// for its whole term; a leader's Resign on hand-over was lost; and
-// byzantine's Due missed work of the changes.
+// for its whole term; a leader's Resign on hand-over was lost;
+// byzantine's Due missed work of the changes; and a member that saw a
+// term's leader under one set resign it granted nothing to the leader
+// the term was certified for under the next set (found by the spread
+// runs, below: TestByzantineChurnSpreadSeedsThatFailed).
 // TestByzantineChurnSeedsThatFailed replays seeds that found them, each
 // of which must now end without a violation. SIM_BZCHURN_SEEDS sets the
 // number of seeds (250 by default, 50 with -short, 15 under the race
@@ -474,8 +477,10 @@
 // each churn mode; SIM_CHURN_SPREAD_SEEDS), TestRandomByzantineSpread
 // (30 seeds per size; SIM_BYZANTINE_SPREAD_SEEDS) and
 // TestRandomByzantineChurnSpread (20 seeds; SIM_BZCHURN_SPREAD_SEEDS);
-// 20 or 5 with -short or the race detector. The variables that replay one seed
-// replay it in the variant that -run selects.
+// 20 or 5 with -short or the race detector. The variables that replay
+// one seed replay it in the variant that -run selects. Seed 124 of the
+// byzantine churn variant still fails liveness (see
+// bzChurnSpreadSeeds).
 //
 // # Replaying
 //

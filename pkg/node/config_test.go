@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -52,5 +53,19 @@ func TestConnectionEventsMode(t *testing.T) {
 	_, err := NewWithTransport(conn, conn, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("connection events mode \"on\": %v, want ErrConfig", err)
+	}
+}
+
+// A spread rank is its election's: one computed for another name would
+// rank the members otherwise than the other members of the election.
+func TestRankOfAnotherElection(t *testing.T) {
+	cfg := Config{Cluster: "shard-1", Algorithm: protocol.Bully, DataDir: t.TempDir(), Logger: testLogger(),
+		Election: election.Config{ID: 1, Members: []uint64{1, 2}, Timing: testTiming, Rank: election.Spread("shard-2")}}
+	if _, err := NewWithTransport(endpoint(1), endpoint(1), cfg); !errors.Is(err, ErrConfig) {
+		t.Fatalf("spread rank of another election: %v", err)
+	}
+	cfg.Election.Rank = election.Spread("shard-1")
+	if _, err := NewWithTransport(endpoint(1), endpoint(1), cfg); err != nil {
+		t.Fatalf("spread rank of its election: %v", err)
 	}
 }

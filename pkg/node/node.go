@@ -392,6 +392,9 @@ func newNode(cfg Config, shared *metrics) (*Node, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
 	}
+	if r := cfg.Election.Rank; r.IsSpread() && r.Cluster() != cfg.Cluster {
+		return nil, fmt.Errorf("%w: election %s is ranked as election %s's", ErrConfig, cfg.Cluster, r.Cluster())
+	}
 	if err := cfg.Callbacks.validate(); err != nil {
 		return nil, err
 	}

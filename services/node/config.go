@@ -640,16 +640,14 @@ func (c *Config) refuseUnimplemented() error {
 		return invalid("ELECTION_KEEP_LEADER", "true needs dynamic membership (ELECTION_MEMBERSHIP=dynamic): a static cluster's highest live ID leads")
 	case c.Rank != "" && c.Rank != RankID && c.Rank != RankSpread:
 		return invalid("ELECTION_RANK", "%q is not %s or %s", c.Rank, RankID, RankSpread)
-	case c.Rank == RankSpread:
-		return invalid("ELECTION_RANK", "spread is %s: the highest ID leads every election (id)", later)
 	}
 	return nil
 }
 
 // The values of ELECTION_RANK.
 const (
-	RankID     = "id"
-	RankSpread = "spread"
+	RankID     = election.RankID
+	RankSpread = election.RankSpread
 )
 
 // parseClusters fills clusters from ELECTION_CLUSTER or ELECTION_CLUSTERS,
@@ -669,6 +667,9 @@ func (c *Config) parseClusters() error {
 	}
 	if c.Rank == "" {
 		c.Rank = RankID
+		if len(c.clusters) > 1 {
+			c.Rank = RankSpread
+		}
 	}
 	if len(c.clusters) == 1 {
 		return nil

@@ -251,7 +251,6 @@ func TestKeyConfiguration(t *testing.T) {
 		{with("ELECTION_CLUSTERS", "s{0..20000}"), "ELECTION_CLUSTERS", "more than 16384 names"},
 		{with("ELECTION_CLUSTERS", "a,b", "ELECTION_CLUSTER", "c"), "ELECTION_CLUSTERS", "set with ELECTION_CLUSTER"},
 		{with("ELECTION_RANK", "random"), "ELECTION_RANK", `"random" is not id or spread`},
-		{with("ELECTION_RANK", "spread"), "ELECTION_RANK", "not implemented"},
 		{withKeys("ELECTION_CLUSTERS", "s{0..1}", "ELECTION_KEYS_FILE", file("stated", "#: cluster s0\n"+string(members))), "ELECTION_KEYS_FILE", "states cluster"},
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "docs/configuration.md#member-keys"},
 		{with("ELECTION_KEY_FILE", k.seeds[3]), "ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE"},

@@ -221,10 +221,15 @@ func (c *Config) nodeConfig(cluster string, log *slog.Logger) (node.Config, erro
 	if err != nil {
 		return node.Config{}, fmt.Errorf("ELECTION_KEYS_FILE: %w", err)
 	}
+	rank, err := election.ParseRank(c.Rank, cluster)
+	if err != nil {
+		return node.Config{}, fmt.Errorf("ELECTION_RANK: %w", err)
+	}
 	return node.Config{
-		Cluster:          cluster,
-		Algorithm:        protocol.Algorithm(c.Algorithm),
-		Election:         election.Config{ID: c.ID, Members: c.members, Timing: c.timing, Dynamic: c.dynamic(), Voters: c.voters, KeepLeader: c.KeepLeader},
+		Cluster:   cluster,
+		Algorithm: protocol.Algorithm(c.Algorithm),
+		Election: election.Config{ID: c.ID, Members: c.members, Timing: c.timing, Dynamic: c.dynamic(), Voters: c.voters,
+			KeepLeader: c.KeepLeader, Rank: rank},
 		DataDir:          c.dataDir(cluster),
 		Tick:             c.Tick,
 		Signer:           c.signer,

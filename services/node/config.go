@@ -151,6 +151,10 @@ type Config struct {
 	// that leaders spread over the members). Empty: id with one cluster,
 	// spread with several.
 	Rank string `env:"ELECTION_RANK"`
+	// BatchWindow, with several clusters, is how long the elections'
+	// broadcasts wait to leave together in one message; 0 sends each on
+	// its own.
+	BatchWindow time.Duration `env:"ELECTION_BATCH_WINDOW" envDefault:"5ms"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.
@@ -670,6 +674,9 @@ func (c *Config) parseClusters() error {
 		if len(c.clusters) > 1 {
 			c.Rank = RankSpread
 		}
+	}
+	if c.BatchWindow < 0 || c.BatchWindow > time.Second {
+		return invalid("ELECTION_BATCH_WINDOW", "%v: want 0 (off) to 1s", c.BatchWindow)
 	}
 	if len(c.clusters) == 1 {
 		return nil

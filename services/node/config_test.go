@@ -251,6 +251,7 @@ func TestKeyConfiguration(t *testing.T) {
 		{with("ELECTION_CLUSTERS", "s{0..20000}"), "ELECTION_CLUSTERS", "more than 16384 names"},
 		{with("ELECTION_CLUSTERS", "a,b", "ELECTION_CLUSTER", "c"), "ELECTION_CLUSTERS", "set with ELECTION_CLUSTER"},
 		{with("ELECTION_RANK", "random"), "ELECTION_RANK", `"random" is not id or spread`},
+		{with("ELECTION_BATCH_WINDOW", "2s"), "ELECTION_BATCH_WINDOW", "want 0 (off) to 1s"},
 		{withKeys("ELECTION_CLUSTERS", "s{0..1}", "ELECTION_KEYS_FILE", file("stated", "#: cluster s0\n"+string(members))), "ELECTION_KEYS_FILE", "states cluster"},
 		{with("ELECTION_SECRET", "change-me"), "ELECTION_SECRET", "docs/configuration.md#member-keys"},
 		{with("ELECTION_KEY_FILE", k.seeds[3]), "ELECTION_KEYS_FILE", "required with ELECTION_KEY_FILE"},

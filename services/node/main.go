@@ -197,7 +197,7 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Handler, error) {
 	g, err := node.NewGroup(nc, node.GroupConfig{
 		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
-		Signer: c.signer, Keys: c.keys,
+		Signer: c.signer, Keys: c.keys, Batch: c.batch(),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -213,6 +213,14 @@ func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Ha
 	}
 	g.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return g, g.Handler(), nil
+}
+
+// batch is the group's batch window: off (negative) for 0.
+func (c *Config) batch() time.Duration {
+	if c.BatchWindow == 0 {
+		return -1
+	}
+	return c.BatchWindow
 }
 
 // nodeConfig is the configuration of the node's election of cluster.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -85,14 +86,35 @@ func (n *Node) setView(st election.SoftState, leaseUntil time.Time, leading *pro
 		leader := st.Leader
 		s.Leader = &leader
 	}
-	n.publishView(&view{status: s, leaseUntil: leaseUntil, leading: leading, running: running})
+	v := &view{status: s, leaseUntil: leaseUntil, leading: leading, running: running}
+	if old := n.view.Load(); old != nil && old.same(v) {
+		return // most events change nothing a reader sees: a heartbeat, a tick
+	}
+	n.publishView(v)
+}
+
+// same reports whether v shows what w does. The machine replaces its
+// members and voters, never changes them (setView), so the voters are
+// the same if their pointers are.
+func (v *view) same(w *view) bool {
+	a, b := v.status, w.status
+	return v.running == w.running && v.leading == w.leading && v.leaseUntil.Equal(w.leaseUntil) &&
+		sameLeadership(a, b) && a.LeaseRemainingMS == nil && b.LeaseRemainingMS == nil &&
+		slices.Equal(a.Members, b.Members) && a.Voters == b.Voters
+}
+
+// sameLeadership reports whether a and b show the same leadership: the
+// same leader, term and state (the same ETag).
+func sameLeadership(a, b protocol.Status) bool {
+	return a.Term == b.Term && a.State == b.State &&
+		(a.Leader == nil) == (b.Leader == nil) && (a.Leader == nil || *a.Leader == *b.Leader)
 }
 
 // publishView publishes v and wakes the watchers if what they see
-// changed.
+// changed: the leadership (the ETag) or whether the node runs.
 func (n *Node) publishView(v *view) {
 	old := n.view.Swap(v)
-	if old == nil || old.status.ETag() != v.status.ETag() || old.running != v.running {
+	if old == nil || old.running != v.running || !sameLeadership(old.status, v.status) {
 		n.changed()
 	}
 }

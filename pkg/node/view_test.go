@@ -95,3 +95,22 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 		t.Errorf("after the last round: state %s, want follower", got.State)
 	}
 }
+
+// A status with the same leader, term and state has the same ETag, and
+// one that differs in any of them another: the watchers are woken on the
+// ETag's changes, compared without formatting it.
+func TestSameLeadershipIsSameETag(t *testing.T) {
+	one, two := uint64(1), uint64(2)
+	statuses := []protocol.Status{
+		{Term: 1, State: "leader", Leader: &one}, {Term: 1, State: "leader", Leader: &two},
+		{Term: 2, State: "leader", Leader: &one}, {Term: 1, State: "follower", Leader: &one},
+		{Term: 1, State: "follower"}, {Term: 1, State: "follower", Members: []uint64{1}},
+	}
+	for _, a := range statuses {
+		for _, b := range statuses {
+			if same := sameLeadership(a, b); same != (a.ETag() == b.ETag()) {
+				t.Errorf("%+v and %+v: same leadership %v, ETags %s and %s", a, b, same, a.ETag(), b.ETag())
+			}
+		}
+	}
+}

@@ -248,7 +248,7 @@ func (c *Config) validate() error {
 		return err
 	}
 	c.urls, _ = c.NATS.URLs()
-	if err := c.refuseUnimplemented(); err != nil {
+	if err := c.checkModes(); err != nil {
 		return err
 	}
 	if c.ID == 0 {
@@ -630,13 +630,9 @@ func (c *Config) newLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// refuseUnimplemented refuses the contract's variables that this node does
-// not implement yet, so that a deployment that sets them learns it at
-// once instead of running something else than it asked for. The values
-// that ask for what the node does anyway (static membership, one cluster
-// ranked by ID) are accepted.
-func (c *Config) refuseUnimplemented() error {
-	const later = "not implemented by this version of the node"
+// checkModes checks the values of the variables that choose a mode of
+// the contract: the membership, keeping the leader and the rank.
+func (c *Config) checkModes() error {
 	switch {
 	case c.Membership != MembershipStatic && c.Membership != MembershipDynamic:
 		return invalid("ELECTION_MEMBERSHIP", "%q is not static or dynamic", c.Membership)

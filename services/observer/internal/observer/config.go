@@ -13,6 +13,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/baton-election/baton/internal/clusterlist"
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -116,7 +117,9 @@ func ParseConfig() (Config, error) {
 }
 
 // LoadKeys reads every <cluster>.keys file of dir; the keys state the
-// cluster of the file's name. Its errors name OBSERVER_KEYS_DIR, the file
+// cluster of the file's name. A name may also be a list of clusters with
+// a range, as ELECTION_CLUSTERS gives them (shard-{0..255}.keys): the
+// keys are then each of these clusters'. Its errors name OBSERVER_KEYS_DIR, the file
 // and, for a bad entry, the line; a file that states another cluster is
 // one. A <cluster>.authority file instead holds the public keys (A…, on
 // one or more lines, or comma-separated) of the authority of a cluster
@@ -145,23 +148,36 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 			authorities[cluster] = k
 			continue
 		}
-		cluster, ok := strings.CutSuffix(e.Name(), ".keys")
+		name, ok := strings.CutSuffix(e.Name(), ".keys")
 		if !ok || e.IsDir() {
 			continue
 		}
-		if protocol.ValidateCluster(cluster) != nil {
-			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", e.Name(), cluster)
+		// The name is a cluster, or a list of them with a range (a
+		// process's ELECTION_CLUSTERS, shard-{0..255}.keys): the keys are
+		// each cluster's.
+		clusters, err := clusterlist.Expand(name)
+		if err != nil {
+			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+) or a list of them (%v)", e.Name(), name, err)
 		}
 		k, err := protocol.ReadMemberKeysFile(filepath.Join(dir, e.Name()))
-		if err == nil {
-			// The file's name is the cluster: a file that states another
-			// is refused.
-			k, err = k.State(cluster, "")
-		}
 		if err != nil {
 			return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
 		}
-		listed[cluster] = k
+		if stated := k.Cluster(); stated != "" && len(clusters) > 1 {
+			return nil, bad("%s: states cluster %q, but names %d", e.Name(), stated, len(clusters))
+		}
+		for _, cluster := range clusters {
+			if listed[cluster] != nil {
+				return nil, bad("%s: cluster %s has keys in another file too", e.Name(), cluster)
+			}
+			// The file's name is the cluster: a file that states another
+			// is refused.
+			stated, err := k.State(cluster, "")
+			if err != nil {
+				return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+			}
+			listed[cluster] = stated
+		}
 	}
 	keys := make(map[string]*protocol.MemberKeys, len(authorities)+len(listed))
 	for cluster, k := range listed {

@@ -3,10 +3,15 @@ package observer
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-election/baton/internal/batontest"
+	"github.com/baton-election/baton/internal/natsconf"
+	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -17,11 +22,43 @@ import (
 // a batch as if it had arrived on its own, and keeps every election's
 // leader current on them.
 func TestBatchedHeartbeats(t *testing.T) {
-	url := batontest.StartNATS(t, batontest.WithJetStream())
+	t.Run("unsigned", func(t *testing.T) { batchedHeartbeats(t, false) })
+	t.Run("signed, keys for a range of clusters", func(t *testing.T) { batchedHeartbeats(t, true) })
+}
+
+func batchedHeartbeats(t *testing.T, signed bool) {
+	clusters := []string{"shard-0", "shard-1", "shard-2", "shard-3", "shard-4"}
+	var signers map[uint64]*protocol.Signer
+	var keys *protocol.MemberKeys
+	opts := []batontest.NATSOption{batontest.WithJetStream()}
+	if signed {
+		signers, keys = batontest.MemberKeys(t, 1, 2, 3)
+		opts = []batontest.NATSOption{batontest.WithAccounts(), batontest.WithMemberUsers(keys), batontest.WithJetStream()}
+	}
+	url := batontest.StartNATS(t, opts...)
 	cfg := testConfig(url, t.TempDir())
 	cfg.LeaderTimeout = 2 * time.Second
+	if signed {
+		// One keys file for the five clusters, named as the processes'
+		// ELECTION_CLUSTERS.
+		dir := t.TempDir()
+		var file strings.Builder
+		file.WriteString(protocol.StatementPrefix + " algorithm bully\n")
+		for _, id := range keys.IDs() {
+			public, _ := keys.PublicKey(id)
+			fmt.Fprintf(&file, "%d %s\n", id, public)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "shard-{0..4}.keys"), []byte(file.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := LoadKeys(dir)
+		if err != nil || len(loaded) != len(clusters) {
+			t.Fatalf("LoadKeys of shard-{0..4}.keys: %d clusters, %v", len(loaded), err)
+		}
+		cfg.Keys = loaded
+		cfg.NATS = natsconn.Config{URL: url, User: natsconf.ObserverUser, Password: natsconf.LocalPasswords.Observer}
+	}
 	o := startObserver(t, cfg, nil)
-	clusters := []string{"shard-0", "shard-1", "shard-2", "shard-3", "shard-4"}
 	ctx, cancel := context.WithCancel(context.Background())
 	var done []chan error
 	t.Cleanup(func() {
@@ -31,15 +68,19 @@ func TestBatchedHeartbeats(t *testing.T) {
 		}
 	})
 	for id := uint64(1); id <= 3; id++ {
-		nc := batontest.Connect(t, url, batontest.AsNode("shard-0", id)...)
-		g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger()})
+		conn := batontest.AsNode("shard-0", id)
+		if signed {
+			conn = batontest.AsMember("shard-0", signers[id])
+		}
+		nc := batontest.Connect(t, url, conn...)
+		g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger(), Signer: signers[id], Keys: keys})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range clusters {
 			timing := election.DefaultTiming(3)
 			timing.LeaderTimeoutTicks *= 5
-			if _, err := g.Add(node.Config{Cluster: c, Algorithm: protocol.Bully, DataDir: t.TempDir(),
+			if _, err := g.Add(node.Config{Cluster: c, Algorithm: protocol.Bully, DataDir: t.TempDir(), Signer: signers[id], Keys: keys,
 				Election: election.Config{ID: id, Members: []uint64{1, 2, 3}, Timing: timing}}); err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,8 +88,9 @@ type memberVerifier interface {
 	// Batched reads the message data of cluster, an entry of a batch
 	// (protocol.ReadBatch) received on subject with header h, and
 	// checks that the member it names signed the batch; signers caches
-	// each set of keys' verdict on the batch, for its other entries.
-	Batched(cluster, subject string, batch []byte, h nats.Header, data []byte, signers map[*protocol.MemberKeys]batchSigner) (protocol.Message, error)
+	// the verdict on the batch of each key that could have signed it,
+	// for its other entries.
+	Batched(cluster, subject string, batch []byte, h nats.Header, data []byte, signers map[string]batchSigner) (protocol.Message, error)
 	// Connection checks that a connection the NATS server reports under
 	// the name of member id of cluster is that member's: user is the
 	// user it authenticated as (its public key, for an nkey user).
@@ -130,19 +132,24 @@ type batchSigner struct {
 }
 
 // Batched checks the batch's signature under cluster's keys (once per
-// set of keys and batch, through signers), then decodes the message and
-// checks that it names the batch's signer.
-func (v keysVerifier) Batched(cluster, subject string, batch []byte, h nats.Header, data []byte, signers map[*protocol.MemberKeys]batchSigner) (protocol.Message, error) {
+// key that could have signed it, through signers: the clusters of one
+// deployment share their keys), then decodes the message and checks
+// that it names the batch's signer.
+func (v keysVerifier) Batched(cluster, subject string, batch []byte, h nats.Header, data []byte, signers map[string]batchSigner) (protocol.Message, error) {
 	keys, err := clusterKeys(v.keys, cluster)
 	if err != nil {
 		return protocol.Message{}, err
 	}
 	var signer uint64
 	if keys != nil {
-		verdict, ok := signers[keys]
-		if !ok {
+		// The key of the member the batch names, in this cluster's
+		// keys: the verdict holds for every cluster that lists that key.
+		id, _ := strconv.ParseUint(h.Get(protocol.SignerHeader), 10, 64)
+		public, _ := keys.PublicKey(id)
+		verdict, ok := signers[public]
+		if !ok || public == "" || keys.Authority() {
 			verdict.id, verdict.err = keys.Verify(subject, batch, h)
-			signers[keys] = verdict
+			signers[public] = verdict
 		}
 		if verdict.err != nil {
 			return protocol.Message{}, verdict.err

@@ -439,8 +439,8 @@ func (o *Observer) Run(ctx context.Context) error {
 	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", o.cfg.Keys != nil)
 	for _, cluster := range slices.Sorted(maps.Keys(o.cfg.Keys)) {
 		if o.cfg.Keys[cluster].Algorithm() == "" {
-			o.log.Warn("the cluster's keys state no algorithm (add \"#: algorithm <name>\" to its file in OBSERVER_KEYS_DIR): only announcements with a certificate that holds are recorded",
-				"cluster", cluster, "file", cluster+".keys")
+			o.log.Warn("the cluster's keys state no algorithm (add \"#: algorithm <name>\" to its file in OBSERVER_KEYS_DIR, <cluster>.keys or a list of clusters that names it): only announcements with a certificate that holds are recorded",
+				"cluster", cluster)
 		}
 	}
 	if o.cfg.Keys == nil {
@@ -752,7 +752,7 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 // does not read is counted invalid whole; a message that is not a
 // broadcast, or of a kind the observer does not record, is skipped.
 func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
-	signers := make(map[*protocol.MemberKeys]batchSigner)
+	signers := make(map[string]batchSigner)
 	err := protocol.ReadBatch(m.data, maxLive, func(cluster string, data []byte) bool {
 		msg, err := o.verify.Batched(cluster, m.subject, m.data, m.header, data, signers)
 		subject := protocol.SubjectFor(cluster, msg)

@@ -293,20 +293,36 @@ func (a *Adapter) Open(self transport.Self) error {
 	return nil
 }
 
-// subscribe subscribes cb to subject with the pending limits.
+// subscribe subscribes cb to subject with the pending limits; on a
+// Shared connection, on its inbox, whose size bounds what waits.
 func (a *Adapter) subscribe(subject string, cb nats.MsgHandler) (*nats.Subscription, error) {
-	sub, err := a.nc.Subscribe(subject, cb)
-	if err != nil {
-		return nil, fmt.Errorf("natstransport: subscribe %s: %w", subject, err)
+	var sub *nats.Subscription
+	var err error
+	if a.cfg.Shared != nil {
+		sub, err = a.cfg.Shared.subscribeFor(subject, cb)
+	} else {
+		sub, err = a.nc.Subscribe(subject, cb)
+		if err == nil {
+			if err = sub.SetPendingLimits(a.cfg.PendingMsgs, a.cfg.PendingBytes); err != nil {
+				sub.Unsubscribe()
+			}
+		}
 	}
-	if err := sub.SetPendingLimits(a.cfg.PendingMsgs, a.cfg.PendingBytes); err != nil {
-		sub.Unsubscribe()
+	if err != nil {
 		return nil, fmt.Errorf("natstransport: subscribe %s: %w", subject, err)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.subs = append(a.subs, sub)
 	return sub, nil
+}
+
+// unsubscribe ends sub, one of a.subs.
+func (a *Adapter) unsubscribe(sub *nats.Subscription) error {
+	if a.cfg.Shared != nil {
+		a.cfg.Shared.forget(sub)
+	}
+	return sub.Unsubscribe()
 }
 
 // Send publishes m on protocol.SubjectFor, with the receiver's
@@ -396,7 +412,7 @@ func (a *Adapter) Lead(an *protocol.Announcement, until time.Time) {
 		}
 		a.querySub = sub
 	case an == nil && a.querySub != nil:
-		if err := a.querySub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		if err := a.unsubscribe(a.querySub); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			a.log.Warn("unsubscribe from queries", "err", err)
 		}
 		a.mu.Lock()
@@ -514,7 +530,7 @@ func (a *Adapter) leave() {
 	a.subs = nil
 	a.mu.Unlock()
 	for _, s := range subs {
-		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		if err := a.unsubscribe(s); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
 			a.log.Debug("unsubscribe on leaving", "subject", s.Subject, "err", err)
 		}
 	}

@@ -52,6 +52,15 @@ type Shared struct {
 	batchedOut atomic.Uint64 // messages in them
 	refused    atomic.Uint64 // batches received and dropped whole
 
+	// inbox is where the elections' subscriptions deliver (ChanSubscribe):
+	// one goroutine, dispatch, hands each message to its subscription's
+	// handler, instead of a goroutine per subscription (eight an
+	// election). A message without a subscription is a settle's marker.
+	inbox    chan *nats.Msg
+	hmu      sync.RWMutex
+	handlers map[*nats.Subscription]nats.MsgHandler
+	markers  map[*nats.Msg]chan struct{} // under hmu
+
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
 	settleMu sync.Mutex
@@ -84,6 +93,11 @@ type SharedConfig struct {
 	Logger *slog.Logger
 }
 
+// SharedInboxSize bounds the messages of a Shared connection's elections
+// waiting for their handlers; beyond it NATS drops them (counted per
+// subscription: election_subscription_dropped_total).
+const SharedInboxSize = 64 << 10
+
 // DefaultBatchWindow is SharedConfig.Batch's default: a few milliseconds
 // added to a broadcast's way, against a leader time-out of hundreds.
 const DefaultBatchWindow = 5 * time.Millisecond
@@ -102,7 +116,9 @@ func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
 	}
 	setDefault(&cfg.Batch, DefaultBatchWindow)
 	return &Shared{nc: nc, cfg: cfg, log: cfg.Logger, adapters: make(map[*Adapter]struct{}), clusters: make(map[string]*Adapter),
-		seen: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+		seen: make(chan struct{}), wake: make(chan struct{}, 1),
+		inbox: make(chan *nats.Msg, SharedInboxSize), handlers: make(map[*nats.Subscription]nats.MsgHandler),
+		markers: make(map[*nats.Msg]chan struct{})}, nil
 }
 
 // Start subscribes to the batches and, unless they are off, to the
@@ -112,6 +128,7 @@ func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
 func (s *Shared) Start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
+	s.wg.Go(func() { s.dispatch(ctx) })
 	if err := s.subscribe(protocol.BatchSubject(s.cfg.Conn), s.onBatch); err != nil {
 		s.Stop()
 		return err
@@ -165,6 +182,75 @@ func (s *Shared) Stop() {
 	s.mu.Unlock()
 	for _, sub := range subs {
 		sub.Unsubscribe()
+	}
+}
+
+// subscribeFor subscribes an election's handler cb to subject, on the
+// shared inbox.
+func (s *Shared) subscribeFor(subject string, cb nats.MsgHandler) (*nats.Subscription, error) {
+	s.hmu.Lock() // dispatch finds the handler of any message of sub
+	defer s.hmu.Unlock()
+	sub, err := s.nc.ChanSubscribe(subject, s.inbox)
+	if err != nil {
+		return nil, err
+	}
+	s.handlers[sub] = cb
+	return sub, nil
+}
+
+// forget drops sub's handler: what it still delivers is dropped.
+func (s *Shared) forget(sub *nats.Subscription) {
+	s.hmu.Lock()
+	defer s.hmu.Unlock()
+	delete(s.handlers, sub)
+}
+
+// dispatch hands each message of the inbox to its subscription's
+// handler, which never blocks, until ctx ends.
+func (s *Shared) dispatch(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-s.inbox:
+			s.hmu.RLock()
+			h := s.handlers[m.Sub]
+			done := s.markers[m]
+			s.hmu.RUnlock()
+			switch {
+			case h != nil:
+				h(m)
+			case done != nil:
+				close(done)
+			}
+		}
+	}
+}
+
+// drained returns once dispatch has handed over what the inbox held when
+// it was called, or after settleTimeout.
+func (s *Shared) drained() {
+	marker, done := &nats.Msg{}, make(chan struct{})
+	s.hmu.Lock()
+	s.markers[marker] = done
+	s.hmu.Unlock()
+	defer func() {
+		s.hmu.Lock()
+		delete(s.markers, marker)
+		s.hmu.Unlock()
+	}()
+	timer := time.NewTimer(settleTimeout)
+	defer timer.Stop()
+	select {
+	case s.inbox <- marker:
+	case <-timer.C:
+		s.log.Debug("the elections' inbox full before a deadline")
+		return
+	}
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Debug("the elections' inbox not drained before a deadline", "waited", settleTimeout)
 	}
 }
 
@@ -351,7 +437,8 @@ func (s *Shared) settle() {
 	done := make(chan struct{})
 	s.settled = done
 	s.settleMu.Unlock()
-	settle(s.nc, s.log)
+	settle(s.nc, s.log) // the connection's own subscriptions (batches)
+	s.drained()         // the elections'
 	s.settleMu.Lock()
 	s.settling = false
 	close(done)

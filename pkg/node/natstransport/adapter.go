@@ -189,12 +189,16 @@ func New(nc *nats.Conn, cfg Config) (*Adapter, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	closed := make(chan struct{})
+	if cfg.Shared != nil {
+		closed = cfg.Shared.closed
+	}
 	return &Adapter{
 		nc:     nc,
 		cfg:    cfg,
 		log:    cfg.Logger,
 		guard:  protocol.NewReplayGuard(cfg.MaxMessageAge),
-		closed: make(chan struct{}),
+		closed: closed,
 		ctx:    ctx,
 		stop:   stop,
 	}, nil
@@ -216,6 +220,9 @@ func setDefault[T comparable](v *T, def T) {
 func (a *Adapter) Connect(ctx context.Context, in *transport.Lanes) error {
 	a.once.Do(func() {
 		a.lanes = in
+		if a.cfg.Shared != nil {
+			return // a.closed is the Shared connection's
+		}
 		a.closedStat = a.nc.StatusChanged(nats.CLOSED)
 		a.wg.Go(a.watchClosed)
 	})
@@ -464,7 +471,8 @@ func settle(nc *nats.Conn, log *slog.Logger) {
 // Connected implements transport.Transport.
 func (a *Adapter) Connected() bool { return a.nc.IsConnected() }
 
-// Closed implements transport.Transport.
+// Closed implements transport.Transport. On a Shared connection it is
+// closed when the connection closes, not when the adapter does.
 func (a *Adapter) Closed() <-chan struct{} { return a.closed }
 
 // Watch forwards the connection's status changes (connected,

@@ -61,6 +61,8 @@ type Shared struct {
 	handlers map[*nats.Subscription]nats.MsgHandler
 	markers  map[*nats.Msg]chan struct{} // under hmu
 
+	closed chan struct{} // closed when the connection closes (watchClosed)
+
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
 	settleMu sync.Mutex
@@ -118,7 +120,7 @@ func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
 	return &Shared{nc: nc, cfg: cfg, log: cfg.Logger, adapters: make(map[*Adapter]struct{}), clusters: make(map[string]*Adapter),
 		seen: make(chan struct{}), wake: make(chan struct{}, 1),
 		inbox: make(chan *nats.Msg, SharedInboxSize), handlers: make(map[*nats.Subscription]nats.MsgHandler),
-		markers: make(map[*nats.Msg]chan struct{})}, nil
+		markers: make(map[*nats.Msg]chan struct{}), closed: make(chan struct{})}, nil
 }
 
 // Start subscribes to the batches and, unless they are off, to the
@@ -129,6 +131,8 @@ func (s *Shared) Start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.wg.Go(func() { s.dispatch(ctx) })
+	closedStat := s.nc.StatusChanged(nats.CLOSED)
+	s.wg.Go(func() { s.watchClosed(ctx, closedStat) })
 	if err := s.subscribe(protocol.BatchSubject(s.cfg.Conn), s.onBatch); err != nil {
 		s.Stop()
 		return err
@@ -182,6 +186,21 @@ func (s *Shared) Stop() {
 	s.mu.Unlock()
 	for _, sub := range subs {
 		sub.Unsubscribe()
+	}
+}
+
+// watchClosed closes s.closed when the connection closes, until ctx
+// ends: the elections' adapters share it (Adapter.Closed).
+func (s *Shared) watchClosed(ctx context.Context, closedStat chan nats.Status) {
+	defer s.nc.RemoveStatusListener(closedStat)
+	if s.nc.IsClosed() {
+		close(s.closed)
+		return
+	}
+	select {
+	case <-closedStat:
+		close(s.closed)
+	case <-ctx.Done():
 	}
 }
 

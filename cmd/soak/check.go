@@ -42,8 +42,13 @@ const (
 	// RuleViewTerm: a process's own term went back between two polls.
 	RuleViewTerm = "view-term-never-back"
 	// RuleLeases: two leaders of a lease algorithm (Paxos, byzantine)
-	// whose leases, as they reported them, overlap in real time.
+	// whose leases, as they reported them, overlap in real time, where
+	// the earlier could not have handed over (see lease).
 	RuleLeases = "one-lease-at-once"
+	// RuleLeaderOrder: with a lease algorithm, a node reporting itself
+	// leader in a term after another had reported itself leader in a
+	// higher one (the second poll sent after the first was answered).
+	RuleLeaderOrder = "leaders-in-term-order"
 	// RuleHeal: an election not led again (one live leader every live
 	// member names) within the heal bound after a fault.
 	RuleHeal = "led-again-after-fault"
@@ -76,6 +81,10 @@ type Checker struct {
 	names  []string      // the elections, in order
 	byName map[string]*electionState
 
+	// resigned is, per node, when the soak last asked it to leave
+	// (SIGTERM): a leader then hands over before its lease ends.
+	resigned map[uint64]time.Time
+
 	violations    []Violation
 	announcements int // distinct announcements
 	repeats       int // announcements of a leader and term already heard
@@ -96,6 +105,17 @@ type electionState struct {
 	views map[uint64]view
 	// leaseIntervals are the recent lease intervals of its leaders.
 	leaseIntervals []leaseInterval
+	// leaderReports are the recent reports of a node leading, and
+	// settledTerm the highest term of those forgotten (answered longer
+	// than leaseKeep ago: before the sending of any poll still to come).
+	leaderReports []leaderReport
+	settledTerm   uint64
+}
+
+type leaderReport struct {
+	id         uint64
+	term       uint64
+	sent, recv time.Time
 }
 
 type termOwner struct {
@@ -116,6 +136,7 @@ type view struct {
 
 type leaseInterval struct {
 	leader     uint64
+	sent       time.Time // when the poll that reported it was sent
 	start, end time.Time
 }
 
@@ -123,7 +144,7 @@ type leaseInterval struct {
 // taken off the end of every lease interval (the reported milliseconds
 // are truncated, and the clocks are read at slightly different moments).
 func NewChecker(algorithm protocol.Algorithm, names []string, slack time.Duration) *Checker {
-	c := &Checker{leases: algorithm.Leases(), slack: slack, names: names, byName: make(map[string]*electionState, len(names))}
+	c := &Checker{leases: algorithm.Leases(), slack: slack, names: names, byName: make(map[string]*electionState, len(names)), resigned: map[uint64]time.Time{}}
 	for _, n := range names {
 		c.byName[n] = &electionState{owner: map[uint64]termOwner{}, byLeader: map[uint64][]stamp{}, views: map[uint64]view{}}
 	}
@@ -239,18 +260,71 @@ func (c *Checker) Poll(p Poll) {
 		case st.Leader != nil:
 			c.own(p.Recv, st.Cluster, e, st.Term, *st.Leader, fmt.Sprintf("node %d following at %s", p.ID, p.Recv.Format(timeOfDay)))
 		}
-		if c.leases && st.State == "leader" && st.LeaseRemainingMS != nil && *st.LeaseRemainingMS > 0 {
-			c.lease(p, st.Cluster, e, time.Duration(*st.LeaseRemainingMS)*time.Millisecond)
+		if c.leases && st.State == "leader" {
+			c.leaderOrder(p, st, e)
+			if st.LeaseRemainingMS != nil && *st.LeaseRemainingMS > 0 {
+				c.lease(p, st.Cluster, e, time.Duration(*st.LeaseRemainingMS)*time.Millisecond)
+			}
 		}
 	}
+}
+
+// Resigned records that the soak asked node id to leave at at (SIGTERM):
+// a leader hands over then, before its lease ends, so its leases are
+// cut there.
+func (c *Checker) Resigned(id uint64, at time.Time) {
+	c.resigned[id] = at
+	for _, e := range c.byName {
+		for i, iv := range e.leaseIntervals {
+			if iv.leader == id && iv.sent.Before(at) && iv.end.After(at) {
+				e.leaseIntervals[i].end = at
+			}
+		}
+	}
+}
+
+// leaderOrder flags a report of a node leading in a term below that of
+// a report of leading answered before this one's poll was sent: with a
+// lease algorithm a leader in a lower term cannot come after one in a
+// higher term (the acceptors that promised the higher one refuse the
+// lower), whether or not their leases were seen to overlap.
+func (c *Checker) leaderOrder(p Poll, st protocol.Status, e *electionState) {
+	kept := e.leaderReports[:0]
+	var before leaderReport // the one of the highest term, if found
+	for _, r := range e.leaderReports {
+		if r.recv.Before(p.Sent.Add(-leaseKeep)) {
+			e.settledTerm = max(e.settledTerm, r.term)
+			continue
+		}
+		kept = append(kept, r)
+		if r.recv.Before(p.Sent) && r.term > st.Term && r.term > before.term {
+			before = r
+		}
+	}
+	switch {
+	case before.term != 0:
+		c.flag(p.Recv, st.Cluster, RuleLeaderOrder, "node %d leading in term %d (poll sent %s), after node %d leading in term %d (answered %s)",
+			p.ID, st.Term, p.Sent.Format(timeOfDay), before.id, before.term, before.recv.Format(timeOfDay))
+	case e.settledTerm > st.Term:
+		c.flag(p.Recv, st.Cluster, RuleLeaderOrder, "node %d leading in term %d (poll sent %s), after a leader in term %d more than %v before",
+			p.ID, st.Term, p.Sent.Format(timeOfDay), e.settledTerm, leaseKeep)
+	}
+	e.leaderReports = append(kept, leaderReport{id: p.ID, term: st.Term, sent: p.Sent, recv: p.Recv})
 }
 
 // lease records the lease a leader reported and flags one of another
 // leader that overlaps it. The status was made at some instant t between
 // Sent and Recv, and the lease held from t for remaining: whatever t was,
-// it held over [Recv, Sent+remaining], less the slack.
+// it held over [Recv, Sent+remaining], less the slack, unless the leader
+// handed over before its lease ended, which a Paxos leader does when a
+// higher node campaigns and when it leaves. So an overlap is not flagged
+// when the later lease is a higher node's (the IDs rank the members), and
+// a node's leases end when the soak asks it to leave (Resigned).
 func (c *Checker) lease(p Poll, cluster string, e *electionState, remaining time.Duration) {
-	iv := leaseInterval{leader: p.ID, start: p.Recv, end: p.Sent.Add(remaining - c.slack)}
+	iv := leaseInterval{leader: p.ID, sent: p.Sent, start: p.Recv, end: p.Sent.Add(remaining - c.slack)}
+	if at, ok := c.resigned[p.ID]; ok && p.Sent.Before(at) && iv.end.After(at) {
+		iv.end = at
+	}
 	if !iv.end.After(iv.start) {
 		return
 	}
@@ -261,11 +335,20 @@ func (c *Checker) lease(p Poll, cluster string, e *electionState, remaining time
 			continue
 		}
 		kept = append(kept, o)
-		if !flagged && o.leader != iv.leader && o.start.Before(iv.end) && iv.start.Before(o.end) {
-			flagged = true
-			c.flag(p.Recv, cluster, RuleLeases, "leases overlap: node %d leading over [%s, %s], node %d over [%s, %s]",
-				o.leader, o.start.Format(timeOfDay), o.end.Format(timeOfDay), iv.leader, iv.start.Format(timeOfDay), iv.end.Format(timeOfDay))
+		if flagged || o.leader == iv.leader || !o.start.Before(iv.end) || !iv.start.Before(o.end) {
+			continue
 		}
+		// The earlier of the two may have handed over to the later.
+		early, late := o, iv
+		if iv.start.Before(o.start) {
+			early, late = iv, o
+		}
+		if late.leader > early.leader {
+			continue
+		}
+		flagged = true
+		c.flag(p.Recv, cluster, RuleLeases, "leases overlap: node %d leading over [%s, %s], node %d (lower: no hand-over) over [%s, %s]",
+			early.leader, early.start.Format(timeOfDay), early.end.Format(timeOfDay), late.leader, late.start.Format(timeOfDay), late.end.Format(timeOfDay))
 	}
 	e.leaseIntervals = append(kept, iv)
 }

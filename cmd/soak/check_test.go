@@ -150,6 +150,21 @@ func TestLeasesOverlap(t *testing.T) {
 	c.Poll(poll(3, 1, 0, 100, leading("a", 3, 1, 150)))   // [100, 140]: the request took long
 	wantRules(t, c)
 
+	// A leader hands over to a higher node before its lease ends.
+	c = NewChecker(protocol.Paxos, []string{"a"}, 10*time.Millisecond)
+	c.Poll(poll(2, 1, 0, 10, leading("a", 2, 1, 180)))    // [10, 170]
+	c.Poll(poll(3, 1, 100, 110, leading("a", 3, 2, 150))) // [110, 240]
+	wantRules(t, c)
+
+	// And to any node when it leaves (SIGTERM), its leases cut there.
+	c = NewChecker(protocol.Paxos, []string{"a"}, 10*time.Millisecond)
+	c.Poll(poll(3, 1, 0, 10, leading("a", 3, 1, 180))) // [10, 170]
+	c.Resigned(3, at(50))                              // [10, 50]
+	c.Poll(poll(2, 1, 100, 110, leading("a", 2, 2, 150)))
+	wantRules(t, c)
+	c.Poll(poll(3, 1, 40, 60, leading("a", 3, 1, 180))) // sent before the SIGTERM: [60, 50], empty
+	wantRules(t, c)
+
 	// Without leases (Bully), two leaders at once are not checked.
 	c = NewChecker(protocol.Bully, []string{"a"}, 10*time.Millisecond)
 	c.Poll(poll(3, 1, 0, 10, leading("a", 3, 1, 0)))
@@ -184,4 +199,30 @@ func TestNotHealing(t *testing.T) {
 	if text := c.Violations()[0].Text; !strings.Contains(text, "3 elections not led again within 30s") {
 		t.Errorf("violation %q", text)
 	}
+}
+
+func TestLeadersInTermOrder(t *testing.T) {
+	// A report of leading in a lower term, asked after a report of
+	// leading in a higher term was answered: whatever the leases said.
+	c := NewChecker(protocol.Paxos, []string{"a"}, 10*time.Millisecond)
+	c.Poll(poll(2, 1, 0, 10, leading("a", 2, 7, 0)))
+	c.Poll(poll(3, 1, 20, 30, leading("a", 3, 5, 0)))
+	wantRules(t, c, RuleLeaderOrder)
+
+	// The polls overlap in time: either could have come first.
+	c = NewChecker(protocol.Paxos, []string{"a"}, 10*time.Millisecond)
+	c.Poll(poll(2, 1, 0, 30, leading("a", 2, 7, 0)))
+	c.Poll(poll(3, 1, 20, 40, leading("a", 3, 5, 0)))
+	wantRules(t, c)
+
+	// Long after: remembered as the settled term.
+	c.Poll(poll(2, 1, 0, 30, leading("a", 2, 9, 0)))
+	c.Poll(poll(1, 1, 20000, 20010, leading("a", 1, 8, 0)))
+	wantRules(t, c, RuleLeaderOrder)
+
+	// Bully and the ring may have an old leader for a moment.
+	c = NewChecker(protocol.Bully, []string{"a"}, 0)
+	c.Poll(poll(2, 1, 0, 10, leading("a", 2, 7, 0)))
+	c.Poll(poll(3, 1, 20, 30, leading("a", 3, 5, 0)))
+	wantRules(t, c)
 }

@@ -121,6 +121,7 @@ func (s *soak) makeFault(ctx context.Context, n int) {
 		if kind == faultKill {
 			p.kill()
 		} else {
+			s.resigned(m.id, at)
 			took, killed := p.stop(stopGrace)
 			step = fmt.Sprintf("SIGTERM (exited in %v)", took.Round(time.Millisecond))
 			if killed {
@@ -172,6 +173,7 @@ func (s *soak) makeFault(ctx context.Context, n int) {
 		m.mu.Unlock()
 		p, _ := m.current()
 		at := time.Now()
+		s.resigned(m.id, at)
 		took, killed := p.stop(stopGrace)
 		what := fmt.Sprintf("node %d leaves for good (SIGTERM, exited in %v)", m.id, took.Round(time.Millisecond))
 		if killed {
@@ -195,6 +197,13 @@ func (s *soak) makeFault(ctx context.Context, n int) {
 		}
 		s.heal(n, kind+"/restart", fmt.Sprintf("NATS server %d started again after %v down", srv.index, down), at)
 	}
+}
+
+// resigned tells the checker that node id is asked to leave at at.
+func (s *soak) resigned(id uint64, at time.Time) {
+	s.mu.Lock()
+	s.check.Resigned(id, at)
+	s.mu.Unlock()
 }
 
 // restart starts m again (same ID, data and port).

@@ -80,6 +80,10 @@ func (s *soak) measureEnd(ctx context.Context) {
 
 // summary prints the summary and returns the exit status.
 func (s *soak) summary() int {
+	heard, bad := 0, 0
+	if s.sub != nil {
+		heard, bad = s.sub.counts() // before s.mu: the subscriber takes s.mu under its own lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.out
@@ -96,10 +100,6 @@ func (s *soak) summary() int {
 	}
 	fmt.Fprintf(w, "faults: %d (%s)\n", total, strings.Join(faults, ", "))
 	distinct, repeats := s.check.Announcements()
-	heard, bad := 0, 0
-	if s.sub != nil {
-		heard, bad = s.sub.counts()
-	}
 	fmt.Fprintf(w, "announcements: %d distinct (%d messages over 3 connections, %d repeats of a leader's term, %d unreadable); polls of /elections: %d (%d failed, of paused or stopping processes mostly)\n",
 		distinct, heard, repeats, bad, s.polls, s.failed)
 	fmt.Fprintf(w, "\ntime until every election was led again, per step (polls every %v: add up to one poll):\n", s.o.poll)

@@ -78,7 +78,12 @@ type config struct {
 	// static clusters (the main table), dynamic ones (dynamic.go), or
 	// both.
 	static, dynamic bool
-	command         string // the command line, for benchmarks.md
+	// elections are the numbers of elections of the many-elections
+	// section (elections.go); electionsOnly says -elections was given,
+	// and the run measures that section alone.
+	elections     []int
+	electionsOnly bool
+	command       string // the command line, for benchmarks.md
 }
 
 func main() {
@@ -122,7 +127,7 @@ func (c config) roundsAt(n int) int {
 
 func parseFlags(args []string) (config, error) {
 	var c config
-	var algorithms, sizes, loads, membership string
+	var algorithms, sizes, loads, membership, elections string
 	var rounds int
 	var full bool
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -144,6 +149,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.logDir, "logs", "", "directory for node logs (default: a new temporary directory)")
 	fs.StringVar(&c.out, "out", "", "directory to write benchmarks.md into (default: none)")
 	fs.StringVar(&membership, "membership", membershipStatic, `clusters to measure, comma-separated: "static" (the main table), "dynamic" (members that come and go, ELECTION_MEMBERSHIP=dynamic; bully, ring and paxos), or both; with dynamic, -out writes only the section "Members that come and go" of benchmarks.md`)
+	fs.StringVar(&elections, "elections", "1,100", `numbers of elections of the many-elections section: 5 processes each in n elections, for bully, ring and paxos of -algorithms; given, the run measures that section alone and -out writes only it ("none" skips it)`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -152,6 +158,13 @@ func parseFlags(args []string) (config, error) {
 	}
 	c.command = strings.Join(append([]string{"bench"}, args...), " ")
 	var err error
+	if c.elections, err = parseElections(elections); err != nil {
+		return c, err
+	}
+	fs.Visit(func(f *flag.Flag) { c.electionsOnly = c.electionsOnly || f.Name == "elections" })
+	if c.electionsOnly && len(c.elections) == 0 {
+		c.electionsOnly = false
+	}
 	if c.static, c.dynamic, err = parseMembership(membership); err != nil {
 		return c, err
 	}
@@ -273,7 +286,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	var results []*result
 	var failed []string
 	for _, c := range columns(cfg.algorithms, cfg.plan) {
-		if ctx.Err() != nil || !cfg.static {
+		if ctx.Err() != nil || !cfg.static || cfg.electionsOnly {
 			break
 		}
 		fmt.Fprintf(out, "bench: %s, %d nodes\n", c.algorithm, c.n)
@@ -285,7 +298,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		results = append(results, res)
 	}
 	var dyns []*dynResult
-	if cfg.dynamic {
+	if cfg.dynamic && !cfg.electionsOnly {
 		if slices.Contains(cfg.algorithms, protocol.Byzantine) {
 			fmt.Fprintln(out, "bench: byzantine is measured with static membership only")
 		}
@@ -303,7 +316,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		}
 	}
 	var raft []raftSeries
-	if cfg.raftcheck != "" && cfg.dynamic {
+	if cfg.electionsOnly {
+		// The many-elections section alone.
+	} else if cfg.raftcheck != "" && cfg.dynamic {
 		// The section of members that come and go compares with the
 		// static clusters, not with raft.
 		fmt.Fprintln(out, "bench: -membership dynamic: hashicorp/raft not measured")
@@ -322,15 +337,27 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			raft = append(raft, series...)
 		}
 	}
-	if cfg.steady > 0 && ctx.Err() == nil {
+	if cfg.steady > 0 && ctx.Err() == nil && !cfg.electionsOnly {
 		if err := env.steadyState(ctx, results); err != nil {
 			fmt.Fprintf(out, "bench: steady state: %v\n", err)
 			failed = append(failed, "steady state")
 		}
 	}
+	var many []*manyResult
+	if !cfg.dynamic || cfg.electionsOnly {
+		var err error
+		many, err = env.manyElections(ctx)
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
 	fmt.Fprintln(out)
 	if len(results) > 0 {
 		printTable(out, results)
+	}
+	if len(many) > 0 {
+		fmt.Fprintln(out)
+		fmt.Fprint(out, manyTable(many))
 	}
 	if len(dyns) > 0 {
 		fmt.Fprintln(out)
@@ -339,7 +366,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprint(out, raftTable(results, raft, false))
 	fmt.Fprint(out, raftLoadTable(env.raftLoads, false))
 	fmt.Fprintf(out, "took %s\n", time.Since(started).Round(time.Second))
-	if cfg.out != "" && cfg.dynamic {
+	if cfg.out != "" && cfg.electionsOnly {
+		path, err := writeManyMarkdown(cfg, many, time.Since(started))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote the section %q of %s\n", manySectionHeading, path)
+	} else if cfg.out != "" && cfg.dynamic {
 		// The section of members that come and go alone: the main table
 		// stays that of the last run of the static benchmark.
 		// The observers still run: their CPU is the benchmark's.
@@ -368,6 +401,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "wrote %s\n", path)
+		if len(many) > 0 {
+			if _, err := writeManyMarkdown(cfg, many, time.Since(started)); err != nil {
+				return err
+			}
+		}
 		if plotPath != "" {
 			fmt.Fprintf(out, "wrote %s\n", plotPath)
 		}

@@ -437,6 +437,9 @@ func writeMarkdown(cfg config, results []*result, raft []raftSeries, raftLoads [
 	if err != nil {
 		return "", err
 	}
+	if doc, err = keepManySection(path, doc); err != nil {
+		return "", err
+	}
 	return path, os.WriteFile(path, doc, 0o644)
 }
 

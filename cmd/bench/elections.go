@@ -48,26 +48,53 @@ func manyAlgorithms(algorithms []protocol.Algorithm) []protocol.Algorithm {
 	return out
 }
 
-// parseElections reads -elections: numbers separated by commas,
-// ascending, or "none".
-func parseElections(s string) ([]int, error) {
+// parseElections reads -elections: "none", or lists of numbers of
+// elections separated by ";", "n,n,…" for every algorithm without a list
+// of its own, "algorithm=n,n,…" for one. Each list comes back ascending.
+func parseElections(s string) (every []int, own map[protocol.Algorithm][]int, err error) {
 	s = strings.TrimSpace(s)
 	if s == "" || s == "none" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var ns []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 16384 {
-			return nil, fmt.Errorf("-elections: %q is not a number of elections from 1 to 16384", f)
+	own = map[protocol.Algorithm][]int{}
+	for group := range strings.SplitSeq(s, ";") {
+		group = strings.TrimSpace(group)
+		if group == "" {
+			continue
 		}
-		if slices.Contains(ns, n) {
-			return nil, fmt.Errorf("-elections: %d twice", n)
+		name, list, named := strings.Cut(group, "=")
+		if !named {
+			list = group
 		}
-		ns = append(ns, n)
+		var ns []int
+		for f := range strings.SplitSeq(list, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 16384 {
+				return nil, nil, fmt.Errorf("-elections: %q is not a number of elections from 1 to 16384", f)
+			}
+			if slices.Contains(ns, n) {
+				return nil, nil, fmt.Errorf("-elections: %d twice", n)
+			}
+			ns = append(ns, n)
+		}
+		slices.Sort(ns)
+		if !named {
+			if every != nil {
+				return nil, nil, fmt.Errorf("-elections: two lists without an algorithm")
+			}
+			every = ns
+			continue
+		}
+		alg := protocol.Algorithm(strings.TrimSpace(name))
+		if !slices.Contains(protocol.Algorithms, alg) || alg.NeedsKeys() {
+			return nil, nil, fmt.Errorf("-elections: %q is not bully, ring or paxos", alg)
+		}
+		if _, dup := own[alg]; dup {
+			return nil, nil, fmt.Errorf("-elections: two lists for %s", alg)
+		}
+		own[alg] = ns
 	}
-	slices.Sort(ns)
-	return ns, nil
+	return every, own, nil
 }
 
 // manyBound is how long n elections may take to agree, at the start or
@@ -603,8 +630,22 @@ func fetchMetricsURL(ctx context.Context, url string) (localcluster.Metrics, err
 func (e *environment) manyElections(ctx context.Context) ([]*manyResult, error) {
 	var all []*manyResult
 	var failed []string
+	// Fewest elections first, every algorithm at each: the largest,
+	// the likeliest not to settle, last.
+	var ns []int
 	for _, a := range manyAlgorithms(e.cfg.algorithms) {
-		for _, n := range e.cfg.elections {
+		for _, n := range e.cfg.electionsOf(a) {
+			if !slices.Contains(ns, n) {
+				ns = append(ns, n)
+			}
+		}
+	}
+	slices.Sort(ns)
+	for _, n := range ns {
+		for _, a := range manyAlgorithms(e.cfg.algorithms) {
+			if !slices.Contains(e.cfg.electionsOf(a), n) {
+				continue
+			}
 			if ctx.Err() != nil {
 				return all, ctx.Err()
 			}
@@ -621,10 +662,23 @@ func (e *environment) manyElections(ctx context.Context) ([]*manyResult, error) 
 			all = append(all, res)
 		}
 	}
+	// The table by algorithm, then by number.
+	slices.SortStableFunc(all, func(a, b *manyResult) int {
+		return slices.Index(e.cfg.algorithms, a.algorithm) - slices.Index(e.cfg.algorithms, b.algorithm)
+	})
 	if len(failed) > 0 {
 		return all, errors.New(strings.Join(failed, ", "))
 	}
 	return all, nil
+}
+
+// electionsOf are the numbers of elections of the many-elections
+// section for algorithm.
+func (c config) electionsOf(algorithm protocol.Algorithm) []int {
+	if ns, ok := c.electionsOwn[algorithm]; ok {
+		return ns
+	}
+	return c.elections
 }
 
 // viewsOf says what each process names as the leader of election c, as

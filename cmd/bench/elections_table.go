@@ -320,17 +320,17 @@ const manyIntro = `Five node processes (static members 1..5, default timing, ` +
 func manyBlock(cfg config, all []*manyResult, took time.Duration) string {
 	var b strings.Builder
 	b.WriteString(manySectionHeading + "\n\n")
-	var ns []string
-	for _, n := range cfg.elections {
-		ns = append(ns, thousands(n))
-	}
 	var algs []string
 	for _, a := range manyAlgorithms(cfg.algorithms) {
-		algs = append(algs, string(a))
+		var ns []string
+		for _, n := range cfg.electionsOf(a) {
+			ns = append(ns, thousands(n))
+		}
+		algs = append(algs, fmt.Sprintf("%s at %s elections", a, strings.Join(ns, ", ")))
 	}
-	fmt.Fprintf(&b, "Measured by `%s` on %s: %s, %d CPUs, Linux %s, %s; %s at %s elections; idle window %s. It took %s.\n\n",
+	fmt.Fprintf(&b, "Measured by `%s` on %s: %s, %d CPUs, Linux %s, %s; %s; idle window %s. It took %s.\n\n",
 		cfg.command, time.Now().UTC().Format("2006-01-02"), cpuModel(), runtime.NumCPU(), kernel(), runtime.Version(),
-		strings.Join(algs, ", "), strings.Join(ns, ", "), cfg.idle, took.Round(time.Second))
+		strings.Join(algs, "; "), cfg.idle, took.Round(time.Second))
 	b.WriteString(manyIntro + "\n\n")
 	b.WriteString(manyTable(all))
 	for _, r := range all {

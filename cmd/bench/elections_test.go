@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -14,27 +15,32 @@ import (
 
 func TestParseElections(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		want []int
-		err  string
+		in    string
+		every []int
+		own   map[protocol.Algorithm][]int
+		err   string
 	}{
-		{"", nil, ""},
-		{"none", nil, ""},
-		{"1000, 1,100", []int{1, 100, 1000}, ""},
-		{"0", nil, "not a number of elections"},
-		{"20000", nil, "not a number of elections"},
-		{"5,x", nil, "not a number of elections"},
-		{"5,5", nil, "5 twice"},
+		{"", nil, nil, ""},
+		{"none", nil, nil, ""},
+		{"1000, 1,100", []int{1, 100, 1000}, map[protocol.Algorithm][]int{}, ""},
+		{"1,100;bully=10000,1", []int{1, 100}, map[protocol.Algorithm][]int{protocol.Bully: {1, 10000}}, ""},
+		{"0", nil, nil, "not a number of elections"},
+		{"20000", nil, nil, "not a number of elections"},
+		{"5,x", nil, nil, "not a number of elections"},
+		{"5,5", nil, nil, "5 twice"},
+		{"1;2", nil, nil, "two lists without"},
+		{"byzantine=4", nil, nil, "not bully, ring or paxos"},
+		{"bully=1;bully=2", nil, nil, "two lists for bully"},
 	} {
-		got, err := parseElections(c.in)
+		every, own, err := parseElections(c.in)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("parseElections(%q) = %v, %v; want an error with %q", c.in, got, err, c.err)
+				t.Errorf("parseElections(%q) = %v, %v, %v; want an error with %q", c.in, every, own, err, c.err)
 			}
 			continue
 		}
-		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("parseElections(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		if err != nil || !slices.Equal(every, c.every) || !maps.EqualFunc(own, c.own, slices.Equal) {
+			t.Errorf("parseElections(%q) = %v, %v, %v; want %v, %v", c.in, every, own, err, c.every, c.own)
 		}
 	}
 }

@@ -82,6 +82,7 @@ type config struct {
 	// section (elections.go); electionsOnly says -elections was given,
 	// and the run measures that section alone.
 	elections     []int
+	electionsOwn  map[protocol.Algorithm][]int
 	electionsOnly bool
 	command       string // the command line, for benchmarks.md
 }
@@ -149,7 +150,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.logDir, "logs", "", "directory for node logs (default: a new temporary directory)")
 	fs.StringVar(&c.out, "out", "", "directory to write benchmarks.md into (default: none)")
 	fs.StringVar(&membership, "membership", membershipStatic, `clusters to measure, comma-separated: "static" (the main table), "dynamic" (members that come and go, ELECTION_MEMBERSHIP=dynamic; bully, ring and paxos), or both; with dynamic, -out writes only the section "Members that come and go" of benchmarks.md`)
-	fs.StringVar(&elections, "elections", "1,100", `numbers of elections of the many-elections section: 5 processes each in n elections, for bully, ring and paxos of -algorithms; given, the run measures that section alone and -out writes only it ("none" skips it)`)
+	fs.StringVar(&elections, "elections", "1,100", `numbers of elections of the many-elections section (5 processes each in n elections) for bully, ring and paxos of -algorithms, lists separated by ";": "n,n,…" for every algorithm without a list of its own, "algorithm=n,n,…" for one; given, the run measures that section alone and -out writes only it ("none" skips it)`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -158,11 +159,11 @@ func parseFlags(args []string) (config, error) {
 	}
 	c.command = strings.Join(append([]string{"bench"}, args...), " ")
 	var err error
-	if c.elections, err = parseElections(elections); err != nil {
+	if c.elections, c.electionsOwn, err = parseElections(elections); err != nil {
 		return c, err
 	}
 	fs.Visit(func(f *flag.Flag) { c.electionsOnly = c.electionsOnly || f.Name == "elections" })
-	if c.electionsOnly && len(c.elections) == 0 {
+	if c.electionsOnly && len(c.elections) == 0 && len(c.electionsOwn) == 0 {
 		c.electionsOnly = false
 	}
 	if c.static, c.dynamic, err = parseMembership(membership); err != nil {

@@ -26,6 +26,11 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
+// singleRounds is how many failovers the run at 1 election measures,
+// for the p90 the larger runs compare with: one election gives one
+// time per failover.
+const singleRounds = 10
+
 // manyMembers is the number of node processes of the many-elections
 // section; each takes part in every election.
 const manyMembers = 5
@@ -651,7 +656,7 @@ func (e *environment) manyElections(ctx context.Context) ([]*manyResult, error) 
 			}
 			rounds := 1
 			if n == 1 {
-				rounds = 5
+				rounds = singleRounds
 			}
 			fmt.Fprintf(e.out, "bench: %s, %d elections over %d processes\n", a, n, manyMembers)
 			res, err := e.measureElections(ctx, a, n, rounds)

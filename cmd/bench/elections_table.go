@@ -309,7 +309,7 @@ const manyIntro = `Five node processes (static members 1..5, default timing, ` +
 	"`election_batches_sent_total` and `election_batched_messages_total`. Failover: SIGKILL of the process that leads the " +
 	"most elections, then, for each election it led, the time until every survivor's `/elections` names the same new " +
 	"leader, seen by polling every process's `/elections` (the resolution, in the table, grows with n); at 1 election the " +
-	"failover is repeated 5 times (restart, agreement, kill). Observer lag: `observer_record_lag_seconds` over the " +
+	"failover is repeated 10 times (restart, agreement, kill). Observer lag: `observer_record_lag_seconds` over the " +
 	"failover, from its histogram buckets (interpolated). The references are **computed, not measured**: a Kubernetes " +
 	"Lease renews about 30 times a minute (client-go's 2 s retry period), n·30/60 writes/s into etcd (whose keepalives " +
 	"broke at 40–60k leases on three 8-core machines, etcd#11886); a NATS KV election writes its key once per renewal, " +

@@ -179,8 +179,9 @@ func (m *manyProc) running() bool {
 	}
 }
 
-// manyHTTP is the client of /elections: its answer is large with many
-// elections, and a loaded process may take long to give it.
+// manyHTTP is the client of /elections and /metrics: the answer is
+// large with many elections, and a loaded process may take seconds to
+// give it.
 var manyHTTP = &http.Client{
 	Timeout: 20 * time.Second,
 	Transport: &http.Transport{
@@ -349,7 +350,7 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 		return res, err
 	}
 	for _, p := range procs {
-		m, err := localcluster.FetchMetrics(ctx, localcluster.NewHTTPClient(), p.addr)
+		m, err := fetchMetricsURL(ctx, "http://"+p.addr+"/metrics")
 		if err != nil {
 			return res, fmt.Errorf("metrics of node %d: %w", p.id, err)
 		}
@@ -434,10 +435,9 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 
 // manyIdle measures res's idle figures over the -idle window.
 func (e *environment) manyIdle(ctx context.Context, res *manyResult, procs []*manyProc) error {
-	client := localcluster.NewHTTPClient()
 	counters := func() (sent, batches, batched float64) {
 		for _, p := range procs {
-			m, err := localcluster.FetchMetrics(ctx, client, p.addr)
+			m, err := fetchMetricsURL(ctx, "http://"+p.addr+"/metrics")
 			if err != nil {
 				continue
 			}

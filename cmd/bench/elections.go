@@ -540,7 +540,7 @@ func (e *environment) waitMany(ctx context.Context, res *manyResult, what string
 			return nil, at, fmt.Errorf("%s: %d elections not agreed after %s: %s", what, len(names)-len(leaders), res.bound, status)
 		}
 		if at.After(nextLine) {
-			fmt.Fprintf(os.Stderr, "bench: %s, %s: %s after %s\n", res.label(), what, status, at.Sub(t0).Round(time.Second))
+			fmt.Fprintf(os.Stderr, "bench: %s, %s: %s after %s; RSS %s, load %s\n", res.label(), what, status, at.Sub(t0).Round(time.Second), procsMemory(procs), loadAvg())
 			nextLine = at.Add(5 * time.Second)
 		}
 		if err := sleepCtx(ctx, res.poll); err != nil {
@@ -632,7 +632,9 @@ func fetchMetricsURL(ctx context.Context, url string) (localcluster.Metrics, err
 // manyAlgorithms at each number of cfg.elections, fewest first. The
 // error names the measurements that are incomplete; the results hold
 // what was measured of them.
-func (e *environment) manyElections(ctx context.Context) ([]*manyResult, error) {
+//
+// done, if not nil, is called with the results so far after each run.
+func (e *environment) manyElections(ctx context.Context, done func([]*manyResult)) ([]*manyResult, error) {
 	var all []*manyResult
 	var failed []string
 	// Fewest elections first, every algorithm at each: the largest,
@@ -665,12 +667,12 @@ func (e *environment) manyElections(ctx context.Context) ([]*manyResult, error) 
 				failed = append(failed, fmt.Sprintf("%s/%d elections", a, n))
 			}
 			all = append(all, res)
+			if done != nil {
+				done(e.cfg.byAlgorithm(all))
+			}
 		}
 	}
-	// The table by algorithm, then by number.
-	slices.SortStableFunc(all, func(a, b *manyResult) int {
-		return slices.Index(e.cfg.algorithms, a.algorithm) - slices.Index(e.cfg.algorithms, b.algorithm)
-	})
+	all = e.cfg.byAlgorithm(all)
 	if len(failed) > 0 {
 		return all, errors.New(strings.Join(failed, ", "))
 	}
@@ -701,4 +703,32 @@ func viewsOf(views []map[string]uint64, procs []*manyProc, c string) string {
 		}
 	}
 	return c + ": " + strings.Join(parts, ", ")
+}
+
+// byAlgorithm orders results as the table shows them: by algorithm (in
+// the order of -algorithms), then by number of elections.
+func (c config) byAlgorithm(results []*manyResult) []*manyResult {
+	out := slices.Clone(results)
+	slices.SortStableFunc(out, func(a, b *manyResult) int {
+		if d := slices.Index(c.algorithms, a.algorithm) - slices.Index(c.algorithms, b.algorithm); d != 0 {
+			return d
+		}
+		return a.n - b.n
+	})
+	return out
+}
+
+// procsMemory is the resident memory of the running processes of
+// procs, in MiB, for the progress lines.
+func procsMemory(procs []*manyProc) string {
+	var parts []string
+	for _, p := range procs {
+		if !p.running() {
+			continue
+		}
+		if rss, err := readRSS(p.p.Pid()); err == nil {
+			parts = append(parts, strconv.FormatInt(rss>>20, 10))
+		}
+	}
+	return strings.Join(parts, "/") + " MiB"
 }

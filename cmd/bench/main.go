@@ -347,7 +347,17 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	var many []*manyResult
 	if !cfg.dynamic || cfg.electionsOnly {
 		var err error
-		many, err = env.manyElections(ctx)
+		var partial func([]*manyResult)
+		if cfg.out != "" && cfg.electionsOnly {
+			// Written after each run: a later one that overloads the
+			// machine does not lose the earlier ones.
+			partial = func(so []*manyResult) {
+				if _, err := writeManyMarkdown(cfg, so, time.Since(started)); err != nil {
+					fmt.Fprintf(out, "bench: %v\n", err)
+				}
+			}
+		}
+		many, err = env.manyElections(ctx, partial)
 		if err != nil {
 			failed = append(failed, err.Error())
 		}

@@ -138,7 +138,8 @@ type manyResult struct {
 	killed      uint64        // the process killed
 	led         int           // the elections it led
 	failover    []time.Duration
-	unagreed    int // elections still without an agreed new leader at the bound
+	unagreed    int    // elections still without an agreed new leader at the bound
+	stopped     string // why the run stopped early (memory), "" if it did not
 	observerLag []float64
 	lagCount    int
 }
@@ -335,7 +336,7 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 	}
 	leaders, at, err := e.waitMany(ctx, res, "start", procs, names, 0, t0)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, errShortOfMemory) {
 			// What the processes cost while they do not settle.
 			if ierr := e.manyIdle(ctx, res, procs); ierr != nil {
 				fmt.Fprintf(e.out, "  idle, not settled: %v\n", ierr)
@@ -502,6 +503,9 @@ func (e *environment) waitMany(ctx context.Context, res *manyResult, what string
 	deadline := t0.Add(res.bound)
 	nextLine := t0.Add(5 * time.Second)
 	for {
+		if err := res.guardMemory(procs, t0); err != nil {
+			return nil, time.Now(), err
+		}
 		views, at := readAll(ctx, procs)
 		leaders := make(map[string]uint64, len(names))
 		without, split := 0, 0
@@ -559,6 +563,9 @@ func (e *environment) waitFailover(ctx context.Context, res *manyResult, survivo
 	nextLine := t0.Add(5 * time.Second)
 	for len(pending) > 0 {
 		if err := sleepCtx(ctx, res.poll); err != nil {
+			return took, len(pending), err
+		}
+		if err := res.guardMemory(survivors, t0); err != nil {
 			return took, len(pending), err
 		}
 		views, at := readAll(ctx, survivors)
@@ -731,4 +738,31 @@ func procsMemory(procs []*manyProc) string {
 		}
 	}
 	return strings.Join(parts, "/") + " MiB"
+}
+
+// memoryFloor is the memory the machine keeps available while many
+// elections run: below it, the run stops its processes rather than let
+// the machine run out (it is shared).
+const memoryFloor = 4 << 30
+
+// errShortOfMemory ends a run whose processes took the machine's
+// memory below memoryFloor.
+var errShortOfMemory = errors.New("stopped: the machine was short of memory")
+
+// guardMemory returns errShortOfMemory, with what the processes held,
+// once the machine has less than memoryFloor available; it records their
+// resident memory then in res.
+func (r *manyResult) guardMemory(procs []*manyProc, t0 time.Time) error {
+	avail := memAvailable()
+	if avail == 0 || avail >= memoryFloor {
+		return nil
+	}
+	r.rss = r.rss[:0]
+	for _, p := range procs {
+		if rss, err := readRSS(p.p.Pid()); err == nil {
+			r.rss = append(r.rss, rss)
+		}
+	}
+	r.stopped = fmt.Sprintf("stopped after %s: %d MiB available", time.Since(t0).Round(time.Second), avail>>20)
+	return fmt.Errorf("%w after %s: %d MiB available, the processes held %s", errShortOfMemory, time.Since(t0).Round(time.Second), avail>>20, procsMemory(procs))
 }

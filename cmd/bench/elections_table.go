@@ -147,6 +147,9 @@ func manyRows(all []*manyResult) []manyRow {
 	dash := "-"
 	return []manyRow{
 		{"start: until every election has an agreed leader", "", func(r *manyResult) string {
+			if r.start == 0 && r.stopped != "" {
+				return "did not settle; " + r.stopped
+			}
 			if r.start == 0 {
 				return fmt.Sprintf("did not settle within %s", r.bound.Round(time.Second))
 			}
@@ -178,7 +181,7 @@ func manyRows(all []*manyResult) []manyRow {
 			return fmt.Sprintf("%.1f%%", r.benchCPU)
 		}},
 		{"resident memory per process, mean (max)", "", func(r *manyResult) string {
-			if !measured(r) {
+			if len(r.rss) == 0 {
 				return dash
 			}
 			return fmt.Sprintf("%.1f (%.1f) MiB", float64(meanInt(r.rss))/(1<<20), float64(slices.Max(r.rss))/(1<<20))

@@ -126,15 +126,20 @@ func TestManyTable(t *testing.T) {
 		failover: []time.Duration{30 * time.Millisecond, 50 * time.Millisecond}, led: 210, killed: 2, loadAvg: "1.00 2.00 3.00"}
 	stuck := &manyResult{algorithm: protocol.Paxos, n: 10000, bound: 300 * time.Second, poll: 205 * time.Millisecond,
 		err: errors.New("start: 37 elections not agreed")}
-	table := manyTable([]*manyResult{one, many, stuck})
+	short := &manyResult{algorithm: protocol.Bully, n: 10000, bound: 300 * time.Second, poll: 205 * time.Millisecond,
+		stopped: "stopped after 3m0s: 4000 MiB available", rss: []int64{4 << 30, 4 << 30},
+		err: errShortOfMemory}
+	table := manyTable([]*manyResult{one, many, stuck, short})
 	for _, want := range []string{
-		"| | target | bully 1 | bully 1,000 | paxos 10,000 |",
+		"| | target | bully 1 | bully 1,000 | paxos 10,000 | bully 10,000 |",
 		"| did not settle within 5m0s |",
 		"| 190 / 210 / 6.3 |",
 		"| 22.0% (24.0%) |",
 		"| 102 KiB |",
 		"| 2.5× ✗ |",
-		"| 0.5 | 500 | 5000 |",
+		"| 0.5 | 500 | 5000 | 5000 |",
+		"| did not settle; stopped after 3m0s: 4000 MiB available |",
+		"| 4096.0 (4096.0) MiB |",
 		"| 1.00 2.00 3.00 |",
 	} {
 		if !strings.Contains(table, want) {

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/baton-election/baton/cmd/internal/procstat"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -514,7 +515,7 @@ func cpuBusy(stat string) (time.Duration, error) {
 			ticks += v
 		}
 	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
+	return time.Duration(ticks) * time.Second / procstat.UserHZ, nil
 }
 
 // cpuUse is what the machine and this process with its children (those

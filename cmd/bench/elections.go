@@ -23,6 +23,7 @@ import (
 
 	"github.com/baton-election/baton/cmd/internal/freeport"
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/cmd/internal/procstat"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -448,15 +449,15 @@ func (e *environment) manyIdle(ctx context.Context, res *manyResult, procs []*ma
 		}
 		return
 	}
-	var before []cpuTime
+	var before []procstat.CPUTime
 	for _, p := range procs {
-		c, err := readCPU(p.p.Pid())
+		c, err := procstat.ReadCPU(p.p.Pid())
 		if err != nil {
 			return err
 		}
 		before = append(before, c)
 	}
-	self0, err := readCPU(os.Getpid())
+	self0, err := procstat.ReadCPU(os.Getpid())
 	if err != nil {
 		return err
 	}
@@ -467,19 +468,19 @@ func (e *environment) manyIdle(ctx context.Context, res *manyResult, procs []*ma
 		return err
 	}
 	for i, p := range procs {
-		c, err := readCPU(p.p.Pid())
+		c, err := procstat.ReadCPU(p.p.Pid())
 		if err != nil {
 			return err
 		}
-		res.cpu = append(res.cpu, c.share(before[i]))
-		rss, err := readRSS(p.p.Pid())
+		res.cpu = append(res.cpu, c.Share(before[i]))
+		rss, err := procstat.ReadRSS(p.p.Pid())
 		if err != nil {
 			return err
 		}
 		res.rss = append(res.rss, rss)
 	}
-	self1, _ := readCPU(os.Getpid())
-	res.benchCPU = self1.share(self0)
+	self1, _ := procstat.ReadCPU(os.Getpid())
+	res.benchCPU = self1.Share(self0)
 	v1, _ := e.ns.Varz(nil)
 	sent1, batches1, batched1 := counters()
 	wall := time.Since(t0).Seconds()
@@ -733,7 +734,7 @@ func procsMemory(procs []*manyProc) string {
 		if !p.running() {
 			continue
 		}
-		if rss, err := readRSS(p.p.Pid()); err == nil {
+		if rss, err := procstat.ReadRSS(p.p.Pid()); err == nil {
 			parts = append(parts, strconv.FormatInt(rss>>20, 10))
 		}
 	}
@@ -759,7 +760,7 @@ func (r *manyResult) guardMemory(procs []*manyProc, t0 time.Time) error {
 	}
 	r.rss = r.rss[:0]
 	for _, p := range procs {
-		if rss, err := readRSS(p.p.Pid()); err == nil {
+		if rss, err := procstat.ReadRSS(p.p.Pid()); err == nil {
 			r.rss = append(r.rss, rss)
 		}
 	}

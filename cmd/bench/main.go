@@ -51,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/baton-election/baton/cmd/internal/procstat"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -389,8 +390,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		// The observers still run: their CPU is the benchmark's.
 		var observers time.Duration
 		for _, o := range env.observers {
-			if c, err := readCPU(o.cmd.Process.Pid); err == nil {
-				observers += time.Duration(c.ticks) * time.Second / userHZ
+			if c, err := procstat.ReadCPU(o.cmd.Process.Pid); err == nil {
+				observers += time.Duration(c.Ticks) * time.Second / procstat.UserHZ
 			}
 		}
 		path, err := writeDynMarkdown(cfg, results, dyns, time.Since(started), use.othersSince(observers))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/baton-election/baton/cmd/internal/freeport"
 	"github.com/baton-election/baton/cmd/internal/localcluster"
+	"github.com/baton-election/baton/cmd/internal/procstat"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -673,9 +674,9 @@ func (e *environment) measure(ctx context.Context, algorithm protocol.Algorithm,
 // CPU share and resident memory and the cluster's steady messages per
 // second.
 func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*localcluster.Node) error {
-	var before []cpuTime
+	var before []procstat.CPUTime
 	for _, n := range nodes {
-		c, err := readCPU(n.Pid())
+		c, err := procstat.ReadCPU(n.Pid())
 		if err != nil {
 			return err
 		}
@@ -693,12 +694,12 @@ func (e *environment) idle(ctx context.Context, res *result, w *wire, nodes []*l
 	}
 	s1 := e.snapshot(w)
 	for i, n := range nodes {
-		c, err := readCPU(n.Pid())
+		c, err := procstat.ReadCPU(n.Pid())
 		if err != nil {
 			return err
 		}
-		res.idleCPU = append(res.idleCPU, c.share(before[i]))
-		rss, err := readRSS(n.Pid())
+		res.idleCPU = append(res.idleCPU, c.Share(before[i]))
+		rss, err := procstat.ReadRSS(n.Pid())
 		if err != nil {
 			return err
 		}

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/baton-election/baton/cmd/internal/procstat"
 )
 
 // usage is what one process used, measured at the end.
@@ -46,7 +45,7 @@ func (s *soak) measureEnd(ctx context.Context) {
 		}
 	}
 	self := &proc{name: "soak", started: s.begin}
-	before := make([]cpuTime, len(targets)+1)
+	before := make([]procstat.CPUTime, len(targets)+1)
 	errs := make([]error, len(targets)+1)
 	pids := make([]int, len(targets)+1)
 	for i, t := range targets {
@@ -54,7 +53,7 @@ func (s *soak) measureEnd(ctx context.Context) {
 	}
 	pids[len(targets)] = os.Getpid()
 	for i, pid := range pids {
-		before[i], errs[i] = readCPU(pid)
+		before[i], errs[i] = procstat.ReadCPU(pid)
 	}
 	s.sleep(ctx, measureWindow)
 	for i, pid := range pids {
@@ -63,16 +62,16 @@ func (s *soak) measureEnd(ctx context.Context) {
 			name, started = targets[i].name, targets[i].p.started
 		}
 		u := usage{name: name, pid: pid, err: errs[i]}
-		after, err := readCPU(pid)
+		after, err := procstat.ReadCPU(pid)
 		if u.err == nil {
 			u.err = err
 		}
 		if u.err == nil {
-			u.recent = after.share(before[i])
-			if wall := after.at.Sub(started).Seconds(); wall > 0 {
-				u.average = 100 * float64(after.ticks) / userHZ / wall
+			u.recent = after.Share(before[i])
+			if wall := after.At.Sub(started).Seconds(); wall > 0 {
+				u.average = 100 * float64(after.Ticks) / procstat.UserHZ / wall
 			}
-			u.rss, u.err = readRSS(pid)
+			u.rss, u.err = procstat.ReadRSS(pid)
 		}
 		s.usage = append(s.usage, u)
 	}
@@ -153,70 +152,3 @@ func (s *soak) presentLocked() []*member {
 
 // numCPU is the number of CPUs this process may use.
 func numCPU() int { return runtime.NumCPU() }
-
-// The reading of /proc below is cmd/bench's (proc.go), which is in
-// another command.
-
-// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on
-// Linux whatever the kernel's own tick.
-const userHZ = 100
-
-// cpuTime is a process's CPU time so far, and when it was read.
-type cpuTime struct {
-	ticks int64 // user + system, in 1/userHZ s
-	at    time.Time
-}
-
-// share is the CPU used since before, in percent of one core.
-func (c cpuTime) share(before cpuTime) float64 {
-	wall := c.at.Sub(before.at).Seconds()
-	if wall <= 0 {
-		return 0
-	}
-	return 100 * float64(c.ticks-before.ticks) / userHZ / wall
-}
-
-// readCPU reads the CPU time of process pid from /proc.
-func readCPU(pid int) (cpuTime, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return cpuTime{}, err
-	}
-	// The command name, in parentheses, may hold spaces: fields count from
-	// after its closing parenthesis.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return cpuTime{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	fields := strings.Fields(string(data[i+1:]))
-	// fields[0] is the state (field 3); utime and stime are fields 14 and 15.
-	if len(fields) < 13 {
-		return cpuTime{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return cpuTime{}, fmt.Errorf("/proc/%d/stat: bad CPU times %q %q", pid, fields[11], fields[12])
-	}
-	return cpuTime{ticks: utime + stime, at: time.Now()}, nil
-}
-
-// readRSS reads the resident memory of process pid, in bytes.
-func readRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q", pid, rest)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
-}

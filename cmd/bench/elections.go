@@ -37,9 +37,10 @@ const singleRounds = 10
 const manyMembers = 5
 
 // defaultElections are the numbers of elections the default benchmark
-// measures: those this 2-core machine runs beside everything else in a
-// few seconds each. 1000 and 10000 are for -elections.
-var defaultElections = []int{1, 100}
+// measures (-elections' default): those this 2-core machine runs beside
+// everything else in a few seconds each. 1000 and 10000 are for
+// -elections.
+const defaultElections = "1,100"
 
 // manyAlgorithms are the algorithms of algorithms that the many-elections
 // section measures: byzantine's member keys are per cluster, which many

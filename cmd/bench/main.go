@@ -151,7 +151,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.logDir, "logs", "", "directory for node logs (default: a new temporary directory)")
 	fs.StringVar(&c.out, "out", "", "directory to write benchmarks.md into (default: none)")
 	fs.StringVar(&membership, "membership", membershipStatic, `clusters to measure, comma-separated: "static" (the main table), "dynamic" (members that come and go, ELECTION_MEMBERSHIP=dynamic; bully, ring and paxos), or both; with dynamic, -out writes only the section "Members that come and go" of benchmarks.md`)
-	fs.StringVar(&elections, "elections", "1,100", `numbers of elections of the many-elections section (5 processes each in n elections) for bully, ring and paxos of -algorithms, lists separated by ";": "n,n,…" for every algorithm without a list of its own, "algorithm=n,n,…" for one; given, the run measures that section alone and -out writes only it ("none" skips it)`)
+	fs.StringVar(&elections, "elections", defaultElections, `numbers of elections of the many-elections section (5 processes each in n elections) for bully, ring and paxos of -algorithms, lists separated by ";": "n,n,…" for every algorithm without a list of its own, "algorithm=n,n,…" for one; given, the run measures that section alone and -out writes only it ("none" skips it)`)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

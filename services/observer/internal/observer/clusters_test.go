@@ -148,8 +148,10 @@ func TestMaxClustersOverNATS(t *testing.T) {
 	announce(t, nc, announcement("b", 1, 1, t0))
 	announce(t, nc, announcement("c", 1, 1, t0))
 	announce(t, nc, announcement("a", 2, 2, t0.Add(time.Second)))
-	broadcast(t, nc, "d", protocol.TypeHeartbeat, 1, 1)
+	// The stream's announcements first, in order (a, b, c refused, a):
+	// a live message heard before them would take b's or c's place.
 	o.waitFor(t, "term 2 of a", func() bool { return o.leaderships("a") == 2 })
+	broadcast(t, nc, "d", protocol.TypeHeartbeat, 1, 1)
 	o.waitFor(t, "the refusals counted", func() bool {
 		return counter(o.metrics.announcements.WithLabelValues(resultRefused)) == 1 &&
 			counter(o.metrics.clustersRefused.WithLabelValues(sourceLive)) >= 1

@@ -619,6 +619,12 @@ func spliceDynBlock(doc, block string) string {
 // keepDynSection carries the section of members that come and go of the
 // benchmarks.md at path, if any, into doc, its new content.
 func keepDynSection(path string, doc []byte) ([]byte, error) {
+	return keepSection(path, doc, dynSectionHeading)
+}
+
+// keepSection carries the section under heading of the benchmarks.md at
+// path, if any, into doc, its new content.
+func keepSection(path string, doc []byte, heading string) ([]byte, error) {
 	old, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return doc, nil
@@ -626,11 +632,11 @@ func keepDynSection(path string, doc []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	start, end, ok := section(string(old), dynSectionHeading)
+	start, end, ok := section(string(old), heading)
 	if !ok {
 		return doc, nil
 	}
-	return []byte(insertSection(string(doc), dynSectionHeading, string(old[start:end]))), nil
+	return []byte(insertSection(string(doc), heading, string(old[start:end]))), nil
 }
 
 // writeDynMarkdown writes this run's block into the section of members

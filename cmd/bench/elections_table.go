@@ -366,16 +366,5 @@ func writeManyMarkdown(cfg config, all []*manyResult, took time.Duration) (strin
 // keepManySection carries the many-elections section of the
 // benchmarks.md at path, if any, into doc, its new content.
 func keepManySection(path string, doc []byte) ([]byte, error) {
-	old, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return doc, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	start, end, ok := section(string(old), manySectionHeading)
-	if !ok {
-		return doc, nil
-	}
-	return []byte(insertSection(string(doc), manySectionHeading, string(old[start:end]))), nil
+	return keepSection(path, doc, manySectionHeading)
 }

@@ -1,6 +1,7 @@
 package natstransport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -415,5 +416,47 @@ func TestSharedSettleDeliversWhatWasSent(t *testing.T) {
 	shared.settleMu.Unlock()
 	if rounds > 3*elections {
 		t.Errorf("%d rounds for %d settles", rounds, 3*elections)
+	}
+}
+
+// Elections that enqueue at once, each message large, never make a batch
+// larger than a reader takes: each that leaves reads whole, and every
+// message is in one.
+func TestSharedBatchesStayWithinBounds(t *testing.T) {
+	url := batontest.StartNATS(t)
+	nc := batontest.Connect(t, url, nats.NoEcho())
+	reader := batontest.Connect(t, url)
+	got := make(chan *nats.Msg, 1024)
+	if _, err := reader.ChanSubscribe(protocol.BatchSubject("bounds-0"), got); err != nil {
+		t.Fatal(err)
+	}
+	reader.Flush()
+	shared, err := NewShared(nc, SharedConfig{Conn: "bounds-0", ID: 1, Batch: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte("x"), 60<<10)
+	const writers, each = 8, 10
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for range each {
+				shared.enqueue(fmt.Sprintf("bounds-%d", w), msg)
+			}
+		})
+	}
+	wg.Wait()
+	shared.flush()
+	nc.Flush()
+	entries := 0
+	for entries < writers*each {
+		select {
+		case m := <-got:
+			if err := protocol.ReadBatch(m.Data, protocol.MaxCertifiedPayload, func(string, []byte) bool { entries++; return true }); err != nil {
+				t.Fatalf("a batch of %d bytes does not read: %v", len(m.Data), err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d messages arrived in batches", entries, writers*each)
+		}
 	}
 }

@@ -280,13 +280,19 @@ func (s *Shared) batched() bool { return s.cfg.Batch > 0 }
 // filled, which leaves within the batch window; a batch that would exceed
 // protocol.MaxBatchPayload or protocol.MaxBatchEntries leaves first.
 func (s *Shared) enqueue(cluster string, msg []byte) {
-	s.batchMu.Lock()
-	full := len(s.batch)+protocol.BatchEntrySize(cluster, len(msg)) > protocol.MaxBatchPayload || s.entries == protocol.MaxBatchEntries
-	s.batchMu.Unlock()
-	if full {
-		s.flush()
+	size := protocol.BatchEntrySize(cluster, len(msg))
+	for {
+		s.batchMu.Lock()
+		room := len(s.batch) + size
+		if len(s.batch) == 0 {
+			room++ // the version byte
+		}
+		if s.entries == 0 || room <= protocol.MaxBatchPayload && s.entries < protocol.MaxBatchEntries {
+			break // with the lock: the check and the append are one step
+		}
+		s.batchMu.Unlock()
+		s.flush() // in order, before what is appended after
 	}
-	s.batchMu.Lock()
 	s.batch = protocol.AppendBatchEntry(s.batch, cluster, msg)
 	s.entries++
 	first := s.entries == 1

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -60,11 +61,28 @@ type GroupConfig struct {
 	// the members' keys, as in the elections' Config; both or neither.
 	Signer *protocol.Signer
 	Keys   *protocol.MemberKeys
+	// Beat is how often the process says that it is alive, once for all
+	// its elections (protocol.BeatSubject), and BeatTimeout how long a
+	// member heard beating may fall silent before each election is told
+	// that it is down, as when its connection closes
+	// (natstransport.SharedConfig.Beat). Zero Beat: no beats. With beats,
+	// a Bully or ring election's heartbeats, leader time-out and presence
+	// interval are BeatBackstop times its Config's: its failures are
+	// found by the beats and the connection events, and its own
+	// heartbeats are the backstop (a process whose elections' loops stop
+	// while it still beats). Paxos and byzantine elections keep their
+	// timing: their heartbeats renew leases.
+	Beat, BeatTimeout time.Duration
 	// ShutdownTimeout bounds the drain of the connection once every
 	// election has left; DefaultShutdownTimeout if zero.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
 }
+
+// BeatBackstop is how many times slower than configured a Bully or ring
+// election of a Group with beats sends its heartbeats, times out its
+// leader, and says that it is present (GroupConfig.Beat).
+const BeatBackstop = 10
 
 // Group runs the elections that one member takes part in over one NATS
 // connection: each is a Node of its own (its cluster's subjects, terms,
@@ -121,6 +139,9 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	if cfg.ShutdownTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative shutdown timeout", ErrConfig)
 	}
+	if cfg.Beat < 0 || cfg.Beat > 0 && cfg.BeatTimeout <= cfg.Beat {
+		return nil, fmt.Errorf("%w: beat interval %v and time-out %v: the time-out must exceed the interval", ErrConfig, cfg.Beat, cfg.BeatTimeout)
+	}
 	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -129,6 +150,7 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 		Conn: cfg.Conn, ID: cfg.ID, ConnectionEvents: cfg.ConnectionEvents == ConnectionEventsAuto,
 		Probe: cfg.Probe, ProbeTimeout: DefaultLearnTimeout, Logger: cfg.Logger,
 		Batch: cfg.Batch, Signer: cfg.Signer, Keys: cfg.Keys,
+		Beat: cfg.Beat, BeatTimeout: cfg.BeatTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -156,7 +178,11 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batched_messages_total", Help: "Messages of the elections that left in batches."},
 			func() float64 { _, m := shared.Batches(); return float64(m) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batches_dropped_total", Help: "Batches received and dropped whole: their signature or their framing did not hold."},
-			func() float64 { return float64(shared.Refused()) }))
+			func() float64 { return float64(shared.Refused()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_lost_total", Help: "Members whose beats stopped for the beat time-out: each of the process's elections was told that the member is down."},
+			func() float64 { lost, _ := shared.Beats(); return float64(lost) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_dropped_total", Help: "Beats received and dropped: undecodable, not signed by the member they name, out of date or replayed."},
+			func() float64 { _, refused := shared.Beats(); return float64(refused) }))
 	return g, nil
 }
 
@@ -193,6 +219,9 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 	}
 	cfg.Probe = nil // the group probes, once
 	setDefault(&cfg.InboxSize, DefaultGroupInboxSize)
+	if g.cfg.Beat > 0 {
+		cfg.Election.Timing = backstop(cfg.Algorithm, cfg.Election.Timing)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
@@ -215,6 +244,19 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 		g.start(e)
 	}
 	return n, nil
+}
+
+// backstop is the timing of an election of algorithm in a group with
+// beats: a Bully or ring election's heartbeats, leader time-out and
+// presence interval BeatBackstop times t's (GroupConfig.Beat).
+func backstop(algorithm protocol.Algorithm, t election.Timing) election.Timing {
+	switch algorithm {
+	case protocol.Bully, protocol.Ring:
+		t.HeartbeatTicks *= BeatBackstop
+		t.LeaderTimeoutTicks *= BeatBackstop
+		t.PresenceTicks *= BeatBackstop
+	}
+	return t
 }
 
 // start runs e's node under the group's context; g.mu is held.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node/transport"
 )
 
 // lateTicks bounds how late, in ticks, the loop may reach a deadline of
@@ -28,6 +29,9 @@ const (
 	// suspectClosed: a connection event reported the leader's connection
 	// closed.
 	suspectClosed = "connection_closed"
+	// suspectBeatsLost: the beats of the leader's process stopped
+	// (transport.PeerSilent).
+	suspectBeatsLost = "beats_lost"
 )
 
 // Outcomes of election_leader_probes_total.
@@ -71,6 +75,9 @@ type health struct {
 		at, heard      time.Time // heard: the leader's last message then
 		late, withheld time.Duration
 	}
+	// down is the last report of a member down (transport.PeerDown or
+	// PeerSilent), which tells why its leadership was given up.
+	down transport.Inbound
 }
 
 // atDeadline notes the evidence as it stands at now, when the loop gives
@@ -193,7 +200,10 @@ func (n *Node) lateBound() time.Duration { return n.ticks(lateTicks) }
 func (n *Node) suspected(kind election.EventKind, leader, term uint64) {
 	now := time.Now()
 	h := &n.health
-	reason := suspectClosed
+	reason, msg := suspectClosed, "leader's connection closed"
+	if h.down.Kind == transport.PeerSilent && h.down.Peer == leader {
+		reason, msg = suspectBeatsLost, "leader's process fell silent"
+	}
 	late, withheld := h.late, h.withheld
 	ago, heard := h.heardAgo(leader, now)
 	if kind == election.LeaderTimedOut {
@@ -209,7 +219,6 @@ func (n *Node) suspected(kind election.EventKind, leader, term uint64) {
 		}
 	}
 	n.metrics.suspicions.WithLabelValues(reason).Inc()
-	msg := "leader's connection closed"
 	if kind == election.LeaderTimedOut {
 		msg = "leader timed out"
 	}

@@ -318,8 +318,9 @@ func (n *Node) handle(in transport.Inbound) {
 	n.metrics.loopLag.Observe(lag.Seconds())
 	n.health.loopLag.note(now, lag)
 	switch in.Kind {
-	case transport.PeerDown:
-		n.log.Debug("peer's connection closed", "peer", in.Peer)
+	case transport.PeerDown, transport.PeerSilent:
+		n.log.Debug("peer down", "peer", in.Peer, "silent", in.Kind == transport.PeerSilent)
+		n.health.down = in
 		n.drv.PeerDown(in.Peer)
 	case transport.Unreachable:
 		n.metrics.unreachable.Inc()

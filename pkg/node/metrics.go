@@ -136,7 +136,7 @@ func newMetrics() *metrics {
 		}),
 		suspicions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "election_suspicions_total",
-			Help: "Times this node gave up on its leader, by reason: leader_silent (its time-out, this node on time), node_late (its time-out while this node was late itself), connection_closed (a connection event).",
+			Help: "Times this node gave up on its leader, by reason: leader_silent (its time-out, this node on time), node_late (its time-out while this node was late itself), connection_closed (a connection event), beats_lost (the beats of the leader's process stopped, with several elections).",
 		}, []string{"reason"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "election_leader_probes_total",
@@ -182,7 +182,7 @@ func newMetrics() *metrics {
 	for _, r := range protocol.Reasons {
 		m.dropped.WithLabelValues(string(r))
 	}
-	for _, r := range []string{suspectSilent, suspectLate, suspectClosed} {
+	for _, r := range []string{suspectSilent, suspectLate, suspectClosed, suspectBeatsLost} {
 		m.suspicions.WithLabelValues(r)
 	}
 	for _, o := range []string{probeSent, probeAnswered} {

@@ -198,6 +198,8 @@ func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Ha
 	g, err := node.NewGroup(nc, node.GroupConfig{
 		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
 		Signer: c.signer, Keys: c.keys, Batch: c.batch(),
+		Beat:        time.Duration(c.timing.HeartbeatTicks) * c.Tick,
+		BeatTimeout: time.Duration(c.timing.LeaderTimeoutTicks) * c.Tick,
 	})
 	if err != nil {
 		return nil, nil, err

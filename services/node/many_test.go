@@ -141,3 +141,89 @@ func TestBinaryManyElections(t *testing.T) {
 		}
 	}
 }
+
+// A process of several elections that hangs, its connection open (SIGSTOP),
+// has its beats stop: the other processes tell each of their elections that
+// it is down, and every election it led is led again by one of them,
+// without waiting for each election's own (backstop) time-out.
+func TestBinaryManyElectionsHang(t *testing.T) {
+	bin := batontest.BuildBinary(t, ".")
+	url := batontest.StartNATS(t, batontest.WithAccounts())
+	var clusters []string
+	for i := range 16 {
+		clusters = append(clusters, fmt.Sprintf("shard-%d", i))
+	}
+	bases := make(map[uint64]string)
+	cmds := make(map[uint64]*exec.Cmd)
+	for id := uint64(1); id <= 3; id++ {
+		cmds[id], bases[id] = startBinary(t, bin, map[string]string{
+			"NATS_URL": url, "NATS_USER": natsconf.NodeUser, "NATS_PASSWORD": natsconf.LocalPasswords.Node,
+			"NODE_ID": fmt.Sprint(id), "NODE_PEERS": "1,2,3", "ELECTION_CLUSTERS": "shard-{0..15}",
+			"HTTP_ADDR": "127.0.0.1:0", "ELECTION_DATA": t.TempDir(),
+		})
+	}
+	leaders := agreed(t, bases, clusters, 1, 2, 3)
+	led := make(map[uint64]int)
+	for _, l := range leaders {
+		led[l]++
+	}
+	victim := uint64(1)
+	for id := uint64(2); id <= 3; id++ {
+		if led[id] > led[victim] {
+			victim = id
+		}
+	}
+	if err := cmds[victim].Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmds[victim].Process.Signal(syscall.SIGCONT) })
+	delete(bases, victim)
+	var alive []uint64
+	for id := range bases {
+		alive = append(alive, id)
+	}
+	after := agreed(t, bases, clusters, alive...)
+	for c, l := range leaders {
+		if l != victim && after[c] != l {
+			t.Errorf("%s: led by %d, which stayed, but now by %d", c, l, after[c])
+		}
+	}
+	for _, id := range alive {
+		metrics := scrape(t, bases[id])
+		if v := metricValue(metrics, "election_beats_lost_total"); v < 1 {
+			t.Errorf("member %d: election_beats_lost_total %v, want at least 1", id, v)
+		}
+		if v := metricValue(metrics, `election_suspicions_total{reason="beats_lost"}`); v < 1 && led[victim] > 0 {
+			t.Errorf("member %d followed member %d in %d elections, and gave up on none for its beats", id, victim, led[victim])
+		}
+	}
+}
+
+// scrape reads GET /metrics of the node at base.
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// metricValue is the value of series (its name and labels as exposed) in
+// a Prometheus text exposition, or -1.
+func metricValue(text, series string) float64 {
+	for line := range strings.SplitSeq(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}

@@ -52,6 +52,12 @@ type Shared struct {
 	batchedOut atomic.Uint64 // messages in them
 	refused    atomic.Uint64 // batches received and dropped whole
 
+	// The beats followed (beat.go), the members found silent and the
+	// beats dropped.
+	beats        beats
+	beatsLost    atomic.Uint64
+	beatsRefused atomic.Uint64
+
 	// inbox is where the elections' subscriptions deliver (ChanSubscribe):
 	// one goroutine, dispatch, hands each message to its subscription's
 	// handler, instead of a goroutine per subscription (eight an
@@ -92,7 +98,15 @@ type SharedConfig struct {
 	// neither.
 	Signer *protocol.Signer
 	Keys   *protocol.MemberKeys
-	Logger *slog.Logger
+	// Beat is how often this process says that it is alive
+	// (protocol.BeatSubject), and BeatTimeout how long a member heard
+	// beating may fall silent before every election is told that it is
+	// down, as when its connection closes (beat.go). Zero Beat: no beats
+	// are sent or followed. MaxAge bounds how far a beat's time may be
+	// from this process's clock; DefaultMaxAge if zero.
+	Beat, BeatTimeout time.Duration
+	MaxAge            time.Duration
+	Logger            *slog.Logger
 }
 
 // SharedInboxSize bounds the messages of a Shared connection's elections
@@ -117,7 +131,14 @@ func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
 		return nil, errors.New("natstransport: a signer needs the members' keys, and they need it")
 	}
 	setDefault(&cfg.Batch, DefaultBatchWindow)
-	return &Shared{nc: nc, cfg: cfg, log: cfg.Logger, adapters: make(map[*Adapter]struct{}), clusters: make(map[string]*Adapter),
+	setDefault(&cfg.MaxAge, DefaultMaxAge)
+	if cfg.Beat < 0 || cfg.BeatTimeout < 0 || cfg.MaxAge < 0 {
+		return nil, errors.New("natstransport: negative beat interval, beat time-out or age")
+	}
+	if cfg.Beat > 0 && cfg.BeatTimeout <= cfg.Beat {
+		return nil, fmt.Errorf("natstransport: beat time-out %v must exceed the beat interval %v", cfg.BeatTimeout, cfg.Beat)
+	}
+	return &Shared{beats: beats{members: make(map[uint64]*beatOf)}, nc: nc, cfg: cfg, log: cfg.Logger, adapters: make(map[*Adapter]struct{}), clusters: make(map[string]*Adapter),
 		seen: make(chan struct{}), wake: make(chan struct{}, 1),
 		inbox: make(chan *nats.Msg, SharedInboxSize), handlers: make(map[*nats.Subscription]nats.MsgHandler),
 		markers: make(map[*nats.Msg]chan struct{}), closed: make(chan struct{})}, nil
@@ -126,7 +147,8 @@ func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {
 // Start subscribes to the batches and, unless they are off, to the
 // connection events, checks beside the elections that the server
 // delivers these (the probe of Config.Probe), and starts sending the
-// batches. Stop ends it.
+// batches and, with SharedConfig.Beat, sending and following the beats.
+// Stop ends it.
 func (s *Shared) Start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -139,6 +161,13 @@ func (s *Shared) Start() error {
 	}
 	if s.cfg.Batch > 0 {
 		s.wg.Go(func() { s.flushEvery(ctx) })
+	}
+	if s.beating() {
+		if err := s.subscribe(protocol.BeatSubject(s.cfg.Conn), s.onBeat); err != nil {
+			s.Stop()
+			return err
+		}
+		s.wg.Go(func() { s.beatEvery(ctx) })
 	}
 	if !s.cfg.ConnectionEvents {
 		s.log.Info("connection events off: failures are detected by heartbeats alone")

@@ -89,6 +89,10 @@ const (
 	Unreachable
 	// PeerDown: a member's connection closed.
 	PeerDown
+	// PeerSilent: a member's process fell silent: its beats, which stand
+	// for all its elections, stopped (natstransport's Shared beats). The
+	// machine takes it as PeerDown.
+	PeerSilent
 )
 
 // Inbound is one thing the network brought to the node, with the time it
@@ -96,7 +100,7 @@ const (
 type Inbound struct {
 	Kind Kind
 	Msg  protocol.Message // of a Message
-	Peer uint64           // of Unreachable and PeerDown
+	Peer uint64           // of Unreachable, PeerDown and PeerSilent
 	At   time.Time        // on the monotonic clock
 }
 
@@ -141,7 +145,7 @@ func NewLanes(size int, meter Meter) *Lanes {
 // full; it reports whether in was queued.
 func (l *Lanes) Deliver(in Inbound) bool {
 	lane := l.others
-	if in.Kind == PeerDown || (in.Kind == Message && Claim(in.Msg)) {
+	if in.Kind == PeerDown || in.Kind == PeerSilent || (in.Kind == Message && Claim(in.Msg)) {
 		lane = l.claims
 	}
 	select {

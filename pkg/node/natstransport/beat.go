@@ -1,0 +1,205 @@
+package natstransport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/baton-election/baton/pkg/node/transport"
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// The beats of a Shared connection (SharedConfig.Beat): the process says
+// every Beat that it is alive (protocol.BeatSubject), whatever the number
+// of its elections, and follows the beats of the deployment's other
+// processes. A member heard beating that falls silent for its time-out
+// is reported down to every election of the process (transport.PeerSilent,
+// which the machine takes as when its connection closes): the elections a hung process leads fail
+// over together, found by one timer instead of one per election.
+//
+// A member's time-out is the larger of BeatTimeout and twice the longest
+// gap between its beats lately (a peak that halves about every 14 beats),
+// so that a member whose beats arrive irregularly gets more time. Before
+// reporting, the process settles its connection (what its socket holds
+// is read first), and a round of its own that comes two intervals late
+// reports nobody: the silence was its own.
+
+// DefaultMaxAge is SharedConfig.MaxAge's default: as for the elections'
+// messages (node.DefaultMaxMessageAge).
+const DefaultMaxAge = 2 * time.Second
+
+// maxBeatMembers bounds the members whose beats a process follows; a
+// member beyond it is not followed until another leaves.
+const maxBeatMembers = 1024
+
+// beatForget is how long after a member was reported down the process
+// forgets it (it left for good); a beat brings it back.
+const beatForget = time.Minute
+
+// peakDecay is how much of a member's peak gap remains after each beat.
+const peakDecay = 0.95
+
+// beatOf is what a process knows of one member's beats.
+type beatOf struct {
+	arrived time.Time     // when its last beat arrived
+	sent    time.Time     // the time its last beat carries
+	peak    time.Duration // the longest gap between its beats, decaying
+	down    bool          // reported down since its last beat
+}
+
+// beats are the beats followed, by member.
+type beats struct {
+	mu      sync.Mutex
+	members map[uint64]*beatOf
+}
+
+// beating reports whether the process sends and follows beats.
+func (s *Shared) beating() bool { return s.cfg.Beat > 0 }
+
+// beatEvery sends a beat every Beat and reports the members fallen
+// silent, until ctx ends.
+func (s *Shared) beatEvery(ctx context.Context) {
+	ticker := time.NewTicker(s.cfg.Beat)
+	defer ticker.Stop()
+	s.sendBeat()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		s.sendBeat()
+		now := time.Now()
+		late := now.Sub(last) > 2*s.cfg.Beat // this process stalled
+		last = now
+		if late || len(s.silent(now)) == 0 {
+			continue
+		}
+		s.settle() // what the socket holds counts first
+		for _, id := range s.silent(time.Now()) {
+			s.lost(id)
+		}
+	}
+}
+
+// sendBeat publishes this process's beat, signed with the signer.
+func (s *Shared) sendBeat() {
+	out := &nats.Msg{Subject: protocol.BeatSubject(s.cfg.Conn), Data: protocol.AppendBeat(nil, protocol.Beat{From: s.cfg.ID, Sent: time.Now()})}
+	if s.cfg.Signer != nil {
+		out.Header = s.cfg.Signer.Header(out.Subject, out.Data)
+	}
+	if err := s.nc.PublishMsg(out); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Debug("publish a beat", "err", err)
+	}
+}
+
+// onBeat records a member's beat: one that decodes, not this process's,
+// signed by the member it names (with keys), dated within MaxAge of this
+// process's clock and later than the member's last.
+func (s *Shared) onBeat(msg *nats.Msg) {
+	b, err := protocol.ReadBeat(msg.Data)
+	if err != nil {
+		s.beatsRefused.Add(1)
+		s.log.Debug("beat dropped", "err", err)
+		return
+	}
+	if b.From == s.cfg.ID {
+		return
+	}
+	if s.cfg.Keys != nil {
+		signer, err := s.cfg.Keys.Verify(msg.Subject, msg.Data, msg.Header)
+		if err == nil {
+			err = protocol.CheckSigner(signer, b.From)
+		}
+		if err != nil {
+			s.beatsRefused.Add(1)
+			s.log.Debug("beat dropped", "member", b.From, "reason", protocol.ReasonOf(err), "err", err)
+			return
+		}
+	}
+	now := time.Now()
+	if age := now.Sub(b.Sent); age > s.cfg.MaxAge || age < -s.cfg.MaxAge {
+		s.beatsRefused.Add(1)
+		s.log.Debug("beat dropped: out of date", "member", b.From, "age", age)
+		return
+	}
+	s.beats.mu.Lock()
+	defer s.beats.mu.Unlock()
+	m := s.beats.members[b.From]
+	switch {
+	case m == nil && len(s.beats.members) >= maxBeatMembers:
+		return
+	case m == nil:
+		m = &beatOf{}
+		s.beats.members[b.From] = m
+	case !b.Sent.After(m.sent):
+		s.beatsRefused.Add(1) // replayed, or overtaken
+		return
+	default:
+		m.peak = max(now.Sub(m.arrived), time.Duration(float64(m.peak)*peakDecay))
+	}
+	if m.down {
+		s.log.Info("member beating again", "member", b.From)
+	}
+	m.arrived, m.sent, m.down = now, b.Sent, false
+}
+
+// silent returns the members not reported down whose last beat is older
+// than their time-out at now, and forgets those reported down long ago.
+func (s *Shared) silent(now time.Time) []uint64 {
+	s.beats.mu.Lock()
+	defer s.beats.mu.Unlock()
+	var ids []uint64
+	for id, m := range s.beats.members {
+		quiet := now.Sub(m.arrived)
+		switch {
+		case m.down && quiet > beatForget:
+			delete(s.beats.members, id)
+		case !m.down && quiet > max(s.cfg.BeatTimeout, 2*m.peak):
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// lost reports member id down to every open election, unless a beat
+// arrived meanwhile.
+func (s *Shared) lost(id uint64) {
+	s.beats.mu.Lock()
+	m := s.beats.members[id]
+	if m == nil || m.down {
+		s.beats.mu.Unlock()
+		return
+	}
+	m.down = true
+	quiet := time.Since(m.arrived)
+	s.beats.mu.Unlock()
+	s.beatsLost.Add(1)
+	s.mu.Lock()
+	adapters := make([]*Adapter, 0, len(s.clusters))
+	for _, a := range s.clusters {
+		adapters = append(adapters, a)
+	}
+	s.mu.Unlock()
+	s.log.Info("member silent: its elections are told it is down", "member", id, "silent", quiet.Round(time.Millisecond), "elections", len(adapters))
+	for _, a := range adapters {
+		a.beatLost(id)
+	}
+}
+
+// Beats is how many members this process found silent (each reported
+// down to every election), and how many beats it dropped.
+func (s *Shared) Beats() (lost, refused uint64) { return s.beatsLost.Load(), s.beatsRefused.Load() }
+
+// beatLost tells the machine that member id fell silent, if it is a
+// member of the election: as a closed connection does.
+func (a *Adapter) beatLost(id uint64) {
+	if a.stopping.Load() || a.lanes == nil || id == a.cfg.ID || !a.isMember(id) {
+		return
+	}
+	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerSilent, Peer: id, At: time.Now()})
+}

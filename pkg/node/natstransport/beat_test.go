@@ -1,0 +1,147 @@
+package natstransport
+
+import (
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/protocol"
+)
+
+// beatShared is a Shared of member 1 that follows beats, not started.
+func beatShared(t *testing.T, signer *protocol.Signer, keys *protocol.MemberKeys) *Shared {
+	t.Helper()
+	s, err := NewShared(&nats.Conn{}, SharedConfig{Conn: "shard-0", ID: 1, Beat: 100 * time.Millisecond, BeatTimeout: 200 * time.Millisecond,
+		Signer: signer, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// beatMsg is member from's beat, sent at sent, signed by signer if not nil.
+func beatMsg(from uint64, sent time.Time, signer *protocol.Signer) *nats.Msg {
+	m := &nats.Msg{Subject: protocol.BeatSubject("shard-0"), Data: protocol.AppendBeat(nil, protocol.Beat{From: from, Sent: sent})}
+	if signer != nil {
+		m.Header = signer.Header(m.Subject, m.Data)
+	}
+	return m
+}
+
+// A member is followed from its first beat, and silent once its beats
+// stop for the time-out; a member heard irregularly gets twice its
+// longest gap lately.
+func TestBeatsSilent(t *testing.T) {
+	s := beatShared(t, nil, nil)
+	now := time.Now()
+	if got := s.silent(now.Add(time.Hour)); len(got) != 0 {
+		t.Fatalf("members never heard are silent: %v", got)
+	}
+	s.onBeat(beatMsg(2, now, nil))
+	s.onBeat(beatMsg(3, now, nil))
+	s.onBeat(beatMsg(1, now, nil)) // its own: not followed
+	heard := s.beats.members[2].arrived
+	if got := s.silent(heard.Add(150 * time.Millisecond)); len(got) != 0 {
+		t.Fatalf("silent within the time-out: %v", got)
+	}
+	got := s.silent(heard.Add(time.Second))
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{2, 3}) {
+		t.Fatalf("silent after a second: %v, want [2 3]", got)
+	}
+	// A gap of 400 ms raises member 2's time-out to about 800 ms.
+	s.beats.members[2].arrived = time.Now().Add(-400 * time.Millisecond)
+	s.onBeat(beatMsg(2, now.Add(time.Millisecond), nil))
+	heard = s.beats.members[2].arrived
+	if got := s.silent(heard.Add(600 * time.Millisecond)); slices.Contains(got, 2) {
+		t.Errorf("member 2, whose beats came 400 ms apart, silent after 600 ms")
+	}
+	if got := s.silent(heard.Add(900 * time.Millisecond)); !slices.Contains(got, 2) {
+		t.Errorf("member 2 not silent after 900 ms: %v", got)
+	}
+	// Reported down once; forgotten a while later; back with a beat.
+	s.lost(3)
+	s.lost(3)
+	if lost, _ := s.Beats(); lost != 1 {
+		t.Errorf("member 3 reported down %d times, want once", lost)
+	}
+	if got := s.silent(time.Now().Add(time.Second)); slices.Contains(got, 3) {
+		t.Error("a member reported down is silent again")
+	}
+	s.silent(time.Now().Add(2 * beatForget))
+	if _, ok := s.beats.members[3]; ok {
+		t.Error("a member down for long is still followed")
+	}
+	s.onBeat(beatMsg(3, time.Now(), nil))
+	if m := s.beats.members[3]; m == nil || m.down {
+		t.Errorf("member 3 beating again: %+v", m)
+	}
+}
+
+// Beats that do not hold are dropped: undecodable, out of date, replayed,
+// and with keys, unsigned or signed by another member than they name.
+func TestBeatsRefused(t *testing.T) {
+	signers := map[uint64]*protocol.Signer{}
+	public := map[uint64]string{}
+	for id := uint64(1); id <= 3; id++ {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if signers[id], err = protocol.NewSigner(id, kp); err != nil {
+			t.Fatal(err)
+		}
+		public[id] = signers[id].PublicKey()
+	}
+	keys, err := protocol.NewMemberKeys(public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := beatShared(t, signers[1], keys)
+	now := time.Now()
+	for name, m := range map[string]*nats.Msg{
+		"undecodable":     {Subject: protocol.BeatSubject("shard-0"), Data: []byte{9, 9}},
+		"unsigned":        beatMsg(2, now, nil),
+		"forged":          beatMsg(2, now, signers[3]),
+		"too old":         beatMsg(2, now.Add(-time.Minute), signers[2]),
+		"from the future": beatMsg(2, now.Add(time.Minute), signers[2]),
+	} {
+		before := len(s.beats.members)
+		s.onBeat(m)
+		if len(s.beats.members) != before {
+			t.Errorf("%s: beat followed", name)
+		}
+	}
+	if _, refused := s.Beats(); refused != 5 {
+		t.Errorf("%d beats counted as dropped, want 5", refused)
+	}
+	s.onBeat(beatMsg(2, now, signers[2]))
+	first := s.beats.members[2]
+	if first == nil {
+		t.Fatal("member 2's own beat not followed")
+	}
+	arrived := first.arrived
+	s.onBeat(beatMsg(2, now, signers[2])) // the same again
+	if _, refused := s.Beats(); refused != 6 {
+		t.Errorf("a replayed beat not counted as dropped")
+	}
+	if s.beats.members[2].arrived != arrived {
+		t.Error("a replayed beat counted")
+	}
+}
+
+// The members followed are bounded.
+func TestBeatsBounded(t *testing.T) {
+	s := beatShared(t, nil, nil)
+	now := time.Now()
+	for id := uint64(2); id < maxBeatMembers+100; id++ {
+		s.onBeat(beatMsg(id, now, nil))
+	}
+	if n := len(s.beats.members); n != maxBeatMembers {
+		t.Errorf("%d members followed, at most %d", n, maxBeatMembers)
+	}
+}

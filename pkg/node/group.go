@@ -255,6 +255,9 @@ func backstop(algorithm protocol.Algorithm, t election.Timing) election.Timing {
 		t.HeartbeatTicks *= BeatBackstop
 		t.LeaderTimeoutTicks *= BeatBackstop
 		t.PresenceTicks *= BeatBackstop
+		// Unused by these algorithms, but checked against the heartbeats.
+		t.LeaseTicks *= BeatBackstop
+		t.LeaderLeaseTicks *= BeatBackstop
 	}
 	return t
 }

@@ -36,8 +36,11 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 		opts = []batontest.NATSOption{batontest.WithAccounts(), batontest.WithMemberUsers(keys), batontest.WithJetStream()}
 	}
 	url := batontest.StartNATS(t, opts...)
-	cfg := testConfig(url, t.TempDir())
-	cfg.LeaderTimeout = 2 * time.Second
+	data := t.TempDir()
+	cfg := testConfig(url, data)
+	// Below the elections' own heartbeat interval (1 s: ten times 100 ms,
+	// with beats): the leaders are heard by their processes' beats.
+	cfg.LeaderTimeout = 300 * time.Millisecond
 	if signed {
 		// One keys file for the five clusters, named as the processes'
 		// ELECTION_CLUSTERS.
@@ -73,7 +76,8 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 			conn = batontest.AsMember("shard-0", signers[id])
 		}
 		nc := batontest.Connect(t, url, conn...)
-		g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger(), Signer: signers[id], Keys: keys})
+		g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger(), Signer: signers[id], Keys: keys,
+			Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,9 +104,21 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 		})
 	}
 	heartbeats := o.liveCount("heartbeat")
-	o.waitFor(t, "batched heartbeats over a whole window", func() bool {
-		return o.liveCount("heartbeat") >= heartbeats+float64(len(clusters))*float64(cfg.LeaderTimeout/(100*time.Millisecond))
+	o.waitFor(t, "two rounds of batched heartbeats", func() bool {
+		return o.liveCount("heartbeat") >= heartbeats+2*float64(len(clusters))
 	})
+	if o.liveCount(protocol.KindBeat) == 0 {
+		t.Error("no beat observed")
+	}
+	for _, c := range clusters {
+		file, err := os.ReadFile(filepath.Join(data, c+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(file), `"kind":"end"`) {
+			t.Errorf("%s: a leadership ended while its leader's process beat:\n%s", c, file)
+		}
+	}
 	for _, c := range clusters {
 		h, _ := o.store.Cluster(c)
 		if l, ok := h.Current(); !ok || l.Leader != 3 {
@@ -111,5 +127,10 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 	}
 	if n := counter(o.metrics.live.WithLabelValues(protocol.KindBatch, "invalid")); n != 0 {
 		t.Errorf("%v batches or messages of batches rejected as invalid", n)
+	}
+	for _, result := range []string{"invalid", resultBadSignature} {
+		if n := counter(o.metrics.live.WithLabelValues(protocol.KindBeat, result)); n != 0 {
+			t.Errorf("%v beats rejected: %s", n, result)
+		}
 	}
 }

@@ -168,7 +168,7 @@ func newMetrics() *metrics {
 	for _, r := range []string{"recorded", "duplicate", "invalid", resultBadSignature, resultBadCertificate, resultRefused} {
 		m.announcements.WithLabelValues(r)
 	}
-	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{kindConnection, protocol.KindQuery, protocol.KindBatch}) {
+	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{kindConnection, protocol.KindQuery, protocol.KindBatch, protocol.KindBeat}) {
 		for _, r := range []string{"ok", "invalid", resultBadSignature, resultBadCertificate, "dropped", resultRefused} {
 			m.live.WithLabelValues(kind, r)
 		}

@@ -345,11 +345,14 @@ func (o *Observer) Run(ctx context.Context) error {
 	// kinds go to one queue; their order across subjects does not matter
 	// (terms order them).
 	live := make(chan liveMsg, liveInbox)
-	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{protocol.KindBatch}) {
+	for _, kind := range slices.Concat(liveKinds, memberKinds, []string{protocol.KindBatch, protocol.KindBeat}) {
 		members := slices.Contains(memberKinds, kind)
 		limit := maxLive
-		if kind == protocol.KindBatch {
+		switch kind {
+		case protocol.KindBatch:
 			limit = protocol.MaxBatchPayload
+		case protocol.KindBeat:
+			limit = protocol.MaxBeatPayload
 		}
 		if _, err := nc.Subscribe(protocol.Root+".*."+kind, func(m *nats.Msg) {
 			if members {
@@ -654,6 +657,10 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 		o.batch(rec, m)
 		return
 	}
+	if kind == protocol.KindBeat {
+		o.beat(rec, cluster, m)
+		return
+	}
 	if !o.admit(cluster, sourceLive) {
 		o.metrics.live.WithLabelValues(kind, resultRefused).Inc()
 		return
@@ -753,6 +760,7 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 // broadcast, or of a kind the observer does not record, is skipped.
 func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
 	signers := make(map[string]batchSigner)
+	conn, _ := protocol.ClusterOf(m.subject)
 	err := protocol.ReadBatch(m.data, maxLive, func(cluster string, data []byte) bool {
 		msg, err := o.verify.Batched(cluster, m.subject, m.data, m.header, data, signers)
 		subject := protocol.SubjectFor(cluster, msg)
@@ -764,6 +772,7 @@ func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
 			o.log.Debug("dropping an invalid message of a batch", "subject", m.subject, "cluster", cluster, "err", err)
 			return true
 		}
+		rec.Via(cluster, conn)
 		kind := subject[strings.LastIndexByte(subject, '.')+1:]
 		if !slices.Contains(liveKinds, kind) && !slices.Contains(memberKinds, kind) {
 			return true
@@ -775,6 +784,49 @@ func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
 		o.metrics.live.WithLabelValues(protocol.KindBatch, "invalid").Inc()
 		o.log.Debug("dropping an invalid batch", "subject", m.subject, "err", err)
 	}
+}
+
+// beatMaxAge bounds how far a beat's time may be from the observer's
+// clock, as the nodes' ELECTION_MAX_MESSAGE_AGE does by default.
+const beatMaxAge = 2 * time.Second
+
+// beat notes the beat of a member process of the deployment conn
+// (protocol.md, "Beats"): with keys for conn, signed by the member it
+// names; dated within beatMaxAge. While it beats, its leaderships of the
+// deployment's elections are not silent (recorder.HeardBeat).
+func (o *Observer) beat(rec *recorder.Recorder, conn string, m liveMsg) {
+	b, err := protocol.ReadBeat(m.data)
+	if err == nil {
+		err = o.checkBeat(conn, m, b)
+	}
+	if err != nil {
+		o.metrics.live.WithLabelValues(protocol.KindBeat, invalid(err)).Inc()
+		o.log.Debug("dropping an invalid beat", "subject", m.subject, "err", err)
+		return
+	}
+	o.metrics.live.WithLabelValues(protocol.KindBeat, "ok").Inc()
+	rec.HeardBeat(conn, b.From, m.at)
+}
+
+// checkBeat checks beat b, which arrived as m on conn's beat subject.
+func (o *Observer) checkBeat(conn string, m liveMsg, b protocol.Beat) error {
+	keys, err := o.keysOf(conn)
+	if err != nil {
+		return err
+	}
+	if keys != nil {
+		signer, err := keys.Verify(m.subject, m.data, m.header)
+		if err != nil {
+			return err
+		}
+		if err := protocol.CheckSigner(signer, b.From); err != nil {
+			return err
+		}
+	}
+	if age := m.at.Sub(b.Sent); age > beatMaxAge || age < -beatMaxAge {
+		return fmt.Errorf("a beat %v old", age)
+	}
+	return nil
 }
 
 // checkRenewal checks that a byzantine leader's round carries the

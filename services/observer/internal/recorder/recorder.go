@@ -24,7 +24,9 @@
 //     resign's arrival.
 //   - A leader not heard from for longer than Window, while the observer
 //     listened, ends "silent" at its last heartbeat, or "unobserved" when
-//     its heartbeats were never heard (at the start of listening).
+//     its heartbeats were never heard (at the start of listening). In a
+//     deployment with several elections per process, the beats of the
+//     leader's process count as its heartbeats (beats.go).
 //   - A leader whose leadership ended silent or unobserved and that is
 //     heard again with the same term resumes it.
 //   - Split brain: two nodes acting as leader with the same term, or a
@@ -100,6 +102,10 @@ type Recorder struct {
 	// missing holds, per cluster, a term heard in heartbeats that the
 	// history does not hold.
 	missing map[string]missingTerm
+	// beats: when each member of a deployment last beat, and the
+	// deployment of each cluster (beats.go).
+	beats map[beatKey]time.Time
+	via   map[string]string
 }
 
 // missingTerm is a leadership heard of but not recorded.
@@ -111,7 +117,8 @@ type missingTerm struct {
 
 // New returns a Recorder with cfg that reads the recorded state from h.
 func New(cfg Config, h History) *Recorder {
-	return &Recorder{cfg: cfg, history: h, live: newTracker(cfg.Window, cfg.Grace), missing: map[string]missingTerm{}}
+	return &Recorder{cfg: cfg, history: h, live: newTracker(cfg.Window, cfg.Grace), missing: map[string]missingTerm{},
+		beats: map[beatKey]time.Time{}, via: map[string]string{}}
 }
 
 // Announced returns the records of a leadership announced on the stream,
@@ -232,6 +239,9 @@ func (r *Recorder) Silence(now, listening time.Time) []Write {
 			return
 		}
 		last, seen := r.live.lastSeen(cluster, l.Leader, l.Term)
+		if beat := r.beatOf(cluster, l.Leader); beat.After(last) {
+			last, seen = beat, true // its process beats
+		}
 		heard := listening
 		if last.After(heard) {
 			heard = last

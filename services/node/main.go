@@ -198,8 +198,8 @@ func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Ha
 	g, err := node.NewGroup(nc, node.GroupConfig{
 		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
 		Signer: c.signer, Keys: c.keys, Batch: c.batch(),
-		Beat:        time.Duration(c.timing.HeartbeatTicks) * c.Tick,
-		BeatTimeout: time.Duration(c.timing.LeaderTimeoutTicks) * c.Tick,
+		Beat:        c.beat(),
+		BeatTimeout: max(time.Duration(c.timing.LeaderTimeoutTicks)*c.Tick, beatTimeoutBeats*c.beat()),
 	})
 	if err != nil {
 		return nil, nil, err
@@ -216,6 +216,16 @@ func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Ha
 	g.Registry().MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return g, g.Handler(), nil
 }
+
+// beat is how often the process of several elections beats: each
+// heartbeat interval.
+func (c *Config) beat() time.Duration { return time.Duration(c.timing.HeartbeatTicks) * c.Tick }
+
+// beatTimeoutBeats is how many beat intervals, at least, a member may be
+// silent before each election is told that it is down: a false alarm
+// fails over every election it leads, so the beats wait longer than one
+// election's leader time-out.
+const beatTimeoutBeats = 5
 
 // batch is the group's batch window: off (negative) for 0.
 func (c *Config) batch() time.Duration {

@@ -20,9 +20,12 @@ import (
 // which the machine takes as when its connection closes): the elections a hung process leads fail
 // over together, found by one timer instead of one per election.
 //
-// A member's time-out is the larger of BeatTimeout and twice the longest
-// gap between its beats lately (a peak that halves about every 14 beats),
-// so that a member whose beats arrive irregularly gets more time. Before
+// A member's time-out is the larger of BeatTimeout and three times the
+// longest gap between its beats lately (a peak that halves about every
+// 350 beats, 35 s at 100 ms), so that a member whose beats arrive
+// irregularly, or that was found silent and then beat again (a process
+// or a host busy for a while), gets more time: one false alarm fails
+// over every election the member leads. Before
 // reporting, the process settles its connection (what its socket holds
 // is read first), and a round of its own that comes two intervals late
 // reports nobody: the silence was its own.
@@ -39,8 +42,12 @@ const maxBeatMembers = 1024
 // forgets it (it left for good); a beat brings it back.
 const beatForget = time.Minute
 
-// peakDecay is how much of a member's peak gap remains after each beat.
-const peakDecay = 0.95
+// peakDecay is how much of a member's peak gap remains after each beat,
+// and peakFactor how many peaks a member may be silent.
+const (
+	peakDecay  = 0.998
+	peakFactor = 3
+)
 
 // beatOf is what a process knows of one member's beats.
 type beatOf struct {
@@ -159,7 +166,7 @@ func (s *Shared) silent(now time.Time) []uint64 {
 		switch {
 		case m.down && quiet > beatForget:
 			delete(s.beats.members, id)
-		case !m.down && quiet > max(s.cfg.BeatTimeout, 2*m.peak):
+		case !m.down && quiet > max(s.cfg.BeatTimeout, peakFactor*m.peak):
 			ids = append(ids, id)
 		}
 	}

@@ -53,15 +53,15 @@ func TestBeatsSilent(t *testing.T) {
 	if !slices.Equal(got, []uint64{2, 3}) {
 		t.Fatalf("silent after a second: %v, want [2 3]", got)
 	}
-	// A gap of 400 ms raises member 2's time-out to about 800 ms.
+	// A gap of 400 ms raises member 2's time-out to about 1.2 s.
 	s.beats.members[2].arrived = time.Now().Add(-400 * time.Millisecond)
 	s.onBeat(beatMsg(2, now.Add(time.Millisecond), nil))
 	heard = s.beats.members[2].arrived
-	if got := s.silent(heard.Add(600 * time.Millisecond)); slices.Contains(got, 2) {
-		t.Errorf("member 2, whose beats came 400 ms apart, silent after 600 ms")
+	if got := s.silent(heard.Add(1100 * time.Millisecond)); slices.Contains(got, 2) {
+		t.Errorf("member 2, whose beats came 400 ms apart, silent after 1.1 s")
 	}
-	if got := s.silent(heard.Add(900 * time.Millisecond)); !slices.Contains(got, 2) {
-		t.Errorf("member 2 not silent after 900 ms: %v", got)
+	if got := s.silent(heard.Add(1300 * time.Millisecond)); !slices.Contains(got, 2) {
+		t.Errorf("member 2 not silent after 1.3 s: %v", got)
 	}
 	// Reported down once; forgotten a while later; back with a beat.
 	s.lost(3)

@@ -220,6 +220,28 @@ func (m *Machine) coldStart() bool {
 	return !m.heardLeader && m.age < m.timing.LeaderTimeoutTicks
 }
 
+// Skip gives n ticks at once, 0 < n < Due(): as n calls of Tick. It
+// implements election.Skipper.
+func (m *Machine) Skip(n int) {
+	if m.c.Left() {
+		return
+	}
+	if m.c.Role() == election.Candidate {
+		for range n {
+			m.Tick()
+		}
+		return
+	}
+	m.c.Skip(n)
+	if m.age < m.timing.LeaderTimeoutTicks {
+		m.age = min(m.age+n, m.timing.LeaderTimeoutTicks)
+	}
+	m.alone = max(0, m.alone-n)
+	if m.c.Role() == election.Leader {
+		m.sinceAssert += n
+	}
+}
+
 // Due is how many ticks until the next Tick can have an effect.
 func (m *Machine) Due() int {
 	if !m.c.Left() && m.c.Role() == election.Candidate {

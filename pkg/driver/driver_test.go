@@ -42,7 +42,7 @@ func seqs(ms []protocol.Message) (s []uint64) {
 	}
 	return s
 }
-func newDriver(t *testing.T, f *fake, tick time.Duration) *driver.Driver {
+func newDriver(t *testing.T, f election.Machine, tick time.Duration) *driver.Driver {
 	t.Helper()
 	d, err := driver.New(f, driver.Config{Tick: tick, Incarnation: 7})
 	if err != nil {
@@ -218,5 +218,49 @@ func TestObserveSeesEachStep(t *testing.T) {
 	}
 	if m := steps[5].Ready.Messages[0]; m.Seq != 5 || m.Inc != 0 {
 		t.Errorf("observed message %+v: want tick 5's, unstamped", m)
+	}
+}
+
+// skipping is a fake whose deadline is every fourth tick, and that takes
+// the ticks before it at once.
+type skipping struct {
+	fake
+	skips []int
+}
+
+func (s *skipping) Due() int   { return 4 - s.now%4 }
+func (s *skipping) Skip(n int) { s.now += n; s.skips = append(s.skips, n) }
+
+// A machine that implements election.Skipper gets the ticks before its
+// deadline in one call, and each deadline's tick as a Tick; one watched by
+// Observe gets every tick.
+func TestAdvanceSkipsToTheDeadline(t *testing.T) {
+	s := &skipping{}
+	d := newDriver(t, s, 10*time.Millisecond)
+	d.Start(t0)
+	d.Advance(t0.Add(105 * time.Millisecond)) // ticks 1 to 10
+	if s.now != 10 || d.Ticks() != 10 {
+		t.Fatalf("machine at tick %d, driver at %d, want 10", s.now, d.Ticks())
+	}
+	// Due 4: skip 3, tick the 4th; skip 3, tick the 8th; skip 2.
+	if want := []int{3, 3, 2}; !slices.Equal(s.skips, want) {
+		t.Errorf("skipped %v, want %v", s.skips, want)
+	}
+	rd := d.Ready(t0)
+	if got, want := seqs(slices.Concat(rd.Stale, rd.Messages)), []uint64{4, 8}; !slices.Equal(got, want) {
+		t.Errorf("ticks given %v, want %v", got, want)
+	}
+
+	watched := &skipping{}
+	steps := 0
+	w, err := driver.New(watched, driver.Config{Tick: 10 * time.Millisecond, Incarnation: 7, Observe: func(driver.Step) { steps++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Start(t0)
+	steps = 0
+	w.Advance(t0.Add(105 * time.Millisecond))
+	if len(watched.skips) != 0 || steps != 10 {
+		t.Errorf("observed: skipped %v and saw %d steps, want no skip and 10 steps", watched.skips, steps)
 	}
 }

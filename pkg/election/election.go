@@ -343,6 +343,16 @@ type Membership interface {
 	Members() []uint64
 }
 
+// Skipper is implemented by a machine that can be given, at once, ticks
+// that cannot have an effect: a driver that slept until the machine's
+// deadline then costs one call, not one per tick slept.
+type Skipper interface {
+	// Skip advances the machine's clock by n ticks, 0 < n < Due(): it
+	// leaves the machine as n calls of Tick would have, which would have
+	// sent, reported and stored nothing.
+	Skip(n int)
+}
+
 // ArrivalStepper is implemented by a machine whose safety depends on when a
 // message really arrived, not only on the order of events: a Paxos
 // acceptor counts the lease it grants from the arrival of the Propose.

@@ -68,3 +68,10 @@ func TestSpreadRankRing(t *testing.T) {
 		t.Errorf("node 2 in b on the round of 9: sent %+v, want its own round to 4", got)
 	}
 }
+
+// Skip leaves a machine as the ticks it stands for.
+func TestSkipMatchesTicks(t *testing.T) {
+	machinetest.SkipMatchesTicks(t, []uint64{2, 4, 9, 11}, 40, func(id uint64) (election.Machine, error) {
+		return New(election.Config{ID: id, Members: []uint64{2, 4, 9, 11}, Timing: election.DefaultTiming(4)})
+	})
+}

@@ -278,6 +278,24 @@ func (m *Machine) resigned() {
 	m.wait = m.c.CoordinatorTicks()
 }
 
+// Skip gives n ticks at once, 0 < n < Due(): as n calls of Tick. It
+// implements election.Skipper.
+func (m *Machine) Skip(n int) {
+	if m.c.Left() {
+		return
+	}
+	if m.participating || len(m.pending) > 0 || m.c.Role() == election.Candidate {
+		for range n {
+			m.Tick()
+		}
+		return
+	}
+	m.c.Skip(n)
+	if m.c.Role() == election.Leader {
+		m.sinceAssert += n
+	}
+}
+
 // Due is how many ticks until the next Tick can have an effect.
 func (m *Machine) Due() int {
 	if m.c.Left() {

@@ -318,6 +318,37 @@ func (c *Core) Tick() (timedOut bool) {
 	return false
 }
 
+// Skip advances the clock by n ticks at once, 0 < n, none of which can
+// have an effect: n below Due and PresenceDue (election.Skipper). It
+// leaves the node as n calls of Tick would: a leader's and a follower's
+// silence, a suspicion's age and its end, the calm that lowers a raised
+// time-out, and the membership's clock.
+func (c *Core) Skip(n int) {
+	c.now += uint64(n)
+	if c.presence != nil && !c.left {
+		c.sincePresence += n
+	}
+	switch c.role {
+	case election.Leader:
+		c.silent += n
+	case election.Follower:
+		c.silent += n
+		if c.suspected != 0 {
+			// Tick ends the suspicion in the tick its age reaches the
+			// time-out, and the age stops there.
+			if clear := max(1, c.timeout-c.sinceSuspect); clear <= n {
+				c.sinceSuspect += clear
+				c.suspected = 0
+			} else {
+				c.sinceSuspect += n
+			}
+		}
+		if c.leader != 0 && c.timeout > c.timing.LeaderTimeoutTicks {
+			c.calm += n
+		}
+	}
+}
+
 // Receive does what every message does to a node before its algorithm
 // looks at it: it learns the message's term and that its sender is alive.
 // It reports false for messages the algorithm must ignore: those from this

@@ -17,6 +17,8 @@
 //     up to the event's time (Advance), and a message is handed over with
 //     the tick in which it arrived (election.StepAt), also when it is
 //     handed over before ticks that fell due before it arrived (Settle).
+//     A machine that implements election.Skipper gets the ticks before
+//     its deadline in one call (unless Config.Observe watches each).
 //   - Stale ticks are dropped: after a stall (a paused process, a long
 //     garbage collection) the machine gets every tick it missed, but the
 //     messages of ticks more than election.StaleTicks before the last do

@@ -32,7 +32,8 @@
 //     of the connection, a timer set to the machine's next deadline
 //     (Machine.Due: an idle node does not wake up until something is due)
 //     and the transport's two bounded lanes; then it gives the machine
-//     every tick that fell due.
+//     every tick that fell due (Bully and the ring take those before
+//     their deadline in one call, election.Skipper).
 //   - Claims first. Leadership claims (heartbeats, Coordinators, a
 //     member's closed connection) have a lane of their own
 //     (transport.ClaimsSize), read before the other lane

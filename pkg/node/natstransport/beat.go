@@ -22,10 +22,12 @@ import (
 //
 // A member's time-out is the larger of BeatTimeout and three times the
 // longest gap between its beats lately (a peak that halves about every
-// 350 beats, 35 s at 100 ms), so that a member whose beats arrive
+// 70 beats, 7 s at 100 ms), so that a member whose beats arrive
 // irregularly, or that was found silent and then beat again (a process
-// or a host busy for a while), gets more time: one false alarm fails
-// over every election the member leads. Before
+// or a host busy for a while, one starting thousands of elections), gets
+// more time: one false alarm fails over every election the member
+// leads. It is at most beatCap times BeatTimeout, so that a hang is
+// still found within seconds after a busy while. Before
 // reporting, the process settles its connection (what its socket holds
 // is read first), and a round of its own that comes two intervals late
 // reports nobody: the silence was its own.
@@ -45,9 +47,12 @@ const beatForget = time.Minute
 // peakDecay is how much of a member's peak gap remains after each beat,
 // and peakFactor how many peaks a member may be silent.
 const (
-	peakDecay  = 0.998
+	peakDecay  = 0.99
 	peakFactor = 3
 )
+
+// beatCap bounds a member's time-out, in BeatTimeouts.
+const beatCap = 4
 
 // beatOf is what a process knows of one member's beats.
 type beatOf struct {
@@ -166,7 +171,7 @@ func (s *Shared) silent(now time.Time) []uint64 {
 		switch {
 		case m.down && quiet > beatForget:
 			delete(s.beats.members, id)
-		case !m.down && quiet > max(s.cfg.BeatTimeout, peakFactor*m.peak):
+		case !m.down && quiet > min(beatCap*s.cfg.BeatTimeout, max(s.cfg.BeatTimeout, peakFactor*m.peak)):
 			ids = append(ids, id)
 		}
 	}

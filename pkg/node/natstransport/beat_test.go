@@ -53,15 +53,25 @@ func TestBeatsSilent(t *testing.T) {
 	if !slices.Equal(got, []uint64{2, 3}) {
 		t.Fatalf("silent after a second: %v, want [2 3]", got)
 	}
-	// A gap of 400 ms raises member 2's time-out to about 1.2 s.
-	s.beats.members[2].arrived = time.Now().Add(-400 * time.Millisecond)
+	// A gap of 200 ms raises member 2's time-out to about 600 ms.
+	s.beats.members[2].arrived = time.Now().Add(-200 * time.Millisecond)
 	s.onBeat(beatMsg(2, now.Add(time.Millisecond), nil))
 	heard = s.beats.members[2].arrived
-	if got := s.silent(heard.Add(1100 * time.Millisecond)); slices.Contains(got, 2) {
-		t.Errorf("member 2, whose beats came 400 ms apart, silent after 1.1 s")
+	if got := s.silent(heard.Add(550 * time.Millisecond)); slices.Contains(got, 2) {
+		t.Errorf("member 2, whose beats came 200 ms apart, silent after 550 ms")
 	}
-	if got := s.silent(heard.Add(1300 * time.Millisecond)); !slices.Contains(got, 2) {
-		t.Errorf("member 2 not silent after 1.3 s: %v", got)
+	if got := s.silent(heard.Add(650 * time.Millisecond)); !slices.Contains(got, 2) {
+		t.Errorf("member 2 not silent after 650 ms: %v", got)
+	}
+	// A gap of 5 s: the time-out stops at 4 time-outs, 800 ms.
+	s.beats.members[2].arrived = time.Now().Add(-5 * time.Second)
+	s.onBeat(beatMsg(2, now.Add(2*time.Millisecond), nil))
+	heard = s.beats.members[2].arrived
+	if got := s.silent(heard.Add(700 * time.Millisecond)); slices.Contains(got, 2) {
+		t.Errorf("member 2 silent after 700 ms, below the time-out's cap")
+	}
+	if got := s.silent(heard.Add(900 * time.Millisecond)); !slices.Contains(got, 2) {
+		t.Errorf("member 2, whose beats came 5 s apart, not silent after 900 ms: the time-out has no cap")
 	}
 	// Reported down once; forgotten a while later; back with a beat.
 	s.lost(3)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -23,7 +24,10 @@ func ExampleGroup() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	group, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0"})
+	// One beat per process every 100 ms (DefaultTiming's heartbeat
+	// interval) stands for all its elections: a process that hangs is
+	// found silent after 500 ms, in every shard at once.
+	group, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -369,6 +369,12 @@ type ArrivalStepper interface {
 	StepAt(m protocol.Message, arrived int)
 }
 
+// ErrVotersRefused is matched (errors.Is) by a machine's refusal to change
+// its voters now that another node or a later request may not meet: this
+// node does not lead, or a change is under way. The runtime answers it
+// with a conflict, not a bad request.
+var ErrVotersRefused = errors.New("election: the voters cannot change now")
+
 // StepAt hands m to machine, arrived in tick arrived of the node's clock,
 // with StepAt if machine implements ArrivalStepper, else with Step.
 func StepAt(machine Machine, m protocol.Message, arrived int) {

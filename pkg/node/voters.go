@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -95,7 +94,7 @@ func (n *Node) serveVoters(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNoVoters):
 		http.Error(w, err.Error(), http.StatusNotImplemented)
 		return
-	case errors.Is(err, paxos.ErrNotLeader), errors.Is(err, paxos.ErrVotersChanging):
+	case errors.Is(err, election.ErrVotersRefused):
 		code = http.StatusConflict
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		http.Error(w, "the node did not answer in time", http.StatusServiceUnavailable)

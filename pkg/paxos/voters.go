@@ -51,10 +51,18 @@ import (
 
 // Errors of ChangeVoters.
 var (
-	ErrNotDynamic     = errors.New("paxos: the voters change only with dynamic membership")
-	ErrNotLeader      = errors.New("paxos: only the leader changes the voters")
-	ErrVotersChanging = errors.New("paxos: a change of the voters is under way")
+	ErrNotDynamic           = errors.New("paxos: the voters change only with dynamic membership")
+	ErrNotLeader      error = refusal("paxos: only the leader changes the voters")
+	ErrVotersChanging error = refusal("paxos: a change of the voters is under way")
 )
+
+// refusal is an error of ChangeVoters that another node or a later
+// request may not meet: it matches election.ErrVotersRefused.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+func (r refusal) Is(target error) bool { return target == election.ErrVotersRefused }
 
 // startVoters is the voter configuration a node of dynamic membership
 // starts with: the one it stored, if newer than the configured voters

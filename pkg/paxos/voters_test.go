@@ -415,3 +415,17 @@ func TestVotersRandom(t *testing.T) {
 		}
 	}
 }
+
+// A refusal to change the voters now is one the runtime tells apart from
+// a bad request: it matches election.ErrVotersRefused, and the dynamic
+// membership's absence does not.
+func TestVoterRefusals(t *testing.T) {
+	for _, err := range []error{ErrNotLeader, ErrVotersChanging} {
+		if !errors.Is(err, election.ErrVotersRefused) {
+			t.Errorf("%v: not a refusal", err)
+		}
+	}
+	if errors.Is(ErrNotDynamic, election.ErrVotersRefused) {
+		t.Errorf("%v: a refusal", ErrNotDynamic)
+	}
+}

@@ -68,6 +68,16 @@ func (a Algorithm) Leases() bool { return a == Paxos || a == Byzantine }
 // NeedsKeys reports whether algorithm runs only with member keys.
 func (a Algorithm) NeedsKeys() bool { return a == Byzantine }
 
+// MaxPayload is the largest message a node of algorithm a accepts:
+// MaxPayload, or MaxCertifiedPayload for the byzantine algorithm, whose
+// messages carry certificates.
+func (a Algorithm) MaxPayload() int {
+	if a == Byzantine {
+		return MaxCertifiedPayload
+	}
+	return MaxPayload
+}
+
 // Announcement is published on LeaderSubject each time a node becomes
 // leader. Consumers must ignore fields they do not know.
 type Announcement struct {

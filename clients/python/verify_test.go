@@ -36,6 +36,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/leader"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -179,7 +180,7 @@ func (c *cluster) start(t *testing.T, url string) {
 			Logger:    slog.New(slog.DiscardHandler),
 			Signer:    c.signers[id],
 			Keys:      c.keys,
-		})
+		}, machines.Factory{Algorithm: c.algorithm, Cluster: c.name, Signer: c.signers[id], Keys: c.keys}.New)
 		if err != nil {
 			t.Fatal(err)
 		}

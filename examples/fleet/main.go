@@ -41,6 +41,7 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -155,7 +156,7 @@ func run(ctx context.Context, environ map[string]string, hostname func() (string
 		Probe:            cfg.probe,
 		Logger:           log,
 		Callbacks:        w.callbacks(),
-	})
+	}, machines.Factory{Algorithm: protocol.Algorithm(cfg.Algorithm), Cluster: cfg.Cluster, Signer: cfg.signer, Keys: cfg.keys}.New)
 	if err != nil {
 		stopHTTP()
 		nc.Close()

@@ -34,7 +34,7 @@ func (a *arrivals) Ready() election.Ready { return election.Ready{} }
 // the message over before ticks that fell due before it arrived: a Paxos
 // grant is then counted from the arrival, not from the earlier tick.
 func TestMessagesCarryTheirArrival(t *testing.T) {
-	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+	n, err := newTestNode(endpoint(1), endpoint(1), Config{
 		Cluster:   "arrival",
 		Algorithm: protocol.Paxos,
 		Election:  electionConfig(1, []uint64{1, 2, 3}),

@@ -30,7 +30,7 @@ func TestMemberKeysConfig(t *testing.T) {
 		{"a member without a key", signers[2], twoOnly, "no key for member 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewWithTransport(conn, conn, Config{
+			_, err := newTestNode(conn, conn, Config{
 				Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
 				DataDir: t.TempDir(), Signer: tc.signer, Keys: tc.keys,
 			})
@@ -39,7 +39,7 @@ func TestMemberKeysConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewWithTransport(conn, conn, Config{
+	if _, err := newTestNode(conn, conn, Config{
 		Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
 		DataDir: t.TempDir(), Signer: signers[2], Keys: keys,
 	}); err != nil {
@@ -50,7 +50,7 @@ func TestMemberKeysConfig(t *testing.T) {
 // A node takes the connection events modes it knows, and no other.
 func TestConnectionEventsMode(t *testing.T) {
 	conn := endpoint(1)
-	_, err := NewWithTransport(conn, conn, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
+	_, err := newTestNode(conn, conn, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("connection events mode \"on\": %v, want ErrConfig", err)
 	}
@@ -61,11 +61,11 @@ func TestConnectionEventsMode(t *testing.T) {
 func TestRankOfAnotherElection(t *testing.T) {
 	cfg := Config{Cluster: "shard-1", Algorithm: protocol.Bully, DataDir: t.TempDir(), Logger: testLogger(),
 		Election: election.Config{ID: 1, Members: []uint64{1, 2}, Timing: testTiming, Rank: election.Spread("shard-2")}}
-	if _, err := NewWithTransport(endpoint(1), endpoint(1), cfg); !errors.Is(err, ErrConfig) {
+	if _, err := newTestNode(endpoint(1), endpoint(1), cfg); !errors.Is(err, ErrConfig) {
 		t.Fatalf("spread rank of another election: %v", err)
 	}
 	cfg.Election.Rank = election.Spread("shard-1")
-	if _, err := NewWithTransport(endpoint(1), endpoint(1), cfg); err != nil {
+	if _, err := newTestNode(endpoint(1), endpoint(1), cfg); err != nil {
 		t.Fatalf("spread rank of its election: %v", err)
 	}
 }

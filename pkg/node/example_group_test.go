@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -31,6 +32,7 @@ func ExampleGroup() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	paxos := machines.Factory{Algorithm: protocol.Paxos}.New
 	shard := func(name string) node.Config {
 		return node.Config{
 			Cluster:   name,
@@ -46,7 +48,7 @@ func ExampleGroup() {
 		}
 	}
 	for i := range 16 {
-		if _, err := group.Add(shard(fmt.Sprintf("shard-%d", i))); err != nil {
+		if _, err := group.Add(shard(fmt.Sprintf("shard-%d", i)), paxos); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -54,7 +56,7 @@ func ExampleGroup() {
 	defer stop()
 	go func() {
 		// Later, while the group runs:
-		group.Add(shard("shard-16"))
+		group.Add(shard("shard-16"), paxos)
 		group.Remove("shard-3") // hands shard-3 over if it led it
 	}()
 	if err := group.Run(ctx); err != nil {

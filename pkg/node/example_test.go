@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
@@ -54,7 +55,7 @@ func ExampleNode_Run() {
 			cfg.Callbacks = callbacks
 		}
 		conn := network.Join(id)
-		n, err := node.NewWithTransport(conn, conn, cfg)
+		n, err := node.NewWithTransport(conn, conn, cfg, machines.Factory{Algorithm: cfg.Algorithm}.New)
 		if err != nil {
 			panic(err)
 		}

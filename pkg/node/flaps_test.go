@@ -31,7 +31,7 @@ func flapsTotal(t *testing.T, n *Node) float64 {
 // not counted.
 func TestLeaderFlapsCounted(t *testing.T) {
 	now := flapStart
-	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+	n, err := newTestNode(endpoint(1), endpoint(1), Config{
 		Cluster:   "flaps",
 		Algorithm: protocol.Bully,
 		Election:  electionConfig(1, []uint64{1, 4, 5}),

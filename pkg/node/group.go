@@ -197,11 +197,11 @@ func (g *Group) sum(f func(*Node) int) float64 {
 	return float64(total)
 }
 
-// Add checks cfg and adds its election to the group, and starts it at once
-// if the group runs. Its Election.ID must be the group's, its cluster not
+// Add checks cfg and adds its election, whose machine machines builds, to
+// the group, and starts it at once if the group runs. Its Election.ID must be the group's, its cluster not
 // already in the group; its Logger, if nil, is the group's tagged with the
 // cluster, and its InboxSize, if zero, DefaultGroupInboxSize.
-func (g *Group) Add(cfg Config) (*Node, error) {
+func (g *Group) Add(cfg Config, machines Machines) (*Node, error) {
 	if cfg.Election.ID != g.cfg.ID {
 		return nil, fmt.Errorf("%w: member %d in a group of member %d", ErrConfig, cfg.Election.ID, g.cfg.ID)
 	}
@@ -232,7 +232,7 @@ func (g *Group) Add(cfg Config) (*Node, error) {
 	case len(g.order) >= MaxElections:
 		return nil, fmt.Errorf("%w: more than %d elections", ErrConfig, MaxElections)
 	}
-	n, err := newOnConn(g.nc, cfg, g.shared, g.metrics)
+	n, err := newOnConn(g.nc, cfg, machines, g.shared, g.metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node/transport"
 )
 
@@ -33,3 +34,14 @@ func testLogger() *slog.Logger {
 // endpoint is member id's endpoint on a network of its own, for a node
 // that is never run.
 func endpoint(id uint64) *transport.Endpoint { return transport.NewNetwork().Join(id) }
+
+// newTestNode is NewWithTransport with the machines of cfg's algorithm
+// and keys.
+func newTestNode(tr transport.Transport, cluster TermSource, cfg Config) (*Node, error) {
+	return NewWithTransport(tr, cluster, cfg, machinesFor(cfg))
+}
+
+// machinesFor builds the machines of cfg's algorithm, with its keys.
+func machinesFor(cfg Config) Machines {
+	return machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet}.New
+}

@@ -12,6 +12,9 @@
 //     guard, per-sender shares, "no responders" and connection events;
 //     NewWithTransport takes another, such as the in-memory network of
 //     pkg/node/transport on which this package's tests run;
+//   - the machine: New and NewWithTransport receive Machines, which
+//     builds it (package machines has each algorithm's); the node knows
+//     no algorithm, only election.Machine;
 //   - the bootstrap (bootstrap.go): what the cluster says of its term,
 //     asked once before the machine starts;
 //   - the store (store.go): the hard state on disk;
@@ -148,16 +151,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/baton-election/baton/pkg/bully"
-	"github.com/baton-election/baton/pkg/byzantine"
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/node/transport"
-	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
-	"github.com/baton-election/baton/pkg/ring"
 )
 
 // Defaults of Config.
@@ -268,6 +267,13 @@ type Config struct {
 	Callbacks Callbacks
 }
 
+// Machines builds the node's election machine from its election
+// configuration: package machines has that of each algorithm
+// (machines.Factory's New). checked, if not nil, is called for each
+// signature the machine checks (election_signature_checks_total). New
+// calls it once to check the configuration, Run once to start the machine.
+type Machines func(cfg election.Config, checked func()) (election.Machine, error)
+
 // Node drives one election machine over one transport.
 //
 // Its fields are set by New, except those of the loop: the loop's
@@ -277,6 +283,7 @@ type Node struct {
 	tr      transport.Transport
 	cluster TermSource // what the node asks the cluster as it starts
 	cfg     Config
+	machine Machines // builds the machine as Run starts
 	id      uint64
 	members []uint64 // sorted
 	log     *slog.Logger
@@ -312,31 +319,30 @@ type Node struct {
 }
 
 // New checks cfg and returns a node for nc, on the NATS adapter
-// (pkg/node/natstransport). It starts nothing.
-func New(nc *nats.Conn, cfg Config) (*Node, error) { return newOnConn(nc, cfg, nil, nil) }
+// (pkg/node/natstransport), whose machine machines builds. It starts
+// nothing.
+func New(nc *nats.Conn, cfg Config, machines Machines) (*Node, error) {
+	return newOnConn(nc, cfg, machines, nil, nil)
+}
 
 // newOnConn is New, on a connection shared with other elections if shared
 // is not nil (Group), counting on the group's metrics m if not nil.
-func newOnConn(nc *nats.Conn, cfg Config, shared *natstransport.Shared, m *metrics) (*Node, error) {
+func newOnConn(nc *nats.Conn, cfg Config, machines Machines, shared *natstransport.Shared, m *metrics) (*Node, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
 	}
-	n, err := newNode(cfg, m)
+	n, err := newNode(cfg, machines, m)
 	if err != nil {
 		return nil, err
 	}
 	cfg = n.cfg
-	maxPayload, err := maxPayload(cfg.Algorithm)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
 	adapter, err := natstransport.New(nc, natstransport.Config{
 		Cluster:          cfg.Cluster,
 		Algorithm:        cfg.Algorithm,
 		ID:               n.id,
 		Members:          n.members,
 		Dynamic:          cfg.Election.Dynamic,
-		MaxPayload:       maxPayload,
+		MaxPayload:       cfg.Algorithm.MaxPayload(),
 		Signer:           cfg.Signer,
 		Keys:             cfg.Keys,
 		MaxMessageAge:    cfg.MaxMessageAge,
@@ -361,16 +367,17 @@ func newOnConn(nc *nats.Conn, cfg Config, shared *natstransport.Shared, m *metri
 }
 
 // NewWithTransport checks cfg and returns a node for the transport tr
-// that asks cluster for its term as it starts: the runtime's tests run it
-// on the in-memory network of pkg/node/transport. It starts nothing; Run
+// that asks cluster for its term as it starts, and whose machine machines
+// builds: the runtime's tests run it on the in-memory network of
+// pkg/node/transport. It starts nothing; Run
 // owns tr from the moment it is called, as it owns the connection of New.
 // Of cfg, what concerns NATS alone (keys, pending limits, connection
 // events) is tr's business.
-func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config) (*Node, error) {
+func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config, machines Machines) (*Node, error) {
 	if tr == nil || cluster == nil {
 		return nil, fmt.Errorf("%w: no transport", ErrConfig)
 	}
-	n, err := newNode(cfg, nil)
+	n, err := newNode(cfg, machines, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -379,9 +386,12 @@ func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config) (*
 }
 
 // newNode checks cfg, fills its defaults and returns a node without a
-// transport, counting on its own metrics, or on shared, a Group's, if not
-// nil.
-func newNode(cfg Config, shared *metrics) (*Node, error) {
+// transport, whose machine machines builds, counting on its own metrics,
+// or on shared, a Group's, if not nil.
+func newNode(cfg Config, machines Machines, shared *metrics) (*Node, error) {
+	if machines == nil {
+		return nil, fmt.Errorf("%w: no machine factory", ErrConfig)
+	}
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -419,7 +429,7 @@ func newNode(cfg Config, shared *metrics) (*Node, error) {
 	if cfg.Algorithm.NeedsKeys() && cfg.Signer == nil {
 		return nil, fmt.Errorf("%w: %s needs member keys", ErrConfig, cfg.Algorithm)
 	}
-	if _, err := newMachine(cfg, cfg.Election, nil); err != nil {
+	if _, err := machines(cfg.Election, nil); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch cfg.ConnectionEvents {
@@ -448,6 +458,7 @@ func newNode(cfg Config, shared *metrics) (*Node, error) {
 	}
 	n := &Node{
 		cfg:      cfg,
+		machine:  machines,
 		id:       cfg.Election.ID,
 		members:  members,
 		log:      cfg.Logger,
@@ -481,87 +492,6 @@ func setDefault[T comparable](v *T, def T) {
 // announcement carries the certificate of its term.
 type certifier interface {
 	Certificate() (certify.Certificate, bool)
-}
-
-// newMachine builds the machine of the node's algorithm with ecfg; checked,
-// if not nil, counts each signature the machine checks.
-func newMachine(cfg Config, ecfg election.Config, checked prometheus.Counter) (election.Machine, error) {
-	switch cfg.Algorithm {
-	case protocol.Bully:
-		return bully.New(ecfg)
-	case protocol.Ring:
-		return ring.New(ecfg)
-	case protocol.Paxos:
-		return paxos.New(ecfg)
-	case protocol.Byzantine:
-		if cfg.Signer == nil {
-			return nil, fmt.Errorf("%s needs member keys", cfg.Algorithm)
-		}
-		if ecfg.Dynamic {
-			return newChangingByzantine(cfg, ecfg)
-		}
-		keys := cfg.Keys.Members()
-		if checked != nil {
-			keys = countedMembers{Members: keys, checked: checked}
-		}
-		return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: keys})
-	}
-	return nil, fmt.Errorf("unknown algorithm %q", cfg.Algorithm)
-}
-
-// newChangingByzantine builds the byzantine machine of a node with
-// dynamic membership: version 0 of its member set is cfg.MemberSet, and
-// a member that asks to join is admitted with a credential that the
-// authority of cfg.Keys issued.
-func newChangingByzantine(cfg Config, ecfg election.Config) (election.Machine, error) {
-	switch {
-	case cfg.MemberSet == nil:
-		return nil, fmt.Errorf("%s with dynamic membership needs the configured member set (ELECTION_KEYS_FILE)", cfg.Algorithm)
-	case !cfg.Keys.Authority() || cfg.Signer.Credential() == "":
-		return nil, fmt.Errorf("%s with dynamic membership needs member credentials (ELECTION_CREDS_FILE, ELECTION_AUTHORITY)", cfg.Algorithm)
-	}
-	genesis, err := cfg.MemberSet.CertifyKeys()
-	if err != nil {
-		return nil, err
-	}
-	ecfg.Members = genesis.IDs()
-	keys := cfg.Keys
-	admit := func(id uint64, key, cred string) error {
-		got, public, err := keys.CheckCredential(cred)
-		switch {
-		case err != nil:
-			return err
-		case got != id || public != key:
-			return fmt.Errorf("the credential is member %d's with key %s, not member %d's with key %s", got, public, id, key)
-		}
-		return nil
-	}
-	return byzantine.New(byzantine.Config{Config: ecfg, Cluster: cfg.Cluster, Signer: cfg.Signer.Certify(), Keys: genesis,
-		Changes: &byzantine.Changes{Admit: admit, Key: cfg.Signer.PublicKey(), Cred: cfg.Signer.Credential()}})
-}
-
-// countedMembers counts each signature checked with its members' keys.
-type countedMembers struct {
-	certify.Members
-	checked prometheus.Counter
-}
-
-func (m countedMembers) Verify(member uint64, data, sig []byte) error {
-	m.checked.Inc()
-	return m.Members.Verify(member, data, sig)
-}
-
-// maxPayload is the largest message a node of algorithm accepts:
-// protocol.MaxPayload, or protocol.MaxCertifiedPayload for the byzantine
-// algorithm, whose messages carry certificates.
-func maxPayload(algorithm protocol.Algorithm) (int, error) {
-	switch algorithm {
-	case protocol.Bully, protocol.Ring, protocol.Paxos:
-		return protocol.MaxPayload, nil
-	case protocol.Byzantine:
-		return protocol.MaxCertifiedPayload, nil
-	}
-	return 0, fmt.Errorf("unknown algorithm %q", algorithm)
 }
 
 // Run drives the machine until ctx ends, then leaves cleanly and drains the
@@ -636,7 +566,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 	cfg.Restored = saved.Version != 0 // state.json existed
 	cfg.Incarnation = start.Incarnation
 	cfg.Found = start.Found
-	machine, err := newMachine(n.cfg, cfg, n.metrics.signatureChecks)
+	machine, err := n.machine(cfg, n.metrics.signatureChecks.Inc)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

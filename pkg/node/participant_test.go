@@ -180,7 +180,7 @@ func TestCallbacksLeaseEnds(t *testing.T) {
 func TestCallbacksConfig(t *testing.T) {
 	s := newSim(t, protocol.Bully, 1)
 	conn := s.net.Join(1)
-	_, err := node.NewWithTransport(conn, conn, node.Config{
+	_, err := newTestNode(conn, conn, node.Config{
 		Cluster:   "seam",
 		Algorithm: protocol.Bully,
 		Election:  election.Config{ID: 1, Members: []uint64{1}, Timing: seamTiming},

@@ -24,10 +24,19 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
+
+// newTestNode is node.NewWithTransport with the machines of cfg's
+// algorithm and keys.
+func newTestNode(tr transport.Transport, cluster node.TermSource, cfg node.Config) (*node.Node, error) {
+	return node.NewWithTransport(tr, cluster, cfg, machines.Factory{
+		Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet,
+	}.New)
+}
 
 // seamTiming is the tests' timing in ticks of node.DefaultTick.
 var seamTiming = election.Timing{
@@ -88,7 +97,7 @@ func (s *sim) add(id uint64, edit func(*node.Config)) *member {
 	if edit != nil {
 		edit(&cfg)
 	}
-	n, err := node.NewWithTransport(conn, conn, cfg)
+	n, err := newTestNode(conn, conn, cfg)
 	if err != nil {
 		s.t.Fatalf("NewWithTransport: %v", err)
 	}

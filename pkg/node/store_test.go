@@ -17,7 +17,7 @@ func TestDataDirectoryLocked(t *testing.T) {
 	}
 	defer s.close()
 	conn := endpoint(2)
-	n, err := NewWithTransport(conn, conn, Config{Cluster: "lock", Algorithm: "bully", Election: electionConfig(2, []uint64{1, 2}),
+	n, err := newTestNode(conn, conn, Config{Cluster: "lock", Algorithm: "bully", Election: electionConfig(2, []uint64{1, 2}),
 		DataDir: dir, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -19,7 +20,7 @@ import (
 // were one value, a reader could take the leadership of one moment with
 // the lease of the next (cleared): leader, with no lease.
 func TestStatusNeverLeaderWithoutLease(t *testing.T) {
-	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+	n, err := newTestNode(endpoint(1), endpoint(1), Config{
 		Cluster:   "view",
 		Algorithm: protocol.Paxos,
 		Election:  electionConfig(1, []uint64{1, 2, 3}),
@@ -29,9 +30,9 @@ func TestStatusNeverLeaderWithoutLease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	machine, err := newMachine(Config{Algorithm: protocol.Paxos}, electionConfig(1, []uint64{1, 2, 3}), nil)
+	machine, err := machines.Factory{Algorithm: protocol.Paxos}.New(electionConfig(1, []uint64{1, 2, 3}), nil)
 	if err != nil {
-		t.Fatalf("newMachine: %v", err)
+		t.Fatalf("machine: %v", err)
 	}
 	drv, err := driver.New(machine, driver.Config{Tick: time.Millisecond, Incarnation: 1})
 	if err != nil {

@@ -49,7 +49,7 @@ func (m *follower) Status() election.SoftState { return election.SoftState{Role:
 // reaches m's deadline late by late.
 func lateNode(t *testing.T, algorithm protocol.Algorithm, m *follower, late time.Duration) *Node {
 	t.Helper()
-	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+	n, err := newTestNode(endpoint(1), endpoint(1), Config{
 		Cluster:   "withhold",
 		Algorithm: algorithm,
 		Election:  electionConfig(1, []uint64{1, 2, 3}),
@@ -271,7 +271,7 @@ func (m *membershipClock) Status() election.SoftState {
 // reached late by late: it holds that deadline.
 func heldNode(t *testing.T, m election.Machine, late time.Duration) *Node {
 	t.Helper()
-	n, err := NewWithTransport(endpoint(1), endpoint(1), Config{
+	n, err := newTestNode(endpoint(1), endpoint(1), Config{
 		Cluster: "withhold", Algorithm: protocol.Paxos,
 		Election: electionConfig(1, []uint64{1, 2, 3}), DataDir: t.TempDir(), Logger: testLogger(),
 	})

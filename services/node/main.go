@@ -32,6 +32,7 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -172,7 +173,7 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 	if err != nil {
 		return nil, nil, err
 	}
-	n, err := node.New(nc, ncfg)
+	n, err := node.New(nc, ncfg, machinesOf(ncfg))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +210,7 @@ func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Ha
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := g.Add(ncfg); err != nil {
+		if _, err := g.Add(ncfg, machinesOf(ncfg)); err != nil {
 			return nil, nil, fmt.Errorf("election %s: %w", cluster, err)
 		}
 	}
@@ -226,6 +227,11 @@ func (c *Config) beat() time.Duration { return time.Duration(c.timing.HeartbeatT
 // fails over every election it leads, so the beats wait longer than one
 // election's leader time-out.
 const beatTimeoutBeats = 5
+
+// machinesOf builds the machines of ncfg's algorithm, with its keys.
+func machinesOf(ncfg node.Config) node.Machines {
+	return machines.Factory{Algorithm: ncfg.Algorithm, Cluster: ncfg.Cluster, Signer: ncfg.Signer, Keys: ncfg.Keys, MemberSet: ncfg.MemberSet}.New
+}
 
 // batch is the group's batch window: off (negative) for 0.
 func (c *Config) batch() time.Duration {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -51,7 +52,9 @@ func Start(t testing.TB, url, cluster string, algorithm protocol.Algorithm, memb
 		for _, opt := range opts {
 			opt(&cfg)
 		}
-		n, err := node.New(batontest.Connect(t, url), cfg)
+		n, err := node.New(batontest.Connect(t, url), cfg, machines.Factory{
+			Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet,
+		}.New)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,7 +83,7 @@ func (c *credCluster) start(t *testing.T, id uint64) *running {
 	}
 	timing := slowTiming()
 	timing.PresenceTicks = 50
-	n, err := node.New(nc, node.Config{
+	n, err := newNode(nc, node.Config{
 		Cluster:   c.name,
 		Algorithm: protocol.Bully,
 		Election:  election.Config{ID: id, Members: []uint64{id}, Dynamic: true, Timing: timing},

@@ -183,7 +183,7 @@ func TestClustersAreIndependent(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	url := batontest.StartNATS(t)
 	nc := connect(t, url)
-	n, err := node.New(nc, node.Config{
+	n, err := newNode(nc, node.Config{
 		Cluster:   "web",
 		Algorithm: protocol.Bully,
 		Election:  electionConfig(7, []uint64{3, 7}),

@@ -67,7 +67,7 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr
 	}
 	p := &groupProcess{Group: g, id: id, nc: nc, done: make(chan error, 1), data: t.TempDir(), signer: signer, keys: keys}
 	for _, c := range clusters {
-		if _, err := g.Add(p.config(c)); err != nil {
+		if _, err := p.add(p.config(c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -200,7 +200,7 @@ func TestGroupManyElections(t *testing.T) {
 	// An election added to the running processes elects; one that a
 	// process leaves fails over to the other.
 	for _, p := range procs[:2] {
-		if _, err := p.Add(p.config("extra")); err != nil {
+		if _, err := p.add(p.config("extra")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -215,12 +215,12 @@ func TestGroupManyElections(t *testing.T) {
 	if err := procs[1].Remove("shard-5"); !errors.Is(err, node.ErrNoElection) {
 		t.Fatalf("removing an election twice: %v", err)
 	}
-	if _, err := procs[0].Add(procs[0].config("extra")); !errors.Is(err, node.ErrConfig) {
+	if _, err := procs[0].add(procs[0].config("extra")); !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("adding an election twice: %v", err)
 	}
 	wrong := procs[0].config("other")
 	wrong.Election.ID = 2
-	if _, err := procs[0].Add(wrong); !errors.Is(err, node.ErrConfig) {
+	if _, err := procs[0].add(wrong); !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("adding another member's election: %v", err)
 	}
 }
@@ -284,10 +284,15 @@ func TestGroupSignedBatches(t *testing.T) {
 	leaders(t, procs, clusters, 2)
 	unsigned := procs[0].config("unsigned")
 	unsigned.Signer, unsigned.Keys = nil, nil
-	if _, err := procs[0].Add(unsigned); !errors.Is(err, node.ErrConfig) {
+	if _, err := procs[0].add(unsigned); !errors.Is(err, node.ErrConfig) {
 		t.Errorf("an election without keys in a group with them: %v", err)
 	}
 	if st := procs[1].Node("shard-1").Status(); st.Term >= 1<<40 {
 		t.Fatalf("the forged term reached the machine: %+v", st)
 	}
+}
+
+// add adds the election of cfg to p, with the machines of its algorithm.
+func (p *groupProcess) add(cfg node.Config) (*node.Node, error) {
+	return p.Add(cfg, machinesFor(cfg))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -126,7 +127,7 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 	if c.timing != (election.Timing{}) {
 		timing = c.timing
 	}
-	n, err := node.New(nc, node.Config{
+	n, err := newNode(nc, node.Config{
 		Cluster:          c.name,
 		Algorithm:        c.algorithm,
 		Election:         election.Config{ID: id, Members: c.members, Timing: timing},
@@ -358,4 +359,14 @@ func electionConfig(id uint64, members []uint64) election.Config {
 
 func contextWithCancel() (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
+}
+
+// newNode is node.New with the machines of cfg's algorithm and keys.
+func newNode(nc *nats.Conn, cfg node.Config) (*node.Node, error) {
+	return node.New(nc, cfg, machinesFor(cfg))
+}
+
+// machinesFor builds the machines of cfg's algorithm, with its keys.
+func machinesFor(cfg node.Config) node.Machines {
+	return machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet}.New
 }

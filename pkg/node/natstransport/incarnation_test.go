@@ -19,7 +19,7 @@ import (
 func startClocked(t *testing.T, c *cluster, id uint64, now func() time.Time, dir string) *running {
 	t.Helper()
 	nc := connect(t, c.url)
-	n, err := node.New(nc, node.Config{
+	n, err := newNode(nc, node.Config{
 		Cluster:   c.name,
 		Algorithm: c.algorithm,
 		Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},

@@ -13,6 +13,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -84,8 +85,9 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 		for _, c := range clusters {
 			timing := election.DefaultTiming(3)
 			timing.LeaderTimeoutTicks *= 5
+			bully := machines.Factory{Algorithm: protocol.Bully, Cluster: c, Signer: signers[id], Keys: keys}.New
 			if _, err := g.Add(node.Config{Cluster: c, Algorithm: protocol.Bully, DataDir: t.TempDir(), Signer: signers[id], Keys: keys,
-				Election: election.Config{ID: id, Members: []uint64{1, 2, 3}, Timing: timing}}); err != nil {
+				Election: election.Config{ID: id, Members: []uint64{1, 2, 3}, Timing: timing}}, bully); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 const byzantine = "byzantine"
@@ -32,7 +33,7 @@ const byzantine = "byzantine"
 // status. Checked, with the members' public keys:
 //
 //   - the honest leader, 4, is certified: its answer to a query holds
-//     under the keys (protocol.ReadAnnouncement), the liar's do not;
+//     under the keys (signing.ReadAnnouncement), the liar's do not;
 //   - the observer records member 1 as faulty with a proof that holds,
 //     and every honest node counts the conviction (its metric);
 //   - the leader is killed: with the liar convicted, two faults are more
@@ -276,7 +277,7 @@ func voters(c *certify.Certificate) []uint64 {
 // liar, sends.
 type watcher struct {
 	cluster string
-	keys    *protocol.MemberKeys
+	keys    *signing.MemberKeys
 	nc      *nats.Conn
 
 	mu                    sync.Mutex
@@ -357,7 +358,7 @@ func (w *watcher) onMsg(m *nats.Msg) {
 	if m.Subject == protocol.QuerySubject(w.cluster) {
 		return
 	}
-	digest := sha256.Sum256(append([]byte(m.Subject+"\x00"+m.Header.Get(protocol.SignatureHeader)+"\x00"), m.Data...))
+	digest := sha256.Sum256(append([]byte(m.Subject+"\x00"+m.Header.Get(signing.SignatureHeader)+"\x00"), m.Data...))
 	if w.seen[digest] {
 		w.replays++
 		return
@@ -409,10 +410,10 @@ func (w *watcher) onMsg(m *nats.Msg) {
 // with the keys: one that holds must name an honest member, one leader a
 // term. Called with w.mu held.
 func (w *watcher) announcement(subject string, data []byte, h nats.Header, answer bool) (protocol.Announcement, bool) {
-	a, err := protocol.ReadAnnouncement(w.keys, w.cluster, data, h)
+	a, err := signing.ReadAnnouncement(w.keys, w.cluster, data, h)
 	if err != nil {
 		// Only the liar's may fail: an honest leader's always holds.
-		if signer := h.Get(protocol.SignerHeader); signer != "1" {
+		if signer := h.Get(signing.SignerHeader); signer != "1" {
 			w.violations = append(w.violations, fmt.Sprintf("an announcement signed by %q fails the keys: %v", signer, err))
 		}
 		if answer {
@@ -553,7 +554,7 @@ func (d *deployment) queryCertified(w *watcher, cluster string, want, minTerm ui
 			if err != nil {
 				return fmt.Errorf("answers %v: %w", answers, err)
 			}
-			a, err := protocol.ReadAnnouncement(w.keys, cluster, m.Data, m.Header)
+			a, err := signing.ReadAnnouncement(w.keys, cluster, m.Data, m.Header)
 			ok := err == nil
 			answers = append(answers, fmt.Sprintf("%d/%d certified=%t", a.Leader, a.Term, ok))
 			if ok && a.Leader == want && a.Term >= minTerm {

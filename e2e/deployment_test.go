@@ -27,6 +27,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // The deployment under test mirrors compose.yaml: three NATS servers with
@@ -206,7 +207,7 @@ type deployment struct {
 	nodes    map[string]map[uint64]testcontainers.Container // algorithm → ID → container
 	observer testcontainers.Container
 	keys     string // each cluster's member keys (<keys>/<alg>/) and the NATS accounts
-	members  map[string]*protocol.MemberKeys
+	members  map[string]*signing.MemberKeys
 }
 
 // deploy starts NATS, the clusters of the crash-tolerant algorithms and
@@ -224,7 +225,7 @@ func deployClusters(t *testing.T, clusters []cluster) *deployment {
 	t.Helper()
 	docker := requireDocker(t)
 	d := &deployment{t: t, docker: docker, images: buildImages(t), sizes: map[string]int{},
-		nodes: map[string]map[uint64]testcontainers.Container{}, members: map[string]*protocol.MemberKeys{}}
+		nodes: map[string]map[uint64]testcontainers.Container{}, members: map[string]*signing.MemberKeys{}}
 	ctx := context.Background()
 	nw, err := tcnetwork.New(ctx)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // The fleet example (examples/fleet, docs/fleet.md): identical replicas of
@@ -258,7 +259,7 @@ func deployFleetWith(t *testing.T, creds *fleetCredentials) *fleetDeployment {
 	}
 	t.Cleanup(nc.Close)
 	if _, err := nc.Subscribe(protocol.LeaderSubject(fleetCluster), func(m *nats.Msg) {
-		a, err := protocol.ReadAnnouncement(nil, fleetCluster, m.Data, m.Header)
+		a, err := signing.ReadAnnouncement(nil, fleetCluster, m.Data, m.Header)
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // TestLyingMemberCannotEndTheCluster: member 1, with its own valid key and
@@ -61,7 +62,7 @@ type memberClient struct {
 	t       *testing.T
 	cluster string
 	nc      *nats.Conn
-	signer  *protocol.Signer
+	signer  *signing.Signer
 	stamp   *protocol.Stamp
 }
 
@@ -69,11 +70,11 @@ type memberClient struct {
 // with that member's seed.
 func (d *deployment) member(alg string, id uint64) *memberClient {
 	d.t.Helper()
-	kp, err := protocol.ReadSeedFile(filepath.Join(d.keys, alg, memberkeys.SeedFile(id)))
+	kp, err := signing.ReadSeedFile(filepath.Join(d.keys, alg, memberkeys.SeedFile(id)))
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	signer, err := protocol.NewSigner(id, kp)
+	signer, err := signing.NewSigner(id, kp)
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ except ImportError:
 
 ALGORITHMS = ("bully", "ring", "paxos", "byzantine")
 STATEMENT_PREFIX = "#:"
-MAX_MEMBERS = 1024  # protocol.MaxMemberKeys
+MAX_MEMBERS = 1024  # signing.MaxMemberKeys
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 DECIMAL = re.compile(r"^[0-9]+$")
 PREFIX_BYTE_USER = 20 << 3  # nkeys: base32-encodes to "U"

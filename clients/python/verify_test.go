@@ -40,6 +40,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,8 +87,8 @@ type cluster struct {
 	name      string
 	algorithm protocol.Algorithm
 	ids       []uint64
-	signers   map[uint64]*protocol.Signer
-	keys      *protocol.MemberKeys
+	signers   map[uint64]*signing.Signer
+	keys      *signing.MemberKeys
 	keysFile  string
 	// reader is how the verifier is told the cluster's keys: --keys and
 	// the members file, or --authority and the reader's configuration.
@@ -129,7 +130,7 @@ func newCluster(t *testing.T, name string, algorithm protocol.Algorithm, ids ...
 // JetStream) and creates the observer's stream on it.
 func startServer(t *testing.T, clusters ...*cluster) string {
 	t.Helper()
-	members := map[string]*protocol.MemberKeys{}
+	members := map[string]*signing.MemberKeys{}
 	for _, c := range clusters {
 		if !c.keys.Authority() { // member credentials list no member user
 			members[c.name] = c.keys
@@ -586,7 +587,7 @@ func newCredentialCluster(t *testing.T, name string, algorithm protocol.Algorith
 		t.Fatal(err)
 	}
 	c := &cluster{name: name, algorithm: algorithm, ids: ids, keys: checker.Keys(), authority: authority,
-		signers: map[uint64]*protocol.Signer{}, users: map[uint64]nkeys.KeyPair{},
+		signers: map[uint64]*signing.Signer{}, users: map[uint64]nkeys.KeyPair{},
 		tokens: map[uint64]string{}, credsFiles: map[uint64]string{},
 		reader: []string{"--authority", public, "--cluster", name, "--algorithm", string(algorithm)}}
 	dir := t.TempDir()
@@ -629,9 +630,9 @@ func accountKey(t *testing.T) nkeys.KeyPair {
 
 // credentialed is the signer of member id with the user key user, which
 // adds token to what it signs (the Election-Credential header).
-func credentialed(t *testing.T, id uint64, user nkeys.KeyPair, token string) *protocol.Signer {
+func credentialed(t *testing.T, id uint64, user nkeys.KeyPair, token string) *signing.Signer {
 	t.Helper()
-	s, err := protocol.NewSigner(id, user)
+	s, err := signing.NewSigner(id, user)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -769,8 +770,8 @@ func TestVerifierCredentials(t *testing.T) {
 	c.run(t, url, binary)
 	app := batontest.Connect(t, url, nats.UserInfo(natsconf.AppUser, natsconf.LocalPasswords.App))
 	a, genuine := c.elected(t, app)
-	if genuine.Header.Get(protocol.CredentialHeader) != c.tokens[a.Leader] {
-		t.Fatalf("the leader's announcement carries the credential %q, want member %d's", genuine.Header.Get(protocol.CredentialHeader), a.Leader)
+	if genuine.Header.Get(signing.CredentialHeader) != c.tokens[a.Leader] {
+		t.Fatalf("the leader's announcement carries the credential %q, want member %d's", genuine.Header.Get(signing.CredentialHeader), a.Leader)
 	}
 	v := verifier{python: python, script: "baton_verify.py", url: url, c: c, app: app}
 
@@ -805,7 +806,7 @@ func TestVerifierCredentials(t *testing.T) {
 	}
 	reissue := func(edit func(*jwt.UserClaims)) string { return reissued(t, c.tokens[lead], c.authority, edit) }
 	noCredential := c.signers[lead].SignAnnouncement(c.name, genuine.Data)
-	noCredential.Del(protocol.CredentialHeader)
+	noCredential.Del(signing.CredentialHeader)
 	// The leader's credential with the other member's key in it, as the
 	// other member would edit it to sign as the leader.
 	stolen := tampered(t, c.tokens[lead], func(claims map[string]any) { claims["sub"] = otherPublic })
@@ -831,9 +832,9 @@ func TestVerifierCredentials(t *testing.T) {
 		{"without its credential", genuine.Data, noCredential, "refused"},
 		{"re-signed by another member as the leader, with the leader's credential", genuine.Data,
 			headerWith(c.signers[other].SignAnnouncement(c.name, genuine.Data),
-				protocol.SignerHeader, strconv.FormatUint(lead, 10), protocol.CredentialHeader, c.tokens[lead]), "refused"},
+				signing.SignerHeader, strconv.FormatUint(lead, 10), signing.CredentialHeader, c.tokens[lead]), "refused"},
 		{"re-signed by another member as itself, with the leader's credential", genuine.Data,
-			headerWith(c.signers[other].SignAnnouncement(c.name, genuine.Data), protocol.CredentialHeader, c.tokens[lead]), "refused"},
+			headerWith(c.signers[other].SignAnnouncement(c.name, genuine.Data), signing.CredentialHeader, c.tokens[lead]), "refused"},
 		c.signed("re-signed by another member with its own credential", other, genuine.Data, "refused"),
 		with("re-signed by another member as the leader, with the leader's credential tampered to name its key",
 			lead, c.users[other], stolen, "refused"),
@@ -881,12 +882,12 @@ func TestVerifierCredentials(t *testing.T) {
 }
 
 // goAgrees checks that the Go reader of c's announcements with keys
-// (protocol.ReadAnnouncementOf, as pkg/leader reads them) makes of each
+// (signing.ReadAnnouncementOf, as pkg/leader reads them) makes of each
 // sample what the verifier must.
-func goAgrees(t *testing.T, keys *protocol.MemberKeys, c *cluster, samples []sample) {
+func goAgrees(t *testing.T, keys *signing.MemberKeys, c *cluster, samples []sample) {
 	t.Helper()
 	for _, s := range samples {
-		_, err := protocol.ReadAnnouncementOf(keys, c.name, c.algorithm, s.payload, s.header)
+		_, err := signing.ReadAnnouncementOf(keys, c.name, c.algorithm, s.payload, s.header)
 		if got := map[bool]string{true: "verified", false: "refused"}[err == nil]; got != s.want {
 			t.Errorf("%s: the Go reader: %s (%v), want %s", s.name, got, err, s.want)
 		}

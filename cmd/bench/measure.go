@@ -24,6 +24,7 @@ import (
 	"github.com/baton-election/baton/cmd/internal/procstat"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // stopGrace is how long a node may take to exit after SIGTERM before it is
@@ -62,8 +63,8 @@ func clusterName(algorithm protocol.Algorithm, size int, steady bool) string {
 
 // memberKeys makes the member keys of every cluster the run will start
 // whose algorithm needs them, under dir.
-func memberKeys(cfg config, dir string) (map[string]string, map[string]*protocol.MemberKeys, error) {
-	dirs, members := map[string]string{}, map[string]*protocol.MemberKeys{}
+func memberKeys(cfg config, dir string) (map[string]string, map[string]*signing.MemberKeys, error) {
+	dirs, members := map[string]string{}, map[string]*signing.MemberKeys{}
 	for _, a := range cfg.algorithms {
 		if !a.NeedsKeys() {
 			continue

@@ -61,6 +61,7 @@ import (
 	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // stopGrace is how long a node may take to exit after SIGTERM before it is
@@ -219,7 +220,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			}
 		}
 	}
-	members := map[string]*protocol.MemberKeys{}
+	members := map[string]*signing.MemberKeys{}
 	keyDirs := map[string]string{}     // each cluster's key directory, with keys
 	authorities := map[string]string{} // each dynamic cluster's authority, with keys
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", cfg.natsPort)
@@ -608,7 +609,7 @@ func voters(ids []uint64) string {
 // the dynamic clusters with credentials), the server's check of member
 // credentials, run in-process: its keys and the authorities it trusts are
 // kept in dir/callout, its refusals logged to dir/callout.log.
-func startNATS(dir string, port int, members map[string]*protocol.MemberKeys, authorities map[string]string) (*server.Server, func(), error) {
+func startNATS(dir string, port int, members map[string]*signing.MemberKeys, authorities map[string]string) (*server.Server, func(), error) {
 	jetstream := filepath.Join(dir, "jetstream")
 	if len(authorities) == 0 {
 		s, err := natsconf.StartLocal(dir, "127.0.0.1", port, jetstream, members)

@@ -13,6 +13,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // TestGenerate: the command writes the keys of its -peers in -out
@@ -24,7 +25,7 @@ func TestGenerate(t *testing.T) {
 	if code := run([]string{"-out", dir, "-cluster", "prod", "-algorithm", "paxos", "-peers", "1,2,3"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	keys, err := protocol.ReadMemberKeysFile(filepath.Join(dir, memberkeys.MembersFile))
+	keys, err := signing.ReadMemberKeysFile(filepath.Join(dir, memberkeys.MembersFile))
 	if err != nil || !slices.Equal(keys.IDs(), []uint64{1, 2, 3}) {
 		t.Fatalf("members: %v, %v; want 1, 2, 3", keys.IDs(), err)
 	}
@@ -32,7 +33,7 @@ func TestGenerate(t *testing.T) {
 		t.Errorf("members.keys states cluster %q, algorithm %q; want prod, paxos", keys.Cluster(), keys.Algorithm())
 	}
 	for _, id := range keys.IDs() {
-		if _, err := protocol.ReadSeedFile(filepath.Join(dir, memberkeys.SeedFile(id))); err != nil {
+		if _, err := signing.ReadSeedFile(filepath.Join(dir, memberkeys.SeedFile(id))); err != nil {
 			t.Errorf("member %d: %v", id, err)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // config is read from the environment.
@@ -51,9 +52,9 @@ func main() {
 	if err == nil {
 		err = protocol.ValidateCluster(cfg.Cluster)
 	}
-	var keys *protocol.MemberKeys
+	var keys *signing.MemberKeys
 	if err == nil && cfg.KeysFile != "" {
-		if keys, err = protocol.ReadMemberKeysFile(cfg.KeysFile); err != nil {
+		if keys, err = signing.ReadMemberKeysFile(cfg.KeysFile); err != nil {
 			err = fmt.Errorf("ELECTION_KEYS_FILE: %w", err)
 		}
 	}

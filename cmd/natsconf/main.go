@@ -38,6 +38,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // cluster is what a -cluster flag gives: the algorithm and the members.
@@ -120,7 +121,7 @@ func run(args []string) error {
 			return fmt.Errorf("cluster %s given as -cluster, with member keys, and as -dynamic, with credentials: one or the other", name)
 		}
 	}
-	members := map[string]*protocol.MemberKeys{}
+	members := map[string]*signing.MemberKeys{}
 	for name, c := range cs {
 		d := filepath.Join(*dir, name)
 		keys, made, err := memberkeys.Ensure(d, name, c.algorithm, c.ids)

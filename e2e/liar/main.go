@@ -46,6 +46,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // tick is how often the liar lies.
@@ -91,7 +92,7 @@ type liar struct {
 	id      uint64
 	desc    []uint64 // members, highest first
 	nc      *nats.Conn
-	signer  *protocol.Signer
+	signer  *signing.Signer
 	votes   *certify.KeySigner
 	stamp   *protocol.Stamp
 	rng     *mrand.Rand
@@ -130,11 +131,11 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err := protocol.ValidateCluster(cluster); err != nil {
 		return fmt.Errorf("ELECTION_CLUSTER: %w", err)
 	}
-	kp, err := protocol.ReadSeedFile(os.Getenv("ELECTION_KEY_FILE"))
+	kp, err := signing.ReadSeedFile(os.Getenv("ELECTION_KEY_FILE"))
 	if err != nil {
 		return fmt.Errorf("ELECTION_KEY_FILE: %w", err)
 	}
-	signer, err := protocol.NewSigner(id, kp)
+	signer, err := signing.NewSigner(id, kp)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Config is the fleet's configuration, read from the environment. Every
@@ -85,8 +86,8 @@ type Config struct {
 	id       uint64
 	idSource string // "NODE_ID", "hostname <name>", "ordinal <name>" or "credential"
 	urls     []string
-	signer   *protocol.Signer
-	keys     *protocol.MemberKeys
+	signer   *signing.Signer
+	keys     *signing.MemberKeys
 	level    slog.Level
 }
 
@@ -388,7 +389,7 @@ func (c *Config) issueCredential() error {
 	if err != nil {
 		return invalid("FLEET_ISSUER_SEED_FILE", "%v", err)
 	}
-	signer, err := protocol.NewSigner(c.id, user)
+	signer, err := signing.NewSigner(c.id, user)
 	if err != nil {
 		return invalid("FLEET_ISSUER_SEED_FILE", "%v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/baton-election/baton/internal/natsauth"
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 func TestMain(m *testing.M) {
@@ -173,7 +174,7 @@ func TestRunHandsOver(t *testing.T) {
 		if err != nil {
 			break
 		}
-		a, err := protocol.ReadAnnouncement(nil, "fleet", msg.Data, msg.Header)
+		a, err := signing.ReadAnnouncement(nil, "fleet", msg.Data, msg.Header)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // NATSOption configures the server that StartNATS runs.
@@ -70,7 +71,7 @@ func WithAccounts() NATSOption {
 // and permissions: a node that connects with its member key
 // (AsMember) is known to the server, and to the connection events, by
 // that key.
-func WithMemberUsers(keys *protocol.MemberKeys) NATSOption {
+func WithMemberUsers(keys *signing.MemberKeys) NATSOption {
 	return func(t testing.TB, o *server.Options) {
 		var node *server.User
 		for _, u := range o.Users {
@@ -205,15 +206,15 @@ func CheckFor(t testing.TB, timeout time.Duration, f func() error) {
 // MemberKeys returns a new user key for each of members, as signers, and
 // their public keys, as a cluster's ELECTION_KEY_FILEs and
 // ELECTION_KEYS_FILE hold them.
-func MemberKeys(t testing.TB, members ...uint64) (map[uint64]*protocol.Signer, *protocol.MemberKeys) {
+func MemberKeys(t testing.TB, members ...uint64) (map[uint64]*signing.Signer, *signing.MemberKeys) {
 	t.Helper()
-	signers := make(map[uint64]*protocol.Signer, len(members))
+	signers := make(map[uint64]*signing.Signer, len(members))
 	public := make(map[uint64]string, len(members))
 	for _, id := range members {
 		signers[id] = NewSigner(t, id)
 		public[id] = signers[id].PublicKey()
 	}
-	keys, err := protocol.NewMemberKeys(public)
+	keys, err := signing.NewMemberKeys(public)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +223,13 @@ func MemberKeys(t testing.TB, members ...uint64) (map[uint64]*protocol.Signer, *
 
 // NewSigner returns a signer for member id with a new user key: a member's
 // own when listed by MemberKeys, a stranger's key that claims id when not.
-func NewSigner(t testing.TB, id uint64) *protocol.Signer {
+func NewSigner(t testing.TB, id uint64) *signing.Signer {
 	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := protocol.NewSigner(id, kp)
+	s, err := signing.NewSigner(id, kp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func NewSigner(t testing.TB, id uint64) *protocol.Signer {
 // AsMember are the connection options of member id of cluster on a
 // server that lists its public key as an nkey user: its key, and the
 // connection name by which connection events name the member.
-func AsMember(cluster string, s *protocol.Signer) []nats.Option {
+func AsMember(cluster string, s *signing.Signer) []nats.Option {
 	return []nats.Option{
 		nats.Nkey(s.PublicKey(), s.KeyPair().Sign),
 		nats.Name(protocol.ConnectionName(cluster, s.ID())),

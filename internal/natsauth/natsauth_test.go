@@ -23,6 +23,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -79,7 +80,7 @@ func newEnv(t *testing.T, edit func(*server.Options)) *env {
 	}
 	e.bullyMember, _ = nkeys.CreateUser()
 	bullyPublic, _ := e.bullyMember.PublicKey()
-	bully, err := protocol.NewMemberKeys(map[uint64]string{1: bullyPublic})
+	bully, err := signing.NewMemberKeys(map[uint64]string{1: bullyPublic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func newEnv(t *testing.T, edit func(*server.Options)) *env {
 		t.Fatal(err)
 	}
 	opts, err := natsconf.OptionsWith(t.TempDir(), "127.0.0.1", -1, "", natsconf.LocalPasswords,
-		map[string]*protocol.MemberKeys{"bully": bully}, &natsconf.Callout{Issuer: keys.Issuer, User: keys.User})
+		map[string]*signing.MemberKeys{"bully": bully}, &natsconf.Callout{Issuer: keys.Issuer, User: keys.User})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // InboxPrefix is protocol.InboxPrefix: the inbox prefix of member id of
@@ -21,7 +22,7 @@ const memberMarker = "      # MEMBER USERS\n"
 
 // Render returns Accounts with a user of the application account for each
 // member of each cluster (cluster name → its member keys, as
-// protocol.ParseMemberKeys reads them): its public nkey, which
+// signing.ParseMemberKeys reads them): its public nkey, which
 // may publish only on its own cluster's subjects (election.<cluster>.*,
 // the other members' inboxes election.<cluster>.node.*), on the inboxes of
 // applications and the observer (_INBOX.>, to answer queries) and of its
@@ -36,7 +37,7 @@ const memberMarker = "      # MEMBER USERS\n"
 // answer on whatever reply subject a request names, so any client could
 // have the leader publish on another cluster's subjects or on a JetStream
 // API subject (a purge of the stream) with the leader's rights.
-func Render(clusters map[string]*protocol.MemberKeys) (string, error) {
+func Render(clusters map[string]*signing.MemberKeys) (string, error) {
 	return RenderWith(clusters, nil)
 }
 
@@ -73,7 +74,7 @@ const MemberAccount = "BATON"
 // auth_users: it answers the requests and is never handed to itself. It
 // is an nkey user also so that the server sends every client a nonce to
 // sign, by which a member proves it holds its credential's seed.
-func RenderWith(clusters map[string]*protocol.MemberKeys, callout *Callout) (string, error) {
+func RenderWith(clusters map[string]*signing.MemberKeys, callout *Callout) (string, error) {
 	if !strings.Contains(Accounts, memberMarker) || !strings.Contains(Accounts, calloutMarker) {
 		return "", errors.New("natsconf: accounts.conf has no member marker")
 	}
@@ -126,7 +127,7 @@ authorization {
 `
 
 // renderMembers writes the member users of clusters into accounts.
-func renderMembers(accounts string, clusters map[string]*protocol.MemberKeys) (string, error) {
+func renderMembers(accounts string, clusters map[string]*signing.MemberKeys) (string, error) {
 	keys := map[string]string{}
 	var b strings.Builder
 	for _, cluster := range slices.Sorted(maps.Keys(clusters)) {

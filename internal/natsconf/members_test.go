@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // keys returns the member keys of public, member ID to public key.
-func keys(t *testing.T, public map[uint64]string) *protocol.MemberKeys {
+func keys(t *testing.T, public map[uint64]string) *signing.MemberKeys {
 	t.Helper()
-	k, err := protocol.NewMemberKeys(public)
+	k, err := signing.NewMemberKeys(public)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,12 +21,12 @@ func TestRenderRefuses(t *testing.T) {
 	const key = "UATDRDH3U7URFCT34LEE5UAAJW7UWE72SEXB5ASN3YC4LDKLQWEVRPL2"
 	one := keys(t, map[uint64]string{1: key})
 	for _, c := range []struct {
-		clusters map[string]*protocol.MemberKeys
+		clusters map[string]*signing.MemberKeys
 		want     string
 	}{
-		{map[string]*protocol.MemberKeys{"a b": one}, "cluster name"},
-		{map[string]*protocol.MemberKeys{"a": nil}, "no member keys"},
-		{map[string]*protocol.MemberKeys{"a": one, "b": one}, "has the key of a/1"},
+		{map[string]*signing.MemberKeys{"a b": one}, "cluster name"},
+		{map[string]*signing.MemberKeys{"a": nil}, "no member keys"},
+		{map[string]*signing.MemberKeys{"a": one, "b": one}, "has the key of a/1"},
 	} {
 		if _, err := Render(c.clusters); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Render(%v): %v; want an error with %q", c.clusters, err, c.want)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Accounts is accounts.conf.
@@ -71,14 +71,14 @@ func Options(dir, host string, port int, storeDir string, passwords Passwords) (
 
 // OptionsWithMembers is Options with a user for each member of each cluster
 // (cluster name → members), as Render writes them.
-func OptionsWithMembers(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string]*protocol.MemberKeys) (*server.Options, error) {
+func OptionsWithMembers(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string]*signing.MemberKeys) (*server.Options, error) {
 	return OptionsWith(dir, host, port, storeDir, passwords, clusters, nil)
 }
 
 // OptionsWith is OptionsWithMembers with, unless callout is nil, the
 // server's check of member credentials (RenderWith); its responder must
 // then run (StartWithCallout).
-func OptionsWith(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string]*protocol.MemberKeys, callout *Callout) (*server.Options, error) {
+func OptionsWith(dir, host string, port int, storeDir string, passwords Passwords, clusters map[string]*signing.MemberKeys, callout *Callout) (*server.Options, error) {
 	accounts, err := RenderWith(clusters, callout)
 	if err != nil {
 		return nil, err

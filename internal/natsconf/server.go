@@ -11,8 +11,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/internal/natsauth"
-
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // ReadyTimeout bounds Start's wait for the server to accept connections.
@@ -53,7 +52,7 @@ func Stop(s *server.Server) {
 // observer and applications, and a user for each member key of clusters
 // (nil: none). The configuration is written into dir; JetStream is stored
 // in storeDir unless it is empty. Port -1 picks a free port.
-func StartLocal(dir, host string, port int, storeDir string, clusters map[string]*protocol.MemberKeys) (*server.Server, error) {
+func StartLocal(dir, host string, port int, storeDir string, clusters map[string]*signing.MemberKeys) (*server.Server, error) {
 	opts, err := OptionsWithMembers(dir, host, port, storeDir, LocalPasswords, clusters)
 	if err != nil {
 		return nil, err
@@ -68,7 +67,7 @@ func StartLocal(dir, host string, port int, storeDir string, clusters map[string
 // trusting the authorities of authoritiesDir (<cluster>.authority, and
 // <cluster>.revoked). Members of those clusters then connect with their
 // credentials. stop stops the responder, then the server.
-func StartLocalWithCallout(dir, host string, port int, storeDir string, clusters map[string]*protocol.MemberKeys, keysDir, authoritiesDir string, log *slog.Logger) (s *server.Server, stop func(), err error) {
+func StartLocalWithCallout(dir, host string, port int, storeDir string, clusters map[string]*signing.MemberKeys, keysDir, authoritiesDir string, log *slog.Logger) (s *server.Server, stop func(), err error) {
 	keys, _, err := natsauth.EnsureKeys(keysDir)
 	if err != nil {
 		return nil, nil, err

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // member is a member's key pair, made for a test.
@@ -53,7 +53,7 @@ func startMembers(t *testing.T, members ...member) *server.Server {
 		}
 		public[m.cluster][m.id] = m.pub(t)
 	}
-	clusters := map[string]*protocol.MemberKeys{}
+	clusters := map[string]*signing.MemberKeys{}
 	for cluster, p := range public {
 		clusters[cluster] = keys(t, p)
 	}
@@ -265,7 +265,7 @@ func deployServer(t *testing.T, name string, routes ...*url.URL) *server.Server 
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts, err := Render(map[string]*protocol.MemberKeys{"a": keys(t, map[uint64]string{1: newMember(t, "a", 1).pub(t)})})
+	accounts, err := Render(map[string]*signing.MemberKeys{"a": keys(t, map[uint64]string{1: newMember(t, "a", 1).pub(t)})})
 	if err != nil {
 		t.Fatal(err)
 	}

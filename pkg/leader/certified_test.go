@@ -14,13 +14,14 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // byzCluster is a byzantine cluster "default" of four members with keys
 // (f = 1, a quorum of 3).
 type byzCluster struct {
-	signers map[uint64]*protocol.Signer
-	keys    *protocol.MemberKeys
+	signers map[uint64]*signing.Signer
+	keys    *signing.MemberKeys
 }
 
 func newByzCluster(t *testing.T) *byzCluster {
@@ -30,7 +31,7 @@ func newByzCluster(t *testing.T) *byzCluster {
 
 // cert returns the certificate of leader in term of cluster, signed by
 // voters with the keys of signers.
-func cert(t *testing.T, signers map[uint64]*protocol.Signer, cluster string, term, leader uint64, voters ...uint64) *certify.Certificate {
+func cert(t *testing.T, signers map[uint64]*signing.Signer, cluster string, term, leader uint64, voters ...uint64) *certify.Certificate {
 	t.Helper()
 	var votes []certify.SignedStatement
 	for _, id := range voters {
@@ -171,7 +172,7 @@ func TestByzantineLeaderWithoutKeys(t *testing.T) {
 // prove returns leader's proof, signed with the key of signer, of write
 // in term with the certificate c (as ProveWrite makes it, but with any
 // signer, as a liar would).
-func prove(t *testing.T, signer *protocol.Signer, c *certify.Certificate, write []byte) leader.WriteProof {
+func prove(t *testing.T, signer *signing.Signer, c *certify.Certificate, write []byte) leader.WriteProof {
 	t.Helper()
 	sig, err := certify.SignWrite(signer.Certify(), certify.WriteOf(c.Cluster, c.Term, signer.ID(), write))
 	if err != nil {
@@ -196,7 +197,7 @@ func TestCertifiedFence(t *testing.T) {
 	if err := f.AdmitCertified(p, write); err != nil {
 		t.Fatalf("AdmitCertified(leader 4's write in term 5) = %v", err)
 	}
-	with := func(c *certify.Certificate, signer *protocol.Signer) leader.WriteProof {
+	with := func(c *certify.Certificate, signer *signing.Signer) leader.WriteProof {
 		return prove(t, signer, c, write)
 	}
 	for _, tc := range []struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // downgrades are the algorithms a liar of a byzantine cluster names to
@@ -17,7 +18,7 @@ var downgrades = []protocol.Algorithm{protocol.Paxos, "", "raft"}
 
 // stated returns the keys of c as a members file of this project states
 // them: cluster "default", algorithm byzantine.
-func (c *byzCluster) stated(t *testing.T) *protocol.MemberKeys {
+func (c *byzCluster) stated(t *testing.T) *signing.MemberKeys {
 	t.Helper()
 	k, err := c.keys.State("default", protocol.Byzantine)
 	if err != nil {

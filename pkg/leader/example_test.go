@@ -13,6 +13,7 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // exampleCluster is an embedded NATS server with a stand-in for the
@@ -139,19 +140,19 @@ func ExampleFence() {
 // resource checks the certificate, then member 4's signature of the
 // write, with the cluster's members file.
 func ExampleFence_AdmitCertified() {
-	signers := map[uint64]*protocol.Signer{}
+	signers := map[uint64]*signing.Signer{}
 	public := map[uint64]string{}
 	for id := uint64(1); id <= 4; id++ {
 		kp, err := nkeys.FromRawSeed(nkeys.PrefixByteUser, bytes.Repeat([]byte{byte(id)}, 32))
 		if err != nil {
 			panic(err)
 		}
-		if signers[id], err = protocol.NewSigner(id, kp); err != nil {
+		if signers[id], err = signing.NewSigner(id, kp); err != nil {
 			panic(err)
 		}
 		public[id] = signers[id].PublicKey()
 	}
-	keys, err := protocol.NewMemberKeys(public) // the resource's members file
+	keys, err := signing.NewMemberKeys(public) // the resource's members file
 	if err != nil {
 		panic(err)
 	}

@@ -27,7 +27,7 @@
 //
 // When the nodes have member keys (ELECTION_KEY_FILE), pass the members'
 // public keys (their ELECTION_KEYS_FILE, read with
-// protocol.ReadMemberKeysFile) with WithKeys: every announcement, whether
+// signing.ReadMemberKeysFile) with WithKeys: every announcement, whether
 // published, answered to a query or read from the stream, must then be
 // signed by the member it names as leader, and any other is ignored. An
 // application needs no seed: public keys only verify. Without WithKeys,
@@ -38,7 +38,7 @@
 // How an announcement is checked depends on the cluster's algorithm, and
 // the reader knows it from its own configuration, never from the
 // announcement: from the members file's statement ("#: algorithm",
-// protocol.MemberKeys.Algorithm), or WithAlgorithm for a file that
+// signing.MemberKeys.Algorithm), or WithAlgorithm for a file that
 // states none. An announcement of another algorithm is dropped
 // (protocol.ErrAlgorithm). With WithKeys and no known algorithm, Current,
 // Watch and LastAnnounced refuse to start (ErrNoAlgorithm), and so they do
@@ -52,7 +52,7 @@
 // announcements carry it. With WithKeys, every announcement of a
 // byzantine cluster, from any of the three paths and whatever algorithm
 // it names, counts only if its certificate holds under the members' keys
-// (protocol.VerifyAnnouncementOf); a missing, short, forged or other
+// (signing.VerifyAnnouncementOf); a missing, short, forged or other
 // term's certificate is dropped like a bad signature. Without keys
 // nothing can tell a certificate from a forgery, so a byzantine
 // announcement is never believed: Current returns an error wrapping
@@ -83,6 +83,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // ErrNoLeader is returned by Current when no leader is known.
@@ -120,7 +121,7 @@ type options struct {
 	queryTimeout time.Duration
 	resync       time.Duration
 	stream       bool
-	keys         *protocol.MemberKeys
+	keys         *signing.MemberKeys
 	algorithm    protocol.Algorithm
 	rejected     func(error)
 }
@@ -145,7 +146,7 @@ func WithoutStream() Option { return func(o *options) { o.stream = false } }
 // among keys (the nodes' ELECTION_KEYS_FILE), and, for a byzantine
 // cluster, carrying a certificate that holds under keys. A nil keys checks
 // nothing, and believes no byzantine announcement.
-func WithKeys(keys *protocol.MemberKeys) Option { return func(o *options) { o.keys = keys } }
+func WithKeys(keys *signing.MemberKeys) Option { return func(o *options) { o.keys = keys } }
 
 // WithAlgorithm tells Current, Watch and LastAnnounced which algorithm the
 // cluster runs, for a members file that does not state it ("#: algorithm"
@@ -166,10 +167,10 @@ func WithRejected(f func(error)) Option { return func(o *options) { o.rejected =
 
 // read decodes an announcement of cluster and, with keys, checks its
 // signature and, by the cluster's algorithm, its certificate
-// (protocol.ReadAnnouncementOf); a rejection is reported to WithRejected's
+// (signing.ReadAnnouncementOf); a rejection is reported to WithRejected's
 // function.
 func (o options) read(cluster string, data []byte, h nats.Header) (protocol.Announcement, error) {
-	a, err := protocol.ReadAnnouncementOf(o.keys, cluster, o.algorithm, data, h)
+	a, err := signing.ReadAnnouncementOf(o.keys, cluster, o.algorithm, data, h)
 	if err != nil && o.rejected != nil {
 		o.rejected(err)
 	}
@@ -194,7 +195,7 @@ func readerOf(cluster string, opts []Option) (options, error) {
 		return options{}, fmt.Errorf("leader: %w", err)
 	}
 	o := newOptions(opts)
-	alg, err := protocol.ClusterAlgorithm(o.keys, cluster, o.algorithm)
+	alg, err := signing.ClusterAlgorithm(o.keys, cluster, o.algorithm)
 	if err != nil {
 		return options{}, fmt.Errorf("leader: cluster %s: %w", cluster, err)
 	}
@@ -436,7 +437,7 @@ type Fence struct {
 	// cluster and keys are set by NewCertifiedFence: then every term
 	// needs its certificate.
 	cluster string
-	keys    *protocol.MemberKeys
+	keys    *signing.MemberKeys
 }
 
 // NewCertifiedFence returns the fence of a byzantine cluster's resource:
@@ -444,7 +445,7 @@ type Fence struct {
 // under keys, the members' public keys, and that leader's signature of
 // the write (AdmitCertified); Admit, without them, refuses every term.
 // keys must not be nil.
-func NewCertifiedFence(cluster string, keys *protocol.MemberKeys) *Fence {
+func NewCertifiedFence(cluster string, keys *signing.MemberKeys) *Fence {
 	return &Fence{cluster: cluster, keys: keys}
 }
 
@@ -485,7 +486,7 @@ type WriteProof struct {
 // sequence number the resource chose. A member that is not a's leader,
 // or an announcement without a certificate of a's cluster, term and
 // leader, is refused.
-func ProveWrite(signer *protocol.Signer, a protocol.Announcement, write []byte) (WriteProof, error) {
+func ProveWrite(signer *signing.Signer, a protocol.Announcement, write []byte) (WriteProof, error) {
 	c := a.Certificate
 	switch {
 	case signer == nil:

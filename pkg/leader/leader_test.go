@@ -14,6 +14,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 func TestMain(m *testing.M) {
@@ -168,7 +169,7 @@ func TestCurrentFallsBackToTheStream(t *testing.T) {
 
 // signed returns a as a message on its leader subject, signed by s
 // (unsigned if s is nil).
-func signed(a protocol.Announcement, s *protocol.Signer) *nats.Msg {
+func signed(a protocol.Announcement, s *signing.Signer) *nats.Msg {
 	data := mustEncode(a)
 	m := &nats.Msg{Subject: protocol.LeaderSubject(a.Cluster), Data: data, Header: nats.Header{}}
 	if s != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // DecidedOrder is an order of a byzantine cluster's leader that f+1
@@ -133,7 +134,7 @@ func Orders(ctx context.Context, nc *nats.Conn, cluster string, opts ...Option) 
 // readDecision decodes and checks a decision received for cluster at
 // now: the signature of a member of keys, who must be the decision's
 // Member, and a date within MaxDecisionAge of now.
-func readDecision(keys *protocol.MemberKeys, cluster string, m *nats.Msg, now time.Time) (protocol.Decision, error) {
+func readDecision(keys *signing.MemberKeys, cluster string, m *nats.Msg, now time.Time) (protocol.Decision, error) {
 	if len(m.Data) > protocol.MaxDecision {
 		return protocol.Decision{}, fmt.Errorf("leader: decision of %d bytes exceeds %d", len(m.Data), protocol.MaxDecision)
 	}
@@ -145,7 +146,7 @@ func readDecision(keys *protocol.MemberKeys, cluster string, m *nats.Msg, now ti
 	if err != nil {
 		return protocol.Decision{}, fmt.Errorf("leader: %w", err)
 	}
-	if err := protocol.CheckSigner(signer, d.Member); err != nil {
+	if err := signing.CheckSigner(signer, d.Member); err != nil {
 		return protocol.Decision{}, fmt.Errorf("leader: decision: %w", err)
 	}
 	if d.Cluster != cluster {

@@ -11,9 +11,10 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
-func publishDecision(t *testing.T, nc *nats.Conn, s *protocol.Signer, d protocol.Decision) {
+func publishDecision(t *testing.T, nc *nats.Conn, s *signing.Signer, d protocol.Decision) {
 	t.Helper()
 	data, err := protocol.EncodeDecision(d)
 	if err != nil {

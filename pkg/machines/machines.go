@@ -15,6 +15,7 @@ import (
 	"github.com/baton-election/baton/pkg/paxos"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/ring"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Factory builds the machines of one election's algorithm. Its fields are
@@ -29,15 +30,15 @@ type Factory struct {
 	// Signer is this node's member key, and Keys the public keys of every
 	// member: the byzantine algorithm signs and checks its certificates
 	// with them.
-	Signer *protocol.Signer
-	Keys   *protocol.MemberKeys
+	Signer *signing.Signer
+	Keys   *signing.MemberKeys
 	// MemberSet is, for the byzantine algorithm with dynamic membership,
 	// version 0 of the member set: the configured members and their keys
 	// (ELECTION_KEYS_FILE). The members it does not list join with their
 	// credentials (Keys from NewAuthorityKeys, Signer with its
 	// credential), and the set changes by the members' certified
 	// decisions (package byzantine).
-	MemberSet *protocol.MemberKeys
+	MemberSet *signing.MemberKeys
 }
 
 // New builds the machine of f's algorithm with ecfg; checked, if not nil,

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // TestAuthorityKeys: a reader that holds only the authority's key checks
@@ -21,17 +22,17 @@ func TestAuthorityKeys(t *testing.T) {
 	authority, authorityPub := newAccount(t)
 	other, _ := newAccount(t)
 	now := time.Now()
-	signer := func(issuer nkeys.KeyPair, id uint64, expires time.Duration) *protocol.Signer {
+	signer := func(issuer nkeys.KeyPair, id uint64, expires time.Duration) *signing.Signer {
 		kp, pub := newUser(t)
 		token, err := Issue(issuer, "prod", id, pub, expires)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := must[*protocol.Signer](t)(protocol.NewSigner(id, kp))
-		return must[*protocol.Signer](t)(s.WithCredential(token))
+		s := must[*signing.Signer](t)(signing.NewSigner(id, kp))
+		return must[*signing.Signer](t)(s.WithCredential(token))
 	}
 	checker := must[Checker](t)(NewChecker("prod", authorityPub))
-	keys := protocol.NewAuthorityKeys(checker, func() time.Time { return now })
+	keys := signing.NewAuthorityKeys(checker, func() time.Time { return now })
 	if !keys.Authority() || keys.Len() != 0 {
 		t.Fatal("new authority keys must know no member")
 	}
@@ -47,11 +48,11 @@ func TestAuthorityKeys(t *testing.T) {
 
 	unsigned := nats.Header{}
 	impostor := seven.Header(subject, payload)
-	impostor.Set(protocol.SignerHeader, "8") // 7's credential, claiming 8
+	impostor.Set(signing.SignerHeader, "8") // 7's credential, claiming 8
 	stolen := signer(authority, 8, 0).Header(subject, payload)
-	stolen.Set(protocol.CredentialHeader, seven.Credential()) // 8 signs, with 7's credential
+	stolen.Set(signing.CredentialHeader, seven.Credential()) // 8 signs, with 7's credential
 	noCredKey, _ := newUser(t)
-	noCred := must[*protocol.Signer](t)(protocol.NewSigner(9, noCredKey))
+	noCred := must[*signing.Signer](t)(signing.NewSigner(9, noCredKey))
 	for name, h := range map[string]nats.Header{
 		"unsigned":             unsigned,
 		"another signer":       impostor,
@@ -82,10 +83,10 @@ func TestAuthorityKeys(t *testing.T) {
 // credential or naming another leader.
 func TestAuthorityAnnouncement(t *testing.T) {
 	authority, authorityPub := newAccount(t)
-	member := func(id uint64) *protocol.Signer {
+	member := func(id uint64) *signing.Signer {
 		kp, pub := newUser(t)
 		token := must[string](t)(Issue(authority, "orders", id, pub, 0))
-		return must[*protocol.Signer](t)(must[*protocol.Signer](t)(protocol.NewSigner(id, kp)).WithCredential(token))
+		return must[*signing.Signer](t)(must[*signing.Signer](t)(signing.NewSigner(id, kp)).WithCredential(token))
 	}
 	seven, eight := member(7), member(8)
 	keys := must[Checker](t)(NewChecker("orders", authorityPub)).Keys()
@@ -93,26 +94,26 @@ func TestAuthorityAnnouncement(t *testing.T) {
 		return must[[]byte](t)(protocol.EncodeAnnouncement(protocol.Announcement{Cluster: "orders", Leader: leader, Term: leader, Algorithm: protocol.Bully, At: protocol.Timestamp{Time: time.Now()}}))
 	}
 	data := announce(7)
-	a, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, seven.SignAnnouncement("orders", data))
+	a, err := signing.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, seven.SignAnnouncement("orders", data))
 	if err != nil || a.Leader != 7 {
 		t.Fatalf("member 7's announcement: %+v, %v", a, err)
 	}
-	if _, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, eight.SignAnnouncement("orders", data)); err == nil {
+	if _, err := signing.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, eight.SignAnnouncement("orders", data)); err == nil {
 		t.Fatal("member 8 announced member 7's leadership")
 	}
 	forged := eight.SignAnnouncement("orders", data)
-	forged.Set(protocol.SignerHeader, "7")
-	forged.Set(protocol.CredentialHeader, seven.Credential())
-	if _, err := protocol.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, forged); err == nil {
+	forged.Set(signing.SignerHeader, "7")
+	forged.Set(signing.CredentialHeader, seven.Credential())
+	if _, err := signing.ReadAnnouncementOf(keys, "orders", protocol.Bully, data, forged); err == nil {
 		t.Fatal("member 8 signed with member 7's credential")
 	}
 	// Without the algorithm, the reader knows from the authority keys that
 	// the cluster is not byzantine.
-	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", data, seven.SignAnnouncement("orders", data)); err != nil {
+	if _, err := signing.ReadAnnouncementOf(keys, "orders", "", data, seven.SignAnnouncement("orders", data)); err != nil {
 		t.Fatalf("a reader that does not state the algorithm: %v", err)
 	}
 	byz := must[[]byte](t)(protocol.EncodeAnnouncement(protocol.Announcement{Cluster: "orders", Leader: 7, Term: 7, Algorithm: protocol.Byzantine, At: protocol.Timestamp{Time: time.Now()}}))
-	if _, err := protocol.ReadAnnouncementOf(keys, "orders", "", byz, seven.SignAnnouncement("orders", byz)); !errors.Is(err, protocol.ErrAnnouncement) {
+	if _, err := signing.ReadAnnouncementOf(keys, "orders", "", byz, seven.SignAnnouncement("orders", byz)); !errors.Is(err, protocol.ErrAnnouncement) {
 		t.Fatalf("a byzantine announcement in a credentials cluster: %v, want a refusal", err)
 	}
 }

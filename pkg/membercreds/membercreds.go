@@ -72,6 +72,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/internal/atomicfile"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // MaxID is the highest member ID of a cluster with dynamic membership:
@@ -466,8 +467,8 @@ func ReadCreds(path string) (token string, kp nkeys.KeyPair, err error) {
 }
 
 // Checker checks the credentials of one cluster's members against its
-// authorities: it implements protocol.CredentialChecker, so that
-// protocol.NewAuthorityKeys(checker, nil) are the member keys of a
+// authorities: it implements signing.CredentialChecker, so that
+// signing.NewAuthorityKeys(checker, nil) are the member keys of a
 // cluster with member credentials, for whoever reads it (a node, an
 // application, the observer).
 type Checker struct {
@@ -492,7 +493,7 @@ func NewChecker(cluster, authorities string) (Checker, error) {
 	return Checker{Authorities: keys, Cluster: cluster}, nil
 }
 
-// CheckCredential implements protocol.CredentialChecker with Verify.
+// CheckCredential implements signing.CredentialChecker with Verify.
 func (c Checker) CheckCredential(token string, now time.Time) (uint64, string, time.Time, error) {
 	cred, err := Verify(token, c.Authorities, c.Cluster, now)
 	if err != nil {
@@ -502,8 +503,8 @@ func (c Checker) CheckCredential(token string, now time.Time) (uint64, string, t
 }
 
 // Keys returns the member keys of the checker's cluster: every key comes
-// from the credential a message carries (protocol.NewAuthorityKeys).
-func (c Checker) Keys() *protocol.MemberKeys { return protocol.NewAuthorityKeys(c, nil) }
+// from the credential a message carries (signing.NewAuthorityKeys).
+func (c Checker) Keys() *signing.MemberKeys { return signing.NewAuthorityKeys(c, nil) }
 
 // Member is what a member of a cluster with credentials runs with: its
 // credential, the signer that adds it to everything it signs, and the
@@ -511,8 +512,8 @@ func (c Checker) Keys() *protocol.MemberKeys { return protocol.NewAuthorityKeys(
 // alone.
 type Member struct {
 	Credential Credential
-	Signer     *protocol.Signer
-	Keys       *protocol.MemberKeys
+	Signer     *signing.Signer
+	Keys       *signing.MemberKeys
 }
 
 // ErrAuthority wraps Load's errors about the authority's keys, as
@@ -544,7 +545,7 @@ func Load(path, authorities, cluster string, now time.Time) (Member, error) {
 	if err != nil {
 		return Member{}, fmt.Errorf("%s: %w", path, err)
 	}
-	signer, err := protocol.NewSigner(cred.ID, kp)
+	signer, err := signing.NewSigner(cred.ID, kp)
 	if err == nil {
 		signer, err = signer.WithCredential(token)
 	}

@@ -1,9 +1,9 @@
 // Package memberkeys makes and reads the key files of a cluster's members
 // in a directory: node-<id>.seed, each member's user seed (its
 // ELECTION_KEY_FILE), and members.keys, the public key of every member
-// (every node's ELECTION_KEYS_FILE, in the format protocol.ParseMemberKeys
+// (every node's ELECTION_KEYS_FILE, in the format signing.ParseMemberKeys
 // reads), which states the cluster's name and algorithm ("#: cluster",
-// "#: algorithm", protocol.StatementPrefix) so that whoever reads
+// "#: algorithm", signing.StatementPrefix) so that whoever reads
 // announcements with it knows the cluster from the file, not from a
 // message. The keys command, the NATS configuration generator and the
 // local cluster all make their keys here; a deployment of its own can too.
@@ -25,6 +25,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/internal/atomicfile"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // MembersFile is the name of the member keys file in a directory.
@@ -49,7 +50,7 @@ func statementsOf(cluster string, algorithm protocol.Algorithm) (string, error) 
 	if !algorithm.Known() {
 		return "", fmt.Errorf("memberkeys: algorithm %q is not one of %v", algorithm, protocol.Algorithms)
 	}
-	return fmt.Sprintf("%s cluster %s\n%s algorithm %s\n", protocol.StatementPrefix, cluster, protocol.StatementPrefix, algorithm), nil
+	return fmt.Sprintf("%s cluster %s\n%s algorithm %s\n", signing.StatementPrefix, cluster, signing.StatementPrefix, algorithm), nil
 }
 
 // Generate makes a user key for each of ids (positive, distinct, in the
@@ -57,13 +58,13 @@ func statementsOf(cluster string, algorithm protocol.Algorithm) (string, error) 
 // missing: node-<id>.seed (mode 0600) for each, then members.keys (mode
 // 0644), which states cluster and algorithm, each written atomically and
 // synced. It writes nothing if any of these files exists.
-func Generate(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (*protocol.MemberKeys, error) {
+func Generate(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (*signing.MemberKeys, error) {
 	statements, err := statementsOf(cluster, algorithm)
 	if err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 || len(ids) > protocol.MaxMemberKeys {
-		return nil, fmt.Errorf("memberkeys: %d members; want 1 to %d", len(ids), protocol.MaxMemberKeys)
+	if len(ids) == 0 || len(ids) > signing.MaxMemberKeys {
+		return nil, fmt.Errorf("memberkeys: %d members; want 1 to %d", len(ids), signing.MaxMemberKeys)
 	}
 	seen := make(map[uint64]bool, len(ids))
 	names := []string{MembersFile}
@@ -111,7 +112,7 @@ func Generate(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (
 	if err := atomicfile.Write(filepath.Join(dir, MembersFile), []byte(members.String()), 0o644); err != nil {
 		return nil, fmt.Errorf("memberkeys: %w", err)
 	}
-	return protocol.ParseMemberKeys(strings.NewReader(members.String()))
+	return signing.ParseMemberKeys(strings.NewReader(members.String()))
 }
 
 // WriteFile writes data to path as the key files are written: into a
@@ -126,9 +127,9 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	return nil
 }
 
-// Read reads dir/members.keys (protocol.ReadMemberKeysFile).
-func Read(dir string) (*protocol.MemberKeys, error) {
-	return protocol.ReadMemberKeysFile(filepath.Join(dir, MembersFile))
+// Read reads dir/members.keys (signing.ReadMemberKeysFile).
+func Read(dir string) (*signing.MemberKeys, error) {
+	return signing.ReadMemberKeysFile(filepath.Join(dir, MembersFile))
 }
 
 // Ensure returns the keys of the members ids of cluster, which runs
@@ -138,7 +139,7 @@ func Read(dir string) (*protocol.MemberKeys, error) {
 // algorithm is an error; one that states neither or only one (written
 // before files stated them) gets the statements it lacks, in a new file
 // that replaces it atomically, with its mode.
-func Ensure(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (keys *protocol.MemberKeys, made bool, err error) {
+func Ensure(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (keys *signing.MemberKeys, made bool, err error) {
 	if _, err := statementsOf(cluster, algorithm); err != nil {
 		return nil, false, err
 	}
@@ -168,7 +169,7 @@ func Ensure(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (ke
 
 // addStatements adds to the members file at path, whose keys are keys,
 // the statements of cluster and algorithm it lacks, before its first line.
-func addStatements(path string, keys *protocol.MemberKeys, cluster string, algorithm protocol.Algorithm) error {
+func addStatements(path string, keys *signing.MemberKeys, cluster string, algorithm protocol.Algorithm) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fmt.Errorf("memberkeys: %w", err)
@@ -179,14 +180,14 @@ func addStatements(path string, keys *protocol.MemberKeys, cluster string, algor
 	}
 	var lines strings.Builder
 	if keys.Cluster() == "" {
-		fmt.Fprintf(&lines, "%s cluster %s\n", protocol.StatementPrefix, cluster)
+		fmt.Fprintf(&lines, "%s cluster %s\n", signing.StatementPrefix, cluster)
 	}
 	if keys.Algorithm() == "" {
-		fmt.Fprintf(&lines, "%s algorithm %s\n", protocol.StatementPrefix, algorithm)
+		fmt.Fprintf(&lines, "%s algorithm %s\n", signing.StatementPrefix, algorithm)
 	}
 	data := append([]byte(lines.String()), old...)
 	// What is written must read back as the same keys, stating both.
-	check, err := protocol.ParseMemberKeys(strings.NewReader(string(data)))
+	check, err := signing.ParseMemberKeys(strings.NewReader(string(data)))
 	if err != nil || check.Cluster() != cluster || check.Algorithm() != algorithm || !slices.Equal(check.IDs(), keys.IDs()) {
 		return fmt.Errorf("memberkeys: %s: cannot add the statements of cluster %s, algorithm %s: %v", path, cluster, algorithm, err)
 	}
@@ -211,8 +212,8 @@ func ParseIDs(s string) ([]uint64, error) {
 		if slices.Contains(ids, id) {
 			return nil, fmt.Errorf("%d appears twice", id)
 		}
-		if len(ids) == protocol.MaxMemberKeys {
-			return nil, fmt.Errorf("more than %d members", protocol.MaxMemberKeys)
+		if len(ids) == signing.MaxMemberKeys {
+			return nil, fmt.Errorf("more than %d members", signing.MaxMemberKeys)
 		}
 		ids = append(ids, id)
 	}

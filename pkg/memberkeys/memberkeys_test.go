@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // The files made are what a node reads: each seed, private, is the key the
@@ -30,11 +31,11 @@ func TestGenerate(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("seed of %d: %v, %v; want mode 0600", id, fi, err)
 		}
-		kp, err := protocol.ReadSeedFile(path)
+		kp, err := signing.ReadSeedFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := protocol.NewSigner(id, kp)
+		s, err := signing.NewSigner(id, kp)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestGenerateNeverOverwrites(t *testing.T) {
 }
 
 func TestGenerateBadIDs(t *testing.T) {
-	for _, ids := range [][]uint64{nil, {1, 1}, {0}, make([]uint64, protocol.MaxMemberKeys+1)} {
+	for _, ids := range [][]uint64{nil, {1, 1}, {0}, make([]uint64, signing.MaxMemberKeys+1)} {
 		dir := filepath.Join(t.TempDir(), "keys")
 		if _, err := Generate(dir, "bully", protocol.Bully, ids); err == nil {
 			t.Errorf("Generate(%d IDs %v…): no error", len(ids), ids[:min(len(ids), 2)])
@@ -109,11 +110,11 @@ func TestEnsure(t *testing.T) {
 			t.Errorf("member %d: %q, then %q; want the same key", id, a, b)
 		}
 	}
-	if _, _, err := Ensure(dir, "bully", protocol.Bully, []uint64{1, 2, 3, 4}); !errors.Is(err, protocol.ErrKeys) || !strings.Contains(err.Error(), "no key for member 4") {
+	if _, _, err := Ensure(dir, "bully", protocol.Bully, []uint64{1, 2, 3, 4}); !errors.Is(err, signing.ErrKeys) || !strings.Contains(err.Error(), "no key for member 4") {
 		t.Errorf("Ensure with a new member: %v; want the mismatch", err)
 	}
 	os.WriteFile(filepath.Join(dir, MembersFile), []byte("1 nope\n"), 0o644)
-	if _, _, err := Ensure(dir, "bully", protocol.Bully, []uint64{1}); !errors.Is(err, protocol.ErrKeys) || !strings.Contains(err.Error(), "line 1") {
+	if _, _, err := Ensure(dir, "bully", protocol.Bully, []uint64{1}); !errors.Is(err, signing.ErrKeys) || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("Ensure over a bad file: %v; want its error", err)
 	}
 }
@@ -188,7 +189,7 @@ func TestEnsureStatesAnOlderFile(t *testing.T) {
 		algorithm protocol.Algorithm
 		says      string
 	}{{"staging", protocol.Paxos, `"prod"`}, {"prod", protocol.Byzantine, `"paxos"`}} {
-		if _, _, err := Ensure(dir, tc.cluster, tc.algorithm, []uint64{1, 2, 3}); !errors.Is(err, protocol.ErrKeys) || !strings.Contains(err.Error(), tc.says) {
+		if _, _, err := Ensure(dir, tc.cluster, tc.algorithm, []uint64{1, 2, 3}); !errors.Is(err, signing.ErrKeys) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("Ensure(%s, %s) over a file stating prod, paxos: %v; want an error saying %s", tc.cluster, tc.algorithm, err, tc.says)
 		}
 	}
@@ -201,7 +202,7 @@ func TestParseIDs(t *testing.T) {
 	if ids, err := ParseIDs(" 3,1 ,2"); err != nil || !slices.Equal(ids, []uint64{3, 1, 2}) {
 		t.Errorf("ParseIDs: %v, %v; want [3 1 2]", ids, err)
 	}
-	many := strings.Repeat("1,", protocol.MaxMemberKeys)
+	many := strings.Repeat("1,", signing.MaxMemberKeys)
 	for _, tc := range []struct{ in, want string }{
 		{"", "no member IDs"},
 		{"1,x", `"x" is not`},
@@ -216,11 +217,11 @@ func TestParseIDs(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	for id := 1; id <= protocol.MaxMemberKeys+1; id++ {
+	for id := 1; id <= signing.MaxMemberKeys+1; id++ {
 		fmt.Fprintf(&b, ",%d", id)
 	}
 	if _, err := ParseIDs(b.String()[1:]); err == nil || !strings.Contains(err.Error(), "more than") {
-		t.Errorf("ParseIDs(%d IDs): %v; want refused", protocol.MaxMemberKeys+1, err)
+		t.Errorf("ParseIDs(%d IDs): %v; want refused", signing.MaxMemberKeys+1, err)
 	}
 }
 

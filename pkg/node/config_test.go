@@ -8,6 +8,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // TestMemberKeysConfig: a node takes its key and the members' keys both
@@ -19,8 +20,8 @@ func TestMemberKeysConfig(t *testing.T) {
 	_, twoOnly := batontest.MemberKeys(t, 1, 2)
 	for _, tc := range []struct {
 		name   string
-		signer *protocol.Signer
-		keys   *protocol.MemberKeys
+		signer *signing.Signer
+		keys   *signing.MemberKeys
 		want   string
 	}{
 		{"key without the members' keys", signers[2], nil, "needs the members' keys"},

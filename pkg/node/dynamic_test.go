@@ -19,6 +19,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // dynamic makes a node of a sim run with dynamic membership: it knows
@@ -130,7 +131,7 @@ func TestSeamByzantineDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	signers, _ := batontest.MemberKeys(t, 1, 2, 3, 4, 5)
-	set := map[uint64]*protocol.Signer{}
+	set := map[uint64]*signing.Signer{}
 	var lines strings.Builder
 	for id := uint64(1); id <= 5; id++ {
 		token, err := membercreds.Issue(authority, "seam", id, signers[id].PublicKey(), 0)
@@ -148,7 +149,7 @@ func TestSeamByzantineDynamic(t *testing.T) {
 	if err := os.WriteFile(path, []byte(lines.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	genesis, err := protocol.ReadMemberKeysFile(path)
+	genesis, err := signing.ReadMemberKeysFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestSeamByzantineDynamic(t *testing.T) {
 		})
 		// A reader that holds the authority's key and the configured
 		// members follows the set to 5's certificate.
-		sets, err := protocol.NewMemberSets("seam", genesis)
+		sets, err := signing.NewMemberSets("seam", genesis)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +183,7 @@ func TestSeamByzantineDynamic(t *testing.T) {
 		if a.Certificate == nil || a.Certificate.Version < 1 || len(a.Steps) == 0 {
 			t.Fatalf("announcement of 5: %+v, want a certificate of a later member set and the changes", a)
 		}
-		if err := protocol.VerifyAnnouncementOf(reader, protocol.Byzantine, a); err != nil {
+		if err := signing.VerifyAnnouncementOf(reader, protocol.Byzantine, a); err != nil {
 			t.Fatalf("a reader of the configured members and the authority refuses 5's announcement: %v", err)
 		}
 		if err := s.nodes[5].stop(); err != nil {

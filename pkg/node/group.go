@@ -17,6 +17,7 @@ import (
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Errors of a Group.
@@ -59,8 +60,8 @@ type GroupConfig struct {
 	Batch time.Duration
 	// Signer and Keys sign and check the batches: the member's key and
 	// the members' keys, as in the elections' Config; both or neither.
-	Signer *protocol.Signer
-	Keys   *protocol.MemberKeys
+	Signer *signing.Signer
+	Keys   *signing.MemberKeys
 	// Beat is how often the process says that it is alive, once for all
 	// its elections (protocol.BeatSubject), and BeatTimeout how long a
 	// member heard beating may fall silent before each election is told

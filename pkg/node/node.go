@@ -157,6 +157,7 @@ import (
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Defaults of Config.
@@ -218,15 +219,15 @@ type Config struct {
 	// every message not signed by the member it names, and connection
 	// events whose user key is not the member's. Without them, messages
 	// are neither signed nor checked.
-	Signer *protocol.Signer
-	Keys   *protocol.MemberKeys
+	Signer *signing.Signer
+	Keys   *signing.MemberKeys
 	// MemberSet is, for the byzantine algorithm with dynamic membership,
 	// version 0 of the member set: the configured members and their keys
 	// (ELECTION_KEYS_FILE). The members it does not list join with their
 	// credentials (Keys from NewAuthorityKeys, Signer with its
 	// credential), and the set changes by the members' certified
 	// decisions (package byzantine).
-	MemberSet *protocol.MemberKeys
+	MemberSet *signing.MemberKeys
 	// MaxMessageAge is how far a message's timestamp may be from this
 	// node's clock, either way, for the message to be accepted: it bounds
 	// both the replay of a captured message to a node started since and

@@ -39,7 +39,7 @@
 // protocol.OrderMessage: the sender, the relays it sends at once (the
 // recipient, the path of member IDs, the value, the relay's signature)
 // and the leader's certificate on the leader's own messages. Each
-// message is signed with the sender's member key (protocol.Signer), and
+// message is signed with the sender's member key (signing.Signer), and
 // a receiver takes the verified signer for the sender, which the paths
 // must end at (A2 of package generals): a member can lie about what
 // reached it but not speak for another. Messages with a bad or missing
@@ -122,3 +122,5 @@
 // numbers its orders from 1 again, which the members take for replays.
 // So New refuses a Config with neither.
 package orders
+
+import ()

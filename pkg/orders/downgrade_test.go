@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // A member that announces itself leader at the highest term, naming
@@ -23,7 +24,7 @@ func TestDowngradedAnnouncementIgnored(t *testing.T) {
 			if o := w.issue(4, "first"); o.Term != term {
 				t.Fatalf("Issue = %+v; want an order of term %d", o, term)
 			}
-			announce := func(a protocol.Announcement, s *protocol.Signer) {
+			announce := func(a protocol.Announcement, s *signing.Signer) {
 				t.Helper()
 				data, err := protocol.EncodeAnnouncement(a)
 				if err != nil {

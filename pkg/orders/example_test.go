@@ -17,6 +17,7 @@ import (
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/orders"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Four members of a byzantine cluster run a Service each beside their
@@ -32,20 +33,20 @@ func Example() {
 	defer natsconf.Stop(srv)
 
 	// The members' keys: each node's ELECTION_KEY_FILE, and the
-	// cluster's ELECTION_KEYS_FILE (protocol.ReadMemberKeysFile).
-	signers := map[uint64]*protocol.Signer{}
+	// cluster's ELECTION_KEYS_FILE (signing.ReadMemberKeysFile).
+	signers := map[uint64]*signing.Signer{}
 	public := map[uint64]string{}
 	for id := uint64(1); id <= 4; id++ {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			panic(err)
 		}
-		if signers[id], err = protocol.NewSigner(id, kp); err != nil {
+		if signers[id], err = signing.NewSigner(id, kp); err != nil {
 			panic(err)
 		}
 		public[id] = signers[id].PublicKey()
 	}
-	keys, err := protocol.NewMemberKeys(public)
+	keys, err := signing.NewMemberKeys(public)
 	if err != nil {
 		panic(err)
 	}

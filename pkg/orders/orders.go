@@ -18,6 +18,7 @@ import (
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Defaults of Config.
@@ -81,10 +82,10 @@ type Config struct {
 	// Cluster is the cluster's name.
 	Cluster string
 	// Signer is this member's key; its ID must have that key in Keys.
-	Signer *protocol.Signer
+	Signer *signing.Signer
 	// Keys are the members' public keys (ELECTION_KEYS_FILE): the
 	// members of the agreement, 4 to generals.MaxMembers of them.
-	Keys *protocol.MemberKeys
+	Keys *signing.MemberKeys
 	// Round is the duration of a round; DefaultRound if zero.
 	Round time.Duration
 	// MaxOrders bounds the orders under way of the newest certified
@@ -314,7 +315,7 @@ func (s *Service) IssueAs(ctx context.Context, a protocol.Announcement, value st
 	case a.Certificate == nil:
 		return Order{}, fmt.Errorf("%w: the announcement has no certificate", ErrNotLeader)
 	}
-	if err := protocol.VerifyAnnouncement(s.cfg.Keys, a); err != nil {
+	if err := signing.VerifyAnnouncement(s.cfg.Keys, a); err != nil {
 		return Order{}, fmt.Errorf("%w: %w", ErrNotLeader, err)
 	}
 	return s.request(ctx, issueRequest{value: value, lead: &a})
@@ -403,7 +404,7 @@ func (s *Service) Run(ctx context.Context) error {
 				s.log.Warn("leader ignored: not a certified leader of the cluster", "leader", a.Leader, "term", a.Term)
 				continue
 			}
-			if err := protocol.VerifyAnnouncement(s.cfg.Keys, a); err != nil {
+			if err := signing.VerifyAnnouncement(s.cfg.Keys, a); err != nil {
 				s.log.Warn("leader ignored", "leader", a.Leader, "term", a.Term, "error", err)
 				continue
 			}
@@ -466,10 +467,10 @@ func (s *Service) onMessage(m *nats.Msg) {
 	// its signature is checked: a member's flood past its share costs
 	// no signature check. (A forger naming another member cannot fill
 	// that member's share: only messages whose signature holds count.)
-	claimed, err := strconv.ParseUint(m.Header.Get(protocol.SignerHeader), 10, 64)
+	claimed, err := strconv.ParseUint(m.Header.Get(signing.SignerHeader), 10, 64)
 	idx, member := slices.BinarySearch(s.members, claimed)
 	if err != nil || !member {
-		s.reject("order message", fmt.Errorf("signer %.20q is not a member", m.Header.Get(protocol.SignerHeader)))
+		s.reject("order message", fmt.Errorf("signer %.20q is not a member", m.Header.Get(signing.SignerHeader)))
 		return
 	}
 	if claimed == s.selfID {
@@ -489,7 +490,7 @@ func (s *Service) onMessage(m *nats.Msg) {
 	}
 	om, err := protocol.DecodeOrderMessage(m.Data)
 	if err == nil {
-		err = protocol.CheckSigner(signer, om.From)
+		err = signing.CheckSigner(signer, om.From)
 	}
 	if err == nil && om.Cluster != s.cfg.Cluster {
 		err = fmt.Errorf("cluster %q", om.Cluster)

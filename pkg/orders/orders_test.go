@@ -24,6 +24,7 @@ import (
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/orders"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -89,8 +90,8 @@ type world struct {
 	// opts are the connection options of member id, or of an
 	// application for id 0.
 	opts     func(id uint64) []nats.Option
-	signers  map[uint64]*protocol.Signer
-	keys     *protocol.MemberKeys
+	signers  map[uint64]*signing.Signer
+	keys     *signing.MemberKeys
 	cert     *certify.Certificate
 	clock    *fakeClock
 	nc       *nats.Conn // the test's own connection (traitors, decisions)
@@ -120,7 +121,7 @@ func newWorldOf(t *testing.T, n int, memberUsers bool) *world {
 	opts := func(uint64) []nats.Option { return nil }
 	if memberUsers {
 		o, err := natsconf.OptionsWithMembers(t.TempDir(), "127.0.0.1", -1, t.TempDir(), natsconf.LocalPasswords,
-			map[string]*protocol.MemberKeys{cluster: keys})
+			map[string]*signing.MemberKeys{cluster: keys})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ func newWorldOf(t *testing.T, n int, memberUsers bool) *world {
 }
 
 // certificate returns the certificate of leader in term, signed by voters.
-func certificate(t *testing.T, signers map[uint64]*protocol.Signer, term, leader uint64, voters ...uint64) *certify.Certificate {
+func certificate(t *testing.T, signers map[uint64]*signing.Signer, term, leader uint64, voters ...uint64) *certify.Certificate {
 	t.Helper()
 	var votes []certify.SignedStatement
 	for _, id := range voters {
@@ -341,7 +342,7 @@ func (w *world) expectOrder(ch <-chan leader.DecidedOrder) leader.DecidedOrder {
 }
 
 // publish publishes om signed by signer.
-func (w *world) publish(signer *protocol.Signer, subject string, v any) {
+func (w *world) publish(signer *signing.Signer, subject string, v any) {
 	w.t.Helper()
 	var data []byte
 	var err error
@@ -380,7 +381,7 @@ func relays(from, seq uint64, c *certify.Certificate, rs ...relay) protocol.Orde
 // signRelays signs each relay of om that has no signature with signer's
 // key, as om's sender (signer may not be that member: its signatures then
 // do not hold).
-func signRelays(t *testing.T, signer *protocol.Signer, om protocol.OrderMessage) protocol.OrderMessage {
+func signRelays(t *testing.T, signer *signing.Signer, om protocol.OrderMessage) protocol.OrderMessage {
 	t.Helper()
 	if len(om.Signatures) > 0 {
 		return om
@@ -484,7 +485,7 @@ func TestNonLeaderCannotIssue(t *testing.T) {
 	if _, err := w.services[1].Issue(w.ctx, "attack"); !errors.Is(err, orders.ErrNotLeader) {
 		t.Fatalf("Issue on member 1, leader 4: %v; want ErrNotLeader", err)
 	}
-	stranger := map[uint64]*protocol.Signer{1: w.signers[1], 2: batontest.NewSigner(t, 2), 3: batontest.NewSigner(t, 3)}
+	stranger := map[uint64]*signing.Signer{1: w.signers[1], 2: batontest.NewSigner(t, 2), 3: batontest.NewSigner(t, 3)}
 	own := certificate(t, stranger, term+1, 1, 1, 2, 3) // two votes forged
 	short := certificate(t, w.signers, term+1, 1, 1, 2) // a quorum is 3
 	cases := []struct {
@@ -730,7 +731,7 @@ func TestIssueAs(t *testing.T) {
 	}
 	forged := a
 	forged.Leader, forged.Term = 1, term+1
-	forged.Certificate = certificate(t, map[uint64]*protocol.Signer{1: w.signers[1], 2: batontest.NewSigner(t, 2), 3: batontest.NewSigner(t, 3)}, term+1, 1, 1, 2, 3)
+	forged.Certificate = certificate(t, map[uint64]*signing.Signer{1: w.signers[1], 2: batontest.NewSigner(t, 2), 3: batontest.NewSigner(t, 3)}, term+1, 1, 1, 2, 3)
 	if _, err := w.services[1].IssueAs(w.ctx, forged, "attack"); !errors.Is(err, orders.ErrNotLeader) {
 		t.Errorf("IssueAs with forged votes: %v; want ErrNotLeader", err)
 	}
@@ -835,7 +836,7 @@ func (w *world) evidenceOf() <-chan signedEvidence {
 		}
 		msg, err := protocol.Decode(m.Data)
 		if err == nil {
-			err = protocol.CheckSigner(signer, msg.From)
+			err = signing.CheckSigner(signer, msg.From)
 		}
 		if err == nil {
 			err = protocol.Validate(msg, w.keys.IDs())

@@ -89,14 +89,18 @@ type Announcement struct {
 	// Certificate is the leader's certificate: the votes of a quorum of
 	// the members for Leader in Term of Cluster (certify.Certificate, in
 	// its JSON form). Byzantine announcements carry it, the others do
-	// not; VerifyAnnouncement checks it against the members' keys.
+	// not; signing.VerifyAnnouncement checks it against the members' keys.
 	Certificate *certify.Certificate `json:"certificate,omitempty"`
 	// Steps are, in a byzantine cluster with dynamic membership, the
 	// last changes of the member set the leader adopted (at most
 	// MaxAnnouncedSteps), oldest first, so that a reader follows the set
-	// the certificate's version names (MemberSets).
+	// the certificate's version names (signing.MemberSets).
 	Steps []certify.Step `json:"steps,omitempty"`
 }
+
+// MaxAnnouncedSteps bounds the changes of the member set an announcement
+// carries: the last ones the leader adopted.
+const MaxAnnouncedSteps = 8
 
 // MaxAnnouncement bounds an announcement that carries a certificate, in
 // bytes: MaxPayload for the announcement's own fields and
@@ -127,7 +131,7 @@ func EncodeAnnouncement(a Announcement) ([]byte, error) { return json.Marshal(a)
 // ignored, as the contract asks of consumers. Its algorithm must be one of
 // Algorithms (an announcement that names none, or another, is refused). It
 // checks the shape of a certificate, not its signatures
-// (VerifyAnnouncement does): a byzantine announcement must carry one, and
+// (signing.VerifyAnnouncement does): a byzantine announcement must carry one, and
 // a certificate, wherever it is carried, must name the announcement's
 // cluster, term and leader.
 func DecodeAnnouncement(data []byte) (Announcement, error) {
@@ -177,119 +181,3 @@ var ErrAlgorithm = errors.New("protocol: announcement of another algorithm")
 // reader gave none. Only the reader's own configuration can say that a
 // cluster does without certificates; a message cannot.
 var ErrNoAlgorithm = errors.New("protocol: the cluster's algorithm is not known (state it in the members file: \"#: algorithm <name>\")")
-
-// ClusterAlgorithm returns the algorithm a reader of cluster with keys
-// takes the cluster to run: algorithm, the reader's own setting (""
-// for none), or else the one the keys state (keys.Algorithm). It refuses
-// an unknown algorithm, keys that state another cluster, and keys that
-// state another algorithm; those errors wrap ErrKeys. "" means that the
-// reader does not know: see VerifyAnnouncementOf for what it then believes.
-func ClusterAlgorithm(keys *MemberKeys, cluster string, algorithm Algorithm) (Algorithm, error) {
-	if algorithm != "" && !algorithm.Known() {
-		return "", fmt.Errorf("%w: unknown algorithm %q; want one of %v", ErrKeys, algorithm, Algorithms)
-	}
-	if c := keys.Cluster(); c != "" && c != cluster {
-		return "", fmt.Errorf("%w: the members file states cluster %q, not %q", ErrKeys, c, cluster)
-	}
-	stated := keys.Algorithm()
-	switch {
-	case stated != "" && algorithm != "" && stated != algorithm:
-		return "", fmt.Errorf("%w: the members file states algorithm %q, not %q", ErrKeys, stated, algorithm)
-	case algorithm == "":
-		return stated, nil
-	}
-	return algorithm, nil
-}
-
-// VerifyAnnouncement is VerifyAnnouncementOf with the algorithm the keys
-// state (keys.Algorithm), if any.
-func VerifyAnnouncement(keys *MemberKeys, a Announcement) error {
-	return VerifyAnnouncementOf(keys, keys.Algorithm(), a)
-}
-
-// VerifyAnnouncementOf checks, with the members' keys, what a decoded
-// announcement's signature does not, for a reader that knows (from its own
-// configuration, never from the message) that the cluster runs algorithm:
-//
-//   - The announcement must name algorithm (ErrAlgorithm otherwise).
-//   - In a byzantine cluster, it must carry a certificate that holds
-//     (certify.VerifyCertificateFor its cluster, term and leader among the
-//     members keys lists), whatever algorithm it names.
-//   - A reader with keys that does not know the algorithm ("") believes
-//     only a certificate that holds; without one the error wraps
-//     ErrUncertified and ErrNoAlgorithm. Keys from member credentials
-//     (NewAuthorityKeys) are an exception: they are a cluster with
-//     dynamic membership, never byzantine, so the reader believes any
-//     other algorithm's announcement without a certificate, and none
-//     with one.
-//   - A certificate on an announcement of another algorithm is checked
-//     too, when there are keys.
-//
-// Without keys (nil) a certificate cannot be checked: a byzantine
-// announcement (by algorithm, or by the announcement's own word when the
-// algorithm is not known) is refused with an error wrapping ErrNeedKeys,
-// and the others are believed unchecked. A missing or failing certificate
-// wraps ErrAnnouncement, ErrUncertified and certify's error.
-func VerifyAnnouncementOf(keys *MemberKeys, algorithm Algorithm, a Announcement) error {
-	if algorithm != "" && a.Algorithm != algorithm {
-		err := fmt.Errorf("%w: %w: it names %.20q in a %s cluster", ErrAnnouncement, ErrAlgorithm, a.Algorithm, algorithm)
-		if algorithm == Byzantine && a.Certificate == nil {
-			err = fmt.Errorf("%w: %w: it names %.20q in a byzantine cluster, without a certificate", ErrAnnouncement, ErrUncertified, a.Algorithm)
-		}
-		return err
-	}
-	if sets := keys.MemberSets(); sets != nil {
-		return verifyChanging(sets, a)
-	}
-	if algorithm == "" && keys.Authority() {
-		// Member keys from credentials are those of a cluster with
-		// dynamic membership, which byzantine does not run: its
-		// leaders hold no certificate, and one that claims to, or
-		// names byzantine, lies.
-		if a.Algorithm == Byzantine || a.Certificate != nil {
-			return fmt.Errorf("%w: a byzantine announcement or a certificate in a cluster with member credentials", ErrAnnouncement)
-		}
-		return nil
-	}
-	byzantine := algorithm == Byzantine || (algorithm == "" && a.Algorithm == Byzantine)
-	if keys == nil {
-		if byzantine {
-			return fmt.Errorf("%w: %w", ErrAnnouncement, ErrNeedKeys)
-		}
-		return nil // nothing is checked without keys
-	}
-	if a.Certificate == nil {
-		switch {
-		case byzantine:
-			return fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
-		case algorithm == "":
-			return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, ErrNoAlgorithm)
-		}
-		return nil
-	}
-	if err := certify.VerifyCertificateFor(keys.Members(), *a.Certificate, a.Cluster, a.Term, a.Leader); err != nil {
-		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
-	}
-	return nil
-}
-
-// verifyChanging checks the certificate of a byzantine cluster with
-// dynamic membership: it follows the changes the announcement carries,
-// then checks the certificate against the set of its version.
-func verifyChanging(sets *MemberSets, a Announcement) error {
-	if a.Certificate == nil {
-		return fmt.Errorf("%w: %w: a byzantine announcement without its certificate", ErrAnnouncement, ErrUncertified)
-	}
-	followErr := sets.Follow(a.Steps)
-	members, err := sets.Members(a.Certificate.Version)
-	if err != nil {
-		if followErr != nil {
-			err = fmt.Errorf("%w (and a change it carries does not hold: %w)", err, followErr)
-		}
-		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
-	}
-	if err := certify.VerifyCertificateFor(members, *a.Certificate, a.Cluster, a.Term, a.Leader); err != nil {
-		return fmt.Errorf("%w: %w: %w", ErrAnnouncement, ErrUncertified, err)
-	}
-	return nil
-}

@@ -11,7 +11,7 @@ import (
 // milliseconds, in one NATS message on election.<conn>.batch, where conn
 // is the cluster after which the processes of the deployment name their
 // connections (the first of ELECTION_CLUSTERS): one message and, with
-// keys, one signature (the headers of Signer.Header over the batch
+// keys, one signature (the headers of signing.Signer.Header over the batch
 // subject and payload) instead of one per election. Point-to-point
 // messages are never batched.
 //

@@ -8,6 +8,10 @@
 // with a *ValidationError whose Reason says why. Validate then checks the
 // fields against the cluster's membership and the subject the message came
 // on, so a message that could not have been sent by a member is rejected too.
+//
+// The package holds the wire format alone: it imports no NATS client and
+// no key format. Signatures, member keys and the NATS headers that carry
+// them are package signing's (pkg/signing).
 package protocol
 
 import (
@@ -735,3 +739,6 @@ func checkSignatures(cluster string, sigs []certify.MemberSignature, isMember fu
 	}
 	return nil
 }
+
+// MaxCredentialSize bounds the credential a message may carry, in bytes.
+const MaxCredentialSize = 4096

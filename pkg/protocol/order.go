@@ -83,7 +83,7 @@ type OrderRelay struct {
 
 // OrderMessage carries the oral messages one member sends at once for
 // order Seq of Term's leader in Cluster. It is published on OrderSubject,
-// signed by From (Signer.Header).
+// signed by From (signing.Signer.Header).
 type OrderMessage struct {
 	Cluster string `json:"cluster"`
 	Term    uint64 `json:"term"`
@@ -170,7 +170,7 @@ func checkOrderID(cluster string, term, seq uint64) error {
 
 // DecodeOrderMessage parses an order message and checks its shape
 // (ValidateOrderMessage). It checks no signature: the receiver verifies
-// the message's (with MemberKeys.Verify and CheckSigner), the relays'
+// the message's (with signing.MemberKeys.Verify and signing.CheckSigner), the relays'
 // and the certificate's.
 func DecodeOrderMessage(data []byte) (OrderMessage, error) {
 	var m OrderMessage

@@ -24,6 +24,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Config is the node service's configuration, read from the environment.
@@ -163,11 +164,11 @@ type Config struct {
 	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
 
 	// Filled by validate.
-	signer *protocol.Signer
-	keys   *protocol.MemberKeys
+	signer *signing.Signer
+	keys   *signing.MemberKeys
 	// memberSet is, with byzantine and dynamic membership, the
 	// configured members (ELECTION_KEYS_FILE).
-	memberSet *protocol.MemberKeys
+	memberSet *signing.MemberKeys
 	members   []uint64
 	voters    []uint64
 	urls      []string
@@ -366,15 +367,15 @@ func (c *Config) loadKeys() error {
 	if err := checkSeedMode(c.KeyFile); err != nil {
 		return err
 	}
-	kp, err := protocol.ReadSeedFile(c.KeyFile)
+	kp, err := signing.ReadSeedFile(c.KeyFile)
 	if err != nil {
-		return invalid("ELECTION_KEY_FILE", "%v", strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+		return invalid("ELECTION_KEY_FILE", "%v", strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 	}
-	if c.signer, err = protocol.NewSigner(c.ID, kp); err != nil {
-		return invalid("ELECTION_KEY_FILE", "%v", strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	if c.signer, err = signing.NewSigner(c.ID, kp); err != nil {
+		return invalid("ELECTION_KEY_FILE", "%v", strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 	}
-	if c.keys, err = protocol.ReadMemberKeysFile(c.KeysFile); err != nil {
-		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+	if c.keys, err = signing.ReadMemberKeysFile(c.KeysFile); err != nil {
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 	}
 	members := c.members
 	if c.dynamic() {
@@ -386,7 +387,7 @@ func (c *Config) loadKeys() error {
 		}
 	}
 	if err := c.keys.Check(members, c.signer); err != nil {
-		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 	}
 	return nil
 }
@@ -414,7 +415,7 @@ func (c *Config) stateKeys() error {
 	}
 	keys, err := c.keys.State(c.Cluster, protocol.Algorithm(c.Algorithm))
 	if err != nil {
-		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 	}
 	c.keys = keys
 	return nil
@@ -700,7 +701,7 @@ func (c *Config) dataDir(cluster string) string {
 
 // keysOf are the member keys as the election of cluster reads them
 // (stateKeys): they state its cluster.
-func (c *Config) keysOf(cluster string) (*protocol.MemberKeys, error) {
+func (c *Config) keysOf(cluster string) (*signing.MemberKeys, error) {
 	if c.keys == nil || !c.several() {
 		return c.keys, nil
 	}
@@ -812,9 +813,9 @@ func (c *Config) loadMemberSet() error {
 	if c.KeysFile == "" {
 		return invalid("ELECTION_KEYS_FILE", "required with byzantine and dynamic membership: the configured members and their public keys (version 0 of the member set), at least %d", MinByzantineMembers)
 	}
-	set, err := protocol.ReadMemberKeysFile(c.KeysFile)
+	set, err := signing.ReadMemberKeysFile(c.KeysFile)
 	if err != nil {
-		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+		return invalid("ELECTION_KEYS_FILE", "%s: %v", c.KeysFile, strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 	}
 	if set.Len() < MinByzantineMembers && !c.ByzantineSmall {
 		return invalid("ELECTION_KEYS_FILE", "%s lists %d members: a byzantine cluster of fewer than %d tolerates no liar (set ELECTION_BYZANTINE_SMALL=true to run it anyway)", c.KeysFile, set.Len(), MinByzantineMembers)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // minimal sets only the required variables.
@@ -171,7 +171,7 @@ func TestDefaults(t *testing.T) {
 type keyFiles struct {
 	seeds   map[uint64]string // ELECTION_KEY_FILE by member
 	members string            // ELECTION_KEYS_FILE
-	parsed  *protocol.MemberKeys
+	parsed  *signing.MemberKeys
 }
 
 // writeKeys writes a seed file per member and the members file, as
@@ -198,7 +198,7 @@ func writeKeys(t *testing.T, members ...uint64) keyFiles {
 		t.Fatal(err)
 	}
 	var err error
-	if k.parsed, err = protocol.ReadMemberKeysFile(k.members); err != nil {
+	if k.parsed, err = signing.ReadMemberKeysFile(k.members); err != nil {
 		t.Fatal(err)
 	}
 	return k

@@ -18,6 +18,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 func TestMain(m *testing.M) {
@@ -92,7 +93,7 @@ func TestBinarySIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %d: no announcement: %v", run, err)
 		}
-		a, err := protocol.ReadAnnouncementOf(keys.parsed, "solo", protocol.Bully, msg.Data, msg.Header)
+		a, err := signing.ReadAnnouncementOf(keys.parsed, "solo", protocol.Bully, msg.Data, msg.Header)
 		if err != nil || a.Leader != 1 || a.Cluster != "solo" || a.Algorithm != protocol.Bully {
 			t.Fatalf("run %d: announcement %s: %v", run, msg.Data, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/memberkeys"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // MakeMemberKeys makes a key for each of ids of cluster, which runs
@@ -20,7 +21,7 @@ import (
 // there, which must be those of ids and may not state another cluster or
 // algorithm (memberkeys.Ensure, which adds the statements an older file
 // lacks).
-func MakeMemberKeys(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (*protocol.MemberKeys, error) {
+func MakeMemberKeys(dir, cluster string, algorithm protocol.Algorithm, ids []uint64) (*signing.MemberKeys, error) {
 	keys, _, err := memberkeys.Ensure(dir, cluster, algorithm, ids)
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
@@ -148,7 +149,7 @@ func MakeCredentials(dir, cluster string, ids []uint64) (string, error) {
 // file's path, ELECTION_KEYS_FILE.
 func WriteConfiguredMembers(dir, cluster string, ids []uint64) (string, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s cluster %s\n%s algorithm %s\n", protocol.StatementPrefix, cluster, protocol.StatementPrefix, protocol.Byzantine)
+	fmt.Fprintf(&b, "%s cluster %s\n%s algorithm %s\n", signing.StatementPrefix, cluster, signing.StatementPrefix, protocol.Byzantine)
 	for _, id := range ids {
 		_, kp, err := membercreds.ReadCreds(filepath.Join(dir, membercreds.CredsFile(id)))
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Option changes the configuration of the nodes Start runs.
@@ -26,7 +27,7 @@ type Option func(*node.Config)
 // members' public keys: they sign every message and announcement, and
 // check what they receive (batontest.MemberKeys makes both). The nodes
 // still connect to NATS as Start's caller lets them.
-func WithKeys(signers map[uint64]*protocol.Signer, keys *protocol.MemberKeys) Option {
+func WithKeys(signers map[uint64]*signing.Signer, keys *signing.MemberKeys) Option {
 	return func(c *node.Config) { c.Signer, c.Keys = signers[c.Election.ID], keys }
 }
 

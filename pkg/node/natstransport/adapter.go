@@ -2,7 +2,7 @@
 // (pkg/node/transport): the one place where the election meets NATS.
 //
 // It owns the subjects (protocol.SubjectFor and the others of
-// pkg/protocol), the signatures of what it publishes and the checks of
+// pkg/protocol), the signatures of what it publishes (pkg/signing) and the checks of
 // what it receives, the replay guard, the per-sender limits, the "no
 // responders" status of point-to-point messages, the server's connection
 // events, and the subscriptions' pending limits.
@@ -10,9 +10,9 @@
 // NATS subscription callbacks never block. Each checks a message, cheapest
 // check first, and queues it on the node's lanes without waiting: its
 // size; with member keys, its signature over the raw bytes by the member
-// its Election-Signer header names (protocol.MemberKeys.Verify); its
+// its Election-Signer header names (signing.MemberKeys.Verify); its
 // decoding (protocol.Decode), after which its sender must be that signer
-// (protocol.CheckSigner); its subject (protocol.CheckRoute); its fields
+// (signing.CheckSigner); its subject (protocol.CheckRoute); its fields
 // against the membership (protocol.Validate); its addressee
 // (protocol.CheckAddressee); its freshness (protocol.ReplayGuard: a
 // message already received, one of an earlier incarnation of its sender,
@@ -55,6 +55,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Defaults of Config.
@@ -85,8 +86,8 @@ type Config struct {
 	// zero.
 	MaxPayload int
 	// Signer and Keys: both or neither (see node.Config).
-	Signer *protocol.Signer
-	Keys   *protocol.MemberKeys
+	Signer *signing.Signer
+	Keys   *signing.MemberKeys
 	// MaxMessageAge bounds a message's age either way (ReplayGuard).
 	MaxMessageAge time.Duration
 	// PendingMsgs and PendingBytes bound what NATS holds for each

@@ -16,6 +16,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Each member has its own bucket per queue: a burst, then the steady rate;
@@ -230,7 +231,7 @@ func TestLeadAnswersQueries(t *testing.T) {
 		if err != nil {
 			return protocol.Announcement{}, err
 		}
-		return protocol.ReadAnnouncement(nil, "lead", msg.Data, msg.Header)
+		return signing.ReadAnnouncement(nil, "lead", msg.Data, msg.Header)
 	}
 	if _, err := ask(); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("query before Lead: %v, want no responders", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // The beats of a Shared connection (SharedConfig.Beat): the process says
@@ -125,7 +126,7 @@ func (s *Shared) onBeat(msg *nats.Msg) {
 	if s.cfg.Keys != nil {
 		signer, err := s.cfg.Keys.Verify(msg.Subject, msg.Data, msg.Header)
 		if err == nil {
-			err = protocol.CheckSigner(signer, b.From)
+			err = signing.CheckSigner(signer, b.From)
 		}
 		if err != nil {
 			s.beatsRefused.Add(1)

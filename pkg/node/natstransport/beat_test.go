@@ -10,10 +10,11 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // beatShared is a Shared of member 1 that follows beats, not started.
-func beatShared(t *testing.T, signer *protocol.Signer, keys *protocol.MemberKeys) *Shared {
+func beatShared(t *testing.T, signer *signing.Signer, keys *signing.MemberKeys) *Shared {
 	t.Helper()
 	s, err := NewShared(&nats.Conn{}, SharedConfig{Conn: "shard-0", ID: 1, Beat: 100 * time.Millisecond, BeatTimeout: 200 * time.Millisecond,
 		Signer: signer, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
@@ -24,7 +25,7 @@ func beatShared(t *testing.T, signer *protocol.Signer, keys *protocol.MemberKeys
 }
 
 // beatMsg is member from's beat, sent at sent, signed by signer if not nil.
-func beatMsg(from uint64, sent time.Time, signer *protocol.Signer) *nats.Msg {
+func beatMsg(from uint64, sent time.Time, signer *signing.Signer) *nats.Msg {
 	m := &nats.Msg{Subject: protocol.BeatSubject("shard-0"), Data: protocol.AppendBeat(nil, protocol.Beat{From: from, Sent: sent})}
 	if signer != nil {
 		m.Header = signer.Header(m.Subject, m.Data)
@@ -95,19 +96,19 @@ func TestBeatsSilent(t *testing.T) {
 // Beats that do not hold are dropped: undecodable, out of date, replayed,
 // and with keys, unsigned or signed by another member than they name.
 func TestBeatsRefused(t *testing.T) {
-	signers := map[uint64]*protocol.Signer{}
+	signers := map[uint64]*signing.Signer{}
 	public := map[uint64]string{}
 	for id := uint64(1); id <= 3; id++ {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if signers[id], err = protocol.NewSigner(id, kp); err != nil {
+		if signers[id], err = signing.NewSigner(id, kp); err != nil {
 			t.Fatal(err)
 		}
 		public[id] = signers[id].PublicKey()
 	}
-	keys, err := protocol.NewMemberKeys(public)
+	keys, err := signing.NewMemberKeys(public)
 	if err != nil {
 		t.Fatal(err)
 	}

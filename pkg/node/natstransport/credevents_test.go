@@ -19,6 +19,7 @@ import (
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // credCluster is a cluster with dynamic membership whose members connect
@@ -69,7 +70,7 @@ func (c *credCluster) start(t *testing.T, id uint64) *running {
 	cred := c.creds[id]
 	opts := membercreds.NATSOptions(cred.token, cred.kp)
 	nc := connect(t, c.url, append(opts, nats.Name(protocol.ConnectionName(c.name, id)))...)
-	signer, err := protocol.NewSigner(id, cred.kp)
+	signer, err := signing.NewSigner(id, cred.kp)
 	if err == nil {
 		signer, err = signer.WithCredential(cred.token)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Connection events: when a client's connection closes, the NATS server
@@ -210,7 +211,7 @@ func (a *Adapter) connCluster() string {
 // puts in its connect message (a connection name, a JWT, a user name) is
 // not reported in place of those. ok is false while the member's key is
 // unknown: with credentials, before any of its messages verified.
-func eventUser(keys *protocol.MemberKeys, cluster string, id uint64) (user string, ok bool) {
+func eventUser(keys *signing.MemberKeys, cluster string, id uint64) (user string, ok bool) {
 	public, ok := keys.PublicKey(id)
 	if !ok {
 		return "", false

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // TestForgedMessagesChangeNothing publishes garbage and forgeries on every
@@ -38,7 +39,7 @@ func TestForgedMessagesChangeNothing(t *testing.T) {
 	}
 
 	attacker := connect(t, url)
-	publish := func(subject string, m any, signWith *protocol.Signer) {
+	publish := func(subject string, m any, signWith *signing.Signer) {
 		t.Helper()
 		var data []byte
 		switch v := m.(type) {

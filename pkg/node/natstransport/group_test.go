@@ -19,6 +19,7 @@ import (
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // groupProcess is one member process of a test: a node.Group on its own
@@ -30,14 +31,14 @@ type groupProcess struct {
 	cancel context.CancelFunc
 	done   chan error
 	data   string
-	signer *protocol.Signer
-	keys   *protocol.MemberKeys
+	signer *signing.Signer
+	keys   *signing.MemberKeys
 }
 
 // keyring is the member keys of a test's processes.
 type keyring struct {
-	signers map[uint64]*protocol.Signer
-	keys    *protocol.MemberKeys
+	signers map[uint64]*signing.Signer
+	keys    *signing.MemberKeys
 }
 
 // startGroup runs member id in the elections clusters (static members
@@ -46,8 +47,8 @@ type keyring struct {
 func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr ...*keyring) *groupProcess {
 	t.Helper()
 	opts := batontest.AsNode(conn, id)
-	var signer *protocol.Signer
-	var keys *protocol.MemberKeys
+	var signer *signing.Signer
+	var keys *signing.MemberKeys
 	if len(kr) > 0 {
 		signer, keys = kr[0].signers[id], kr[0].keys
 		opts = batontest.AsMember(conn, signer)

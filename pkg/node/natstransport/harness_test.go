@@ -18,6 +18,7 @@ import (
 	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // testTiming is the timing of the tests, in ticks of 10 ms. The leader
@@ -75,8 +76,8 @@ type cluster struct {
 	// signers and keys are the members' keys (batontest.MemberKeys); nil
 	// runs the cluster unsigned. With accounts too, nodes connect to NATS
 	// with their keys (the server must list them: withMemberUsers).
-	signers map[uint64]*protocol.Signer
-	keys    *protocol.MemberKeys
+	signers map[uint64]*signing.Signer
+	keys    *signing.MemberKeys
 	// data holds each node's data directory, so that a node restarted by
 	// the test finds its state again; created by start when nil.
 	data map[uint64]string
@@ -284,7 +285,7 @@ func matches(m *dto.Metric, labels []string) bool {
 
 // stated returns keys stating algorithm, as a reader of the cluster knows
 // it; nil without keys.
-func stated(t *testing.T, keys *protocol.MemberKeys, algorithm protocol.Algorithm) *protocol.MemberKeys {
+func stated(t *testing.T, keys *signing.MemberKeys, algorithm protocol.Algorithm) *signing.MemberKeys {
 	t.Helper()
 	if keys == nil {
 		return nil
@@ -298,12 +299,12 @@ func stated(t *testing.T, keys *protocol.MemberKeys, algorithm protocol.Algorith
 
 // announcements subscribes to a cluster's leader subject; with keys,
 // every announcement must be signed by the leader it names.
-func announcements(t *testing.T, url, cluster string, keys *protocol.MemberKeys) <-chan protocol.Announcement {
+func announcements(t *testing.T, url, cluster string, keys *signing.MemberKeys) <-chan protocol.Announcement {
 	t.Helper()
 	nc := connect(t, url)
 	ch := make(chan protocol.Announcement, 64)
 	_, err := nc.Subscribe(protocol.LeaderSubject(cluster), func(m *nats.Msg) {
-		a, err := protocol.ReadAnnouncement(keys, cluster, m.Data, m.Header)
+		a, err := signing.ReadAnnouncement(keys, cluster, m.Data, m.Header)
 		if err != nil {
 			t.Errorf("announcement %q: %v", m.Data, err)
 			return
@@ -339,14 +340,14 @@ func awaitAnnouncement(t *testing.T, ch <-chan protocol.Announcement, leader, te
 // signed by the leader it names. While no node answers (a lease that
 // lapsed on a loaded machine and is being won again), it asks again for
 // up to 10 s.
-func query(t *testing.T, nc *nats.Conn, cluster string, keys *protocol.MemberKeys) protocol.Announcement {
+func query(t *testing.T, nc *nats.Conn, cluster string, keys *signing.MemberKeys) protocol.Announcement {
 	t.Helper()
 	var reply *nats.Msg
 	batontest.CheckFor(t, 10*time.Second, func() (err error) {
 		reply, err = nc.Request(protocol.QuerySubject(cluster), nil, 2*time.Second)
 		return err
 	})
-	a, err := protocol.ReadAnnouncement(keys, cluster, reply.Data, reply.Header)
+	a, err := signing.ReadAnnouncement(keys, cluster, reply.Data, reply.Header)
 	if err != nil {
 		t.Fatalf("query reply %q: %v", reply.Data, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // onMessage is the callback of every election subject. It never blocks.
@@ -96,7 +97,7 @@ func (a *Adapter) checkBatched(data []byte, signer uint64) (protocol.Message, er
 // decoding, m having arrived on subject.
 func (a *Adapter) checkDecoded(subject string, m protocol.Message, signer uint64) (protocol.Message, error) {
 	if a.cfg.Keys != nil {
-		if err := protocol.CheckSigner(signer, m.From); err != nil {
+		if err := signing.CheckSigner(signer, m.From); err != nil {
 			return m, err
 		}
 	}

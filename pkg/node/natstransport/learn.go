@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Cluster is what a starting node can ask its cluster over NATS: the
@@ -18,7 +19,7 @@ import (
 type Cluster struct {
 	NC   *nats.Conn
 	Name string
-	Keys *protocol.MemberKeys
+	Keys *signing.MemberKeys
 }
 
 func (c Cluster) options(ctx context.Context) []leader.Option {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Shared is what the adapters of one process's elections share when they
@@ -96,8 +97,8 @@ type SharedConfig struct {
 	// Signer signs the batches, and Keys checks the batches received,
 	// as the elections' own (Config.Signer and Config.Keys): both or
 	// neither.
-	Signer *protocol.Signer
-	Keys   *protocol.MemberKeys
+	Signer *signing.Signer
+	Keys   *signing.MemberKeys
 	// Beat is how often this process says that it is alive
 	// (protocol.BeatSubject), and BeatTimeout how long a member heard
 	// beating may fall silent before every election is told that it is

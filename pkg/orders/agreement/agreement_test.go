@@ -11,6 +11,7 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/orders/agreement"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 const (
@@ -26,8 +27,8 @@ var t0 = time.Unix(1_000_000, 0)
 // run a machine each, the others are the test's to play.
 type harness struct {
 	t        *testing.T
-	signers  map[uint64]*protocol.Signer
-	keys     *protocol.MemberKeys
+	signers  map[uint64]*signing.Signer
+	keys     *signing.MemberKeys
 	cert     certify.Certificate
 	machines map[uint64]*agreement.Machine
 	now      time.Time
@@ -147,7 +148,7 @@ type lie struct {
 	path  []uint64
 	value string
 	// by, if not nil, signs the relay instead of from's key.
-	by *protocol.Signer
+	by *signing.Signer
 }
 
 func (h *harness) message(from, seq uint64, cert *certify.Certificate, lies ...lie) protocol.OrderMessage {
@@ -541,7 +542,7 @@ func TestSignatureChecksBoundedPerOrder(t *testing.T) {
 	var floods []protocol.OrderMessage
 	for _, flood := range []struct {
 		to uint64
-		by *protocol.Signer
+		by *signing.Signer
 	}{{1, nil}, {2, nil}, {1, stranger}, {2, stranger}} {
 		var lies []lie
 		for i := range protocol.MaxOrderRelays {

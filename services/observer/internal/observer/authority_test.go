@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // TestLoadAuthority: a <cluster>.authority file of OBSERVER_KEYS_DIR
@@ -63,7 +64,7 @@ func TestLoadAuthority(t *testing.T) {
 func TestLoadKeysOfAList(t *testing.T) {
 	_, keys := batontest.MemberKeys(t, 1, 2, 3)
 	var lines strings.Builder
-	lines.WriteString(protocol.StatementPrefix + " algorithm paxos\n")
+	lines.WriteString(signing.StatementPrefix + " algorithm paxos\n")
 	for _, id := range keys.IDs() {
 		public, _ := keys.PublicKey(id)
 		fmt.Fprintf(&lines, "%d %s\n", id, public)
@@ -86,7 +87,7 @@ func TestLoadKeysOfAList(t *testing.T) {
 	for name, bad := range map[string][2]string{
 		"twice":      {"shard-{5..12}.keys", lines.String()},
 		"unreadable": {"shard-{9..1}.keys", lines.String()},
-		"stated":     {"s-{0..1}.keys", protocol.StatementPrefix + " cluster s-0\n" + lines.String()},
+		"stated":     {"s-{0..1}.keys", signing.StatementPrefix + " cluster s-0\n" + lines.String()},
 	} {
 		d := t.TempDir()
 		write(d, "shard-{0..9}.keys", lines.String())

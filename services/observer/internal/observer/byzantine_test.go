@@ -15,13 +15,14 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
 // byzantine is a byzantine cluster "default" of four members with keys.
 type byzantine struct {
-	signers map[uint64]*protocol.Signer
-	keys    *protocol.MemberKeys
+	signers map[uint64]*signing.Signer
+	keys    *signing.MemberKeys
 }
 
 func newByzantine(t *testing.T) *byzantine {
@@ -38,7 +39,7 @@ func startByzantine(t *testing.T) (*nats.Conn, *byzantine, *running) {
 	nc := batontest.Connect(t, url)
 	b := newByzantine(t)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": b.keys}
 	return nc, b, startObserver(t, cfg, nil)
 }
 
@@ -56,13 +57,13 @@ func startStatedByzantine(t *testing.T) (*nats.Conn, *byzantine, *running, Confi
 		t.Fatal(err)
 	}
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": keys}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": keys}
 	return nc, b, startObserver(t, cfg, nil), cfg
 }
 
 // sign has member id's key (or, with a stranger signer, a key that is not
 // the member's) sign st.
-func sign(t *testing.T, s *protocol.Signer, st certify.Statement) certify.SignedStatement {
+func sign(t *testing.T, s *signing.Signer, st certify.Statement) certify.SignedStatement {
 	t.Helper()
 	cs, err := certify.NewSigner(st.Member, s.KeyPair())
 	if err != nil {
@@ -77,7 +78,7 @@ func sign(t *testing.T, s *protocol.Signer, st certify.Statement) certify.Signed
 
 // certificate returns the certificate of leader in term, with the votes
 // of voters signed by signers' keys.
-func certificate(t *testing.T, signers map[uint64]*protocol.Signer, term, leader uint64, voters ...uint64) *certify.Certificate {
+func certificate(t *testing.T, signers map[uint64]*signing.Signer, term, leader uint64, voters ...uint64) *certify.Certificate {
 	t.Helper()
 	var votes []certify.SignedStatement
 	for _, id := range voters {
@@ -92,7 +93,7 @@ func certificate(t *testing.T, signers map[uint64]*protocol.Signer, term, leader
 
 // publish publishes a message of from on its subject, signed by s (unsigned
 // if s is nil).
-func publishSigned(t *testing.T, nc *nats.Conn, subject string, data []byte, s *protocol.Signer) {
+func publishSigned(t *testing.T, nc *nats.Conn, subject string, data []byte, s *signing.Signer) {
 	t.Helper()
 	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 	if s != nil {
@@ -164,12 +165,12 @@ func TestEvidenceOfALie(t *testing.T) {
 	nc := batontest.Connect(t, url)
 	b := newByzantine(t)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": b.keys}
 	o := startObserver(t, cfg, nil)
 
 	// evidence is member's two votes in term 4, signed with s, as member
 	// 2 relays them.
-	evidence := func(cluster string, s *protocol.Signer, member uint64) []byte {
+	evidence := func(cluster string, s *signing.Signer, member uint64) []byte {
 		return relayed(t, cluster, s, member, 2)
 	}
 	subject := protocol.SubjectFor("default", protocol.Message{Type: protocol.TypeBzEvidence, From: 2})
@@ -237,7 +238,7 @@ func TestEvidenceOfALie(t *testing.T) {
 
 // relayed is a bz_evidence message of from with member's two votes in
 // term 4 of cluster, for 1 and for 2, signed with s.
-func relayed(t *testing.T, cluster string, s *protocol.Signer, member, from uint64) []byte {
+func relayed(t *testing.T, cluster string, s *signing.Signer, member, from uint64) []byte {
 	t.Helper()
 	e := &certify.Evidence{
 		First:  sign(t, s, certify.Vote(cluster, member, 4, 1)),
@@ -300,7 +301,7 @@ func TestByzantineLeaderSilentAtItsLastRenewal(t *testing.T) {
 	b := newByzantine(t)
 	strangers, _ := batontest.MemberKeys(t, 1, 2, 3, 4)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": b.keys}
 	// On the test's clock; the observer looks for silence every half of
 	// it in real time.
 	cfg.LeaderTimeout = time.Second
@@ -363,7 +364,7 @@ func TestByzantineLeaderSilentAtItsLastRenewal(t *testing.T) {
 func TestRenewalCertificateRemembered(t *testing.T) {
 	b := newByzantine(t)
 	cfg := testConfig("nats://127.0.0.1:4222", t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": b.keys}
 	o := New(cfg, testLogger())
 	cert := certificate(t, b.signers, 3, 4, 1, 2, 4)
 	round := protocol.Message{Type: protocol.TypeBzPropose, From: 4, Term: 3, Seq: 1, Cert: cert}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
@@ -124,7 +125,7 @@ func (a *api) get(t *testing.T, path string) string {
 func TestMaxClustersIgnoresClustersWithoutKeys(t *testing.T) {
 	a := newAPI(t, &fakeClock{now: t0})
 	a.cfg.MaxClusters = 1
-	a.cfg.Keys = map[string]*protocol.MemberKeys{"keyed": nil}
+	a.cfg.Keys = map[string]*signing.MemberKeys{"keyed": nil}
 	for range 3 {
 		if !a.admit("stranger", sourceLive) {
 			t.Fatal("a cluster without keys refused for the bound; want it left to the signature check")

@@ -17,6 +17,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Config is the observer's configuration, read from the environment.
@@ -85,7 +86,7 @@ type Config struct {
 	KeysDir string `env:"OBSERVER_KEYS_DIR"`
 	// Keys are the member keys by cluster, read from KeysDir by
 	// ParseConfig (or LoadKeys); nil checks nothing.
-	Keys map[string]*protocol.MemberKeys
+	Keys map[string]*signing.MemberKeys
 	// Secret is read only to refuse it: the shared secret was replaced
 	// by member keys.
 	Secret string `env:"ELECTION_SECRET"`
@@ -128,8 +129,8 @@ func ParseConfig() (Config, error) {
 // cluster with both is a byzantine cluster with dynamic membership: the
 // authority checks the credentials, and the .keys file lists the
 // configured members, version 0 of the member set, which the observer
-// follows as it changes (protocol.MemberSets).
-func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
+// follows as it changes (signing.MemberSets).
+func LoadKeys(dir string) (map[string]*signing.MemberKeys, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: OBSERVER_KEYS_DIR: %s", ErrConfig, fmt.Sprintf(format, args...))
 	}
@@ -137,8 +138,8 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	authorities := make(map[string]*protocol.MemberKeys)
-	listed := make(map[string]*protocol.MemberKeys)
+	authorities := make(map[string]*signing.MemberKeys)
+	listed := make(map[string]*signing.MemberKeys)
 	for _, e := range entries {
 		if cluster, ok := strings.CutSuffix(e.Name(), ".authority"); ok && !e.IsDir() {
 			k, err := loadAuthority(dir, e.Name(), cluster)
@@ -159,9 +160,9 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 		if err != nil {
 			return nil, bad("%s: %q is not a cluster name ([A-Za-z0-9_-]+) or a list of them (%v)", e.Name(), name, err)
 		}
-		k, err := protocol.ReadMemberKeysFile(filepath.Join(dir, e.Name()))
+		k, err := signing.ReadMemberKeysFile(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+			return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 		}
 		if stated := k.Cluster(); stated != "" && len(clusters) > 1 {
 			return nil, bad("%s: states cluster %q, but names %d", e.Name(), stated, len(clusters))
@@ -174,20 +175,20 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 			// is refused.
 			stated, err := k.State(cluster, "")
 			if err != nil {
-				return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+				return nil, bad("%s: %v", e.Name(), strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 			}
 			listed[cluster] = stated
 		}
 	}
-	keys := make(map[string]*protocol.MemberKeys, len(authorities)+len(listed))
+	keys := make(map[string]*signing.MemberKeys, len(authorities)+len(listed))
 	for cluster, k := range listed {
 		keys[cluster] = k
 	}
 	for cluster, k := range authorities {
 		if configured, ok := listed[cluster]; ok {
-			sets, err := protocol.NewMemberSets(cluster, configured)
+			sets, err := signing.NewMemberSets(cluster, configured)
 			if err != nil {
-				return nil, bad("%s.keys: %v", cluster, strings.TrimPrefix(err.Error(), protocol.ErrKeys.Error()+": "))
+				return nil, bad("%s.keys: %v", cluster, strings.TrimPrefix(err.Error(), signing.ErrKeys.Error()+": "))
 			}
 			k = k.WithMemberSets(sets)
 		}
@@ -200,7 +201,7 @@ func LoadKeys(dir string) (map[string]*protocol.MemberKeys, error) {
 }
 
 // loadAuthority reads the authority file name of cluster in dir.
-func loadAuthority(dir, name, cluster string) (*protocol.MemberKeys, error) {
+func loadAuthority(dir, name, cluster string) (*signing.MemberKeys, error) {
 	if protocol.ValidateCluster(cluster) != nil {
 		return nil, fmt.Errorf("%s: %q is not a cluster name ([A-Za-z0-9_-]+)", name, cluster)
 	}

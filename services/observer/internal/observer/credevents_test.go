@@ -17,6 +17,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // A member with a credential, on a NATS server that checks it
@@ -43,7 +44,7 @@ func TestCredentialMemberDisconnects(t *testing.T) {
 	}
 	cfg := testConfig(url, t.TempDir())
 	cfg.NATS = natsconn.Config{URL: url, User: natsconf.ObserverUser, Password: natsconf.LocalPasswords.Observer}
-	cfg.Keys = map[string]*protocol.MemberKeys{"dyn": checker.Keys()}
+	cfg.Keys = map[string]*signing.MemberKeys{"dyn": checker.Keys()}
 	o := startObserver(t, cfg, nil)
 
 	kp, _ := nkeys.CreateUser()
@@ -52,7 +53,7 @@ func TestCredentialMemberDisconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := protocol.NewSigner(7, kp)
+	signer, err := signing.NewSigner(7, kp)
 	if err == nil {
 		signer, err = signer.WithCredential(token)
 	}

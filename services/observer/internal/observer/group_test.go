@@ -16,6 +16,7 @@ import (
 	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Processes with many elections each send their heartbeats in batches
@@ -29,8 +30,8 @@ func TestBatchedHeartbeats(t *testing.T) {
 
 func batchedHeartbeats(t *testing.T, signed bool) {
 	clusters := []string{"shard-0", "shard-1", "shard-2", "shard-3", "shard-4"}
-	var signers map[uint64]*protocol.Signer
-	var keys *protocol.MemberKeys
+	var signers map[uint64]*signing.Signer
+	var keys *signing.MemberKeys
 	opts := []batontest.NATSOption{batontest.WithJetStream()}
 	if signed {
 		signers, keys = batontest.MemberKeys(t, 1, 2, 3)
@@ -47,7 +48,7 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 		// ELECTION_CLUSTERS.
 		dir := t.TempDir()
 		var file strings.Builder
-		file.WriteString(protocol.StatementPrefix + " algorithm bully\n")
+		file.WriteString(signing.StatementPrefix + " algorithm bully\n")
 		for _, id := range keys.IDs() {
 			public, _ := keys.PublicKey(id)
 			fmt.Fprintf(&file, "%d %s\n", id, public)

@@ -10,6 +10,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest/clustertest"
 	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // An observer started after the nodes, when no stream captured their
@@ -35,7 +36,7 @@ func TestObserverStartedAfterTheElection(t *testing.T) {
 	})
 
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"late": stated(t, keys, protocol.Bully)}
+	cfg.Keys = map[string]*signing.MemberKeys{"late": stated(t, keys, protocol.Bully)}
 	o := startObserver(t, cfg, nil)
 	// The counter moves just after the store: wait for both.
 	o.waitFor(t, "the leadership to be learnt from the leader", func() bool {

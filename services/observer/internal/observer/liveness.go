@@ -4,13 +4,14 @@ import (
 	"fmt"
 
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
 // byzantine reports whether cluster runs the byzantine algorithm, as the
 // observer's own configuration states it: its keys file in
 // OBSERVER_KEYS_DIR says "#: algorithm byzantine"
-// (protocol.MemberKeys.Algorithm). Never from a message.
+// (signing.MemberKeys.Algorithm). Never from a message.
 func (o *Observer) byzantine(cluster string) bool {
 	return o.cfg.Keys[cluster].Algorithm() == protocol.Byzantine
 }
@@ -95,7 +96,7 @@ func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Reco
 // listed, or with member credentials any ID of dynamic membership (the
 // keys know only the members heard so far, and a certificate names
 // members the observer may not have heard).
-func validateWith(keys *protocol.MemberKeys, msg protocol.Message) error {
+func validateWith(keys *signing.MemberKeys, msg protocol.Message) error {
 	if keys.Authority() {
 		return protocol.ValidateFor(msg, protocol.DynamicMember)
 	}

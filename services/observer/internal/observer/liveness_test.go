@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
@@ -25,7 +26,7 @@ func (r *running) liveTotal(kinds ...string) float64 {
 }
 
 // publishMessage publishes m on its subject of cluster, signed by s.
-func publishMessage(t *testing.T, nc *nats.Conn, cluster string, m protocol.Message, s *protocol.Signer) {
+func publishMessage(t *testing.T, nc *nats.Conn, cluster string, m protocol.Message, s *signing.Signer) {
 	t.Helper()
 	data, err := protocol.Encode(m)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 	"github.com/baton-election/baton/services/observer/internal/membership"
 )
@@ -75,8 +76,8 @@ const (
 // memberVerifier tells whether a message or a connection is a member's.
 // It is the one place where the observer checks who sent the members'
 // messages (readMessage) and connections: keysVerifier checks them
-// against each cluster's protocol.MemberKeys, a list of keys or, for a
-// cluster with member credentials, protocol.NewAuthorityKeys (the key a
+// against each cluster's signing.MemberKeys, a list of keys or, for a
+// cluster with member credentials, signing.NewAuthorityKeys (the key a
 // message's credential binds, checked against the cluster's authority);
 // another way of telling plugs in here (Observer.verify). Only the owner
 // goroutine calls it.
@@ -100,9 +101,9 @@ type memberVerifier interface {
 // keysVerifier checks the members' signatures against the member keys of
 // each cluster (Config.Keys): nil believes everything; a cluster without
 // keys, when others have some, is refused. Keys of member credentials
-// (protocol.NewAuthorityKeys) check each message's credential too.
+// (signing.NewAuthorityKeys) check each message's credential too.
 type keysVerifier struct {
-	keys map[string]*protocol.MemberKeys
+	keys map[string]*signing.MemberKeys
 }
 
 // Message checks the signature first, then decodes the message and
@@ -120,7 +121,7 @@ func (v keysVerifier) Message(cluster, subject string, data []byte, h nats.Heade
 	}
 	msg, err := protocol.Decode(data)
 	if err == nil && keys != nil {
-		err = protocol.CheckSigner(signer, msg.From)
+		err = signing.CheckSigner(signer, msg.From)
 	}
 	return msg, err
 }
@@ -144,7 +145,7 @@ func (v keysVerifier) Batched(cluster, subject string, batch []byte, h nats.Head
 	if keys != nil {
 		// The key of the member the batch names, in this cluster's
 		// keys: the verdict holds for every cluster that lists that key.
-		id, _ := strconv.ParseUint(h.Get(protocol.SignerHeader), 10, 64)
+		id, _ := strconv.ParseUint(h.Get(signing.SignerHeader), 10, 64)
 		public, _ := keys.PublicKey(id)
 		verdict, ok := signers[public]
 		if !ok || public == "" || keys.Authority() {
@@ -158,7 +159,7 @@ func (v keysVerifier) Batched(cluster, subject string, batch []byte, h nats.Head
 	}
 	msg, err := protocol.Decode(data)
 	if err == nil && keys != nil {
-		err = protocol.CheckSigner(signer, msg.From)
+		err = signing.CheckSigner(signer, msg.From)
 	}
 	return msg, err
 }

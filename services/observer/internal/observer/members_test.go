@@ -21,6 +21,7 @@ import (
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
 
@@ -37,7 +38,7 @@ func presenceOf(id uint64) protocol.Message {
 
 // send publishes m on its subject in cluster, signed by s (nil:
 // unsigned), and flushes.
-func send(t *testing.T, nc *nats.Conn, cluster string, m protocol.Message, s *protocol.Signer) {
+func send(t *testing.T, nc *nats.Conn, cluster string, m protocol.Message, s *signing.Signer) {
 	t.Helper()
 	b, err := protocol.Encode(m)
 	if err != nil {
@@ -373,7 +374,7 @@ func TestSignedMembership(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithAccounts(), batontest.WithMemberUsers(keys), batontest.WithJetStream())
 	cfg := testConfig(url, t.TempDir())
 	cfg.NATS = natsconn.Config{URL: url, User: natsconf.ObserverUser, Password: natsconf.LocalPasswords.Observer}
-	cfg.Keys = map[string]*protocol.MemberKeys{"dyn": stated(t, keys, protocol.Bully)}
+	cfg.Keys = map[string]*signing.MemberKeys{"dyn": stated(t, keys, protocol.Bully)}
 	o := startObserver(t, cfg, nil)
 	forger := batontest.Connect(t, url, nats.UserInfo(natsconf.NodeUser, natsconf.LocalPasswords.Node))
 
@@ -446,7 +447,7 @@ func TestMembershipSurvivesRestart(t *testing.T) {
 	}
 }
 
-// With keys of member credentials (protocol.NewAuthorityKeys, as
+// With keys of member credentials (signing.NewAuthorityKeys, as
 // membercreds gives them), the same checks take each member's key from
 // the credential its messages carry: a member with a credential of the
 // cluster's authority joins, one whose credential names another ID or
@@ -461,7 +462,7 @@ func TestCredentialMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	credentialed := func(issuer nkeys.KeyPair, id, claimed uint64) *protocol.Signer {
+	credentialed := func(issuer nkeys.KeyPair, id, claimed uint64) *signing.Signer {
 		t.Helper()
 		s := batontest.NewSigner(t, claimed)
 		token, err := membercreds.Issue(issuer, "dyn", id, s.PublicKey(), 0)
@@ -475,7 +476,7 @@ func TestCredentialMembership(t *testing.T) {
 	}
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"dyn": checker.Keys()}
+	cfg.Keys = map[string]*signing.MemberKeys{"dyn": checker.Keys()}
 	o := startObserver(t, cfg, nil)
 	nc := batontest.Connect(t, url)
 
@@ -512,7 +513,7 @@ func TestByzantineMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signers := map[uint64]*protocol.Signer{}
+	signers := map[uint64]*signing.Signer{}
 	listed := map[uint64]string{}
 	for id := uint64(1); id <= 5; id++ {
 		s := batontest.NewSigner(t, id)
@@ -527,17 +528,17 @@ func TestByzantineMembership(t *testing.T) {
 			listed[id] = s.PublicKey()
 		}
 	}
-	configured, err := protocol.NewMemberKeys(listed)
+	configured, err := signing.NewMemberKeys(listed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets, err := protocol.NewMemberSets("bz", configured)
+	sets, err := signing.NewMemberSets("bz", configured)
 	if err != nil {
 		t.Fatal(err)
 	}
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"bz": checker.Keys().WithMemberSets(sets)}
+	cfg.Keys = map[string]*signing.MemberKeys{"bz": checker.Keys().WithMemberSets(sets)}
 	o := startObserver(t, cfg, nil)
 	nc := batontest.Connect(t, url)
 

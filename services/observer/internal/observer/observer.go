@@ -90,7 +90,7 @@
 // of another algorithm is dropped, and a byzantine cluster's leader is
 // recorded only if its announcement carries a certificate that holds under
 // the cluster's keys, whatever algorithm it names
-// (protocol.ReadAnnouncement). Of a keys file that states no algorithm,
+// (signing.ReadAnnouncement). Of a keys file that states no algorithm,
 // only certified announcements are recorded. Without keys for the
 // cluster, no byzantine leader is. A cluster whose keys file states
 // "#: algorithm byzantine" is byzantine for the live messages too
@@ -126,6 +126,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 	"github.com/baton-election/baton/services/observer/internal/history"
 	"github.com/baton-election/baton/services/observer/internal/membership"
 	"github.com/baton-election/baton/services/observer/internal/recorder"
@@ -247,7 +248,7 @@ func New(cfg Config, log *slog.Logger) *Observer {
 }
 
 // verifiedPerCluster returns a certificate cache for each cluster of keys.
-func verifiedPerCluster(keys map[string]*protocol.MemberKeys) map[string]*certify.Verified {
+func verifiedPerCluster(keys map[string]*signing.MemberKeys) map[string]*certify.Verified {
 	verified := make(map[string]*certify.Verified, len(keys))
 	for cluster := range keys {
 		verified[cluster] = certify.NewVerified(verifiedCertificates)
@@ -555,13 +556,13 @@ func (o *Observer) record(rec *recorder.Recorder, d delivery) {
 
 // keysOf returns the member keys of cluster: nil without OBSERVER_KEYS_DIR,
 // an error with ReasonSignature for a cluster it holds no keys for.
-func (o *Observer) keysOf(cluster string) (*protocol.MemberKeys, error) {
+func (o *Observer) keysOf(cluster string) (*signing.MemberKeys, error) {
 	return clusterKeys(o.cfg.Keys, cluster)
 }
 
 // clusterKeys returns the member keys of cluster in keys: nil if keys is,
 // an error with ReasonSignature for a cluster it holds no keys for.
-func clusterKeys(keys map[string]*protocol.MemberKeys, cluster string) (*protocol.MemberKeys, error) {
+func clusterKeys(keys map[string]*signing.MemberKeys, cluster string) (*signing.MemberKeys, error) {
 	if keys == nil {
 		return nil, nil
 	}
@@ -579,7 +580,7 @@ func (o *Observer) readAnnouncement(cluster string, data []byte, h nats.Header) 
 	if err != nil {
 		return protocol.Announcement{}, err
 	}
-	return protocol.ReadAnnouncement(keys, cluster, data, h)
+	return signing.ReadAnnouncement(keys, cluster, data, h)
 }
 
 // readMessage reads an election message of cluster received on subject;
@@ -819,7 +820,7 @@ func (o *Observer) checkBeat(conn string, m liveMsg, b protocol.Beat) error {
 		if err != nil {
 			return err
 		}
-		if err := protocol.CheckSigner(signer, b.From); err != nil {
+		if err := signing.CheckSigner(signer, b.From); err != nil {
 			return err
 		}
 	}

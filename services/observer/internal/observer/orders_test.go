@@ -15,6 +15,7 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/orders"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // A member that relays two values along one path of the leader's order
@@ -28,12 +29,12 @@ func TestOrdersRelayEvidenceRecorded(t *testing.T) {
 	nc := batontest.Connect(t, url)
 	b := newByzantine(t)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": b.keys}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": b.keys}
 	o := startObserver(t, cfg, nil)
 
 	// Relay evidence that proves nothing, published by member 2.
 	evidenceSubject := protocol.SubjectFor("default", protocol.Message{Type: protocol.TypeBzEvidence, From: 2})
-	relay := func(s *protocol.Signer, value string) certify.SignedStatement {
+	relay := func(s *signing.Signer, value string) certify.SignedStatement {
 		return sign(t, s, certify.Relay("default", 7, 1, []uint64{4, 3}, []byte(value)))
 	}
 	for _, e := range []certify.Evidence{

@@ -14,6 +14,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest/clustertest"
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // With member keys, the observer records a signed cluster's leaders and
@@ -26,7 +27,7 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	url := batontest.StartNATS(t, batontest.WithJetStream())
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
 	cfg := testConfig(url, t.TempDir())
-	cfg.Keys = map[string]*protocol.MemberKeys{"default": stated(t, keys, protocol.Bully)}
+	cfg.Keys = map[string]*signing.MemberKeys{"default": stated(t, keys, protocol.Bully)}
 	cfg.LeaderTimeout = time.Second // above the nodes' 200 ms, for a loaded machine
 	o := startObserver(t, cfg, nil)
 
@@ -46,7 +47,7 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	leaderships := o.leaderships("default")
 
 	forger := batontest.Connect(t, url)
-	publish := func(subject string, data []byte, s *protocol.Signer) {
+	publish := func(subject string, data []byte, s *signing.Signer) {
 		t.Helper()
 		m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 		if s != nil {
@@ -67,7 +68,7 @@ func TestSignedClusterIgnoresForgeries(t *testing.T) {
 	leaderSubject := protocol.LeaderSubject("default")
 	beatSubject := protocol.BroadcastSubject("default", protocol.TypeHeartbeat)
 	stranger := batontest.NewSigner(t, 2)
-	for _, s := range []*protocol.Signer{nil, signers[1], stranger} {
+	for _, s := range []*signing.Signer{nil, signers[1], stranger} {
 		publish(leaderSubject, claim, s)
 		publish(beatSubject, beat, s)
 	}
@@ -158,7 +159,7 @@ func TestLoadKeys(t *testing.T) {
 
 // stated returns keys stating algorithm, as a keys file written by this
 // project does.
-func stated(t *testing.T, keys *protocol.MemberKeys, algorithm protocol.Algorithm) *protocol.MemberKeys {
+func stated(t *testing.T, keys *signing.MemberKeys, algorithm protocol.Algorithm) *signing.MemberKeys {
 	t.Helper()
 	k, err := keys.State("", algorithm)
 	if err != nil {

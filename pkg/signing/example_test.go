@@ -1,4 +1,4 @@
-package protocol_test
+package signing_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // A byzantine announcement carries its leader's certificate, and a reader
@@ -39,7 +40,7 @@ func ExampleVerifyAnnouncement() {
 		}
 		votes = append(votes, vote)
 	}
-	keys, err := protocol.NewMemberKeys(public)
+	keys, err := signing.NewMemberKeys(public)
 	if err != nil {
 		panic(err)
 	}
@@ -59,10 +60,10 @@ func ExampleVerifyAnnouncement() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("verified:", protocol.VerifyAnnouncement(keys, read))
+	fmt.Println("verified:", signing.VerifyAnnouncement(keys, read))
 	read.Certificate.Votes = read.Certificate.Votes[1:]
-	fmt.Println("two votes:", protocol.VerifyAnnouncement(keys, read))
-	fmt.Println("no keys:", protocol.VerifyAnnouncement(nil, read))
+	fmt.Println("two votes:", signing.VerifyAnnouncement(keys, read))
+	fmt.Println("no keys:", signing.VerifyAnnouncement(nil, read))
 	// Output:
 	// {"cluster":"default","leader":4,"term":7,"algorithm":"byzantine","at":"2026-11-24T09:30:00.123456789Z","certificate":{"cluster":"default","term":7,"leader":4,"votes":[{"member":1,"signature":"MDSo6Am+0fkIdTjxjJmCO+2jAPudiTVEnwxq6gDaJA91gN1R5nCAPbC0ooDkhLAY7e8CC5YSq84u1acgDv19CQ=="},{"member":2,"signature":"l+bIM4DCFaobrUBJVyvVA4rphmKMYutXwBFZ+KNFrfmXbc/eDLkSqMDbndluOfTUrLiU4f51xc/VNEgFHLVOBw=="},{"member":3,"signature":"5GH5O4VQ1747b+bLAThzDzbfMMcsucGIhHppYizkrR8o0fXQNemuXRqANEj/aLYRcjPZvAgeXq07rMn/XRkvAw=="}]}}
 	// verified: <nil>

@@ -1,4 +1,4 @@
-package protocol
+package signing
 
 import (
 	"crypto/ed25519"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // testSigner returns a signer for member id with a new user key.
@@ -58,8 +60,8 @@ func TestSignatureOfTheNamedMember(t *testing.T) {
 	if err != nil || id != 4 {
 		t.Fatalf("Verify(by 4) = %d, %v; want 4, nil", id, err)
 	}
-	if err := CheckSigner(id, 5); ReasonOf(err) != ReasonSignature {
-		t.Errorf("CheckSigner(4, 5) = %v, want %s", err, ReasonSignature)
+	if err := CheckSigner(id, 5); protocol.ReasonOf(err) != protocol.ReasonSignature {
+		t.Errorf("CheckSigner(4, 5) = %v, want %s", err, protocol.ReasonSignature)
 	}
 	// Member 4 claims to be 5 in the header: its signature is not 5's.
 	claims := four.Header(subject, payload)
@@ -90,8 +92,8 @@ func TestSignatureOfTheNamedMember(t *testing.T) {
 		{"tampered", subject, []byte(`{"v":1,"type":"heartbeat","from":5,"term":50}`), h},
 	}
 	for _, b := range bad {
-		if _, err := keys.Verify(b.subject, b.payload, b.h); ReasonOf(err) != ReasonSignature {
-			t.Errorf("%s: Verify = %v, want %s", b.name, err, ReasonSignature)
+		if _, err := keys.Verify(b.subject, b.payload, b.h); protocol.ReasonOf(err) != protocol.ReasonSignature {
+			t.Errorf("%s: Verify = %v, want %s", b.name, err, protocol.ReasonSignature)
 		}
 	}
 }
@@ -145,7 +147,7 @@ func TestReadAnnouncement(t *testing.T) {
 	keys := testKeys(t, five, four)
 	data := []byte(`{"cluster":"c","leader":5,"term":12,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)
 	h := five.SignAnnouncement("c", data)
-	a, err := ReadAnnouncementOf(keys, "c", Ring, data, h)
+	a, err := ReadAnnouncementOf(keys, "c", protocol.Ring, data, h)
 	if err != nil || a.Leader != 5 || a.Term != 12 {
 		t.Fatalf("ReadAnnouncement(signed) = %+v, %v", a, err)
 	}
@@ -168,8 +170,8 @@ func TestReadAnnouncement(t *testing.T) {
 		{"tampered term", "c", h, []byte(`{"cluster":"c","leader":5,"term":13,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`)},
 	}
 	for _, b := range bad {
-		if _, err := ReadAnnouncement(keys, b.cluster, b.data, b.h); ReasonOf(err) != ReasonSignature {
-			t.Errorf("%s: ReadAnnouncement = %v, want %s", b.name, err, ReasonSignature)
+		if _, err := ReadAnnouncement(keys, b.cluster, b.data, b.h); protocol.ReasonOf(err) != protocol.ReasonSignature {
+			t.Errorf("%s: ReadAnnouncement = %v, want %s", b.name, err, protocol.ReasonSignature)
 		}
 	}
 	malformed := []byte(`{"cluster":"c"}`)
@@ -183,8 +185,8 @@ func TestReadAnnouncement(t *testing.T) {
 		{"term above the ceiling", "c", nil, []byte(`{"cluster":"c","leader":5,"term":18446744073709551615,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`), nil},
 		{"asked for another cluster, no keys", "d", nil, data, nil},
 	} {
-		if _, err := ReadAnnouncement(tc.keys, tc.cluster, tc.data, tc.h); !errors.Is(err, ErrAnnouncement) {
-			t.Errorf("%s: ReadAnnouncement = %v, want ErrAnnouncement", tc.name, err)
+		if _, err := ReadAnnouncement(tc.keys, tc.cluster, tc.data, tc.h); !errors.Is(err, protocol.ErrAnnouncement) {
+			t.Errorf("%s: ReadAnnouncement = %v, want protocol.ErrAnnouncement", tc.name, err)
 		}
 	}
 }
@@ -357,7 +359,7 @@ func TestMemberKeysStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Cluster() != "prod" || k.Algorithm() != Byzantine {
+	if k.Cluster() != "prod" || k.Algorithm() != protocol.Byzantine {
 		t.Fatalf("stated %q %q; want prod byzantine", k.Cluster(), k.Algorithm())
 	}
 	if got := k.Statements(); got != "#: cluster prod\n#: algorithm byzantine\n" {
@@ -370,11 +372,11 @@ func TestMemberKeysStatements(t *testing.T) {
 	if plain.Cluster() != "" || plain.Algorithm() != "" {
 		t.Fatalf("a file without statements states %q %q", plain.Cluster(), plain.Algorithm())
 	}
-	stated, err := plain.State("prod", Paxos)
-	if err != nil || stated.Cluster() != "prod" || stated.Algorithm() != Paxos || plain.Algorithm() != "" {
+	stated, err := plain.State("prod", protocol.Paxos)
+	if err != nil || stated.Cluster() != "prod" || stated.Algorithm() != protocol.Paxos || plain.Algorithm() != "" {
 		t.Fatalf("State: %v, %q %q (original %q)", err, stated.Cluster(), stated.Algorithm(), plain.Algorithm())
 	}
-	if _, err := k.State("", Paxos); err == nil {
+	if _, err := k.State("", protocol.Paxos); err == nil {
 		t.Fatal("State accepted an algorithm that contradicts the file's")
 	}
 	if _, err := k.State("other", ""); err == nil {

@@ -1,4 +1,4 @@
-package protocol
+package signing
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Member keys: every member of a cluster has an Ed25519 key pair in the
@@ -114,7 +115,7 @@ func (s *Signer) Header(subject string, payload []byte) nats.Header {
 // SignAnnouncement returns the headers that sign an announcement of
 // cluster.
 func (s *Signer) SignAnnouncement(cluster string, data []byte) nats.Header {
-	return s.Header(LeaderSubject(cluster), data)
+	return s.Header(protocol.LeaderSubject(cluster), data)
 }
 
 // MemberKeys holds the public keys of a cluster's members. A nil
@@ -124,7 +125,7 @@ type MemberKeys struct {
 	// cluster and algorithm are what the file states of its cluster
 	// (StatementPrefix lines); empty where it states nothing.
 	cluster   string
-	algorithm Algorithm
+	algorithm protocol.Algorithm
 	// auth, if not nil, takes the members' keys from their credentials
 	// (NewAuthorityKeys); keys is then empty.
 	auth *authority
@@ -151,7 +152,7 @@ func (k *MemberKeys) Cluster() string {
 }
 
 // Algorithm is the algorithm the file states, or "" if it states none.
-func (k *MemberKeys) Algorithm() Algorithm {
+func (k *MemberKeys) Algorithm() protocol.Algorithm {
 	if k == nil {
 		return ""
 	}
@@ -161,13 +162,13 @@ func (k *MemberKeys) Algorithm() Algorithm {
 // State returns a copy of k stating cluster and algorithm (either may be
 // "" for not stated). It refuses an invalid cluster name, an unknown
 // algorithm, and a statement that contradicts one k already holds.
-func (k *MemberKeys) State(cluster string, algorithm Algorithm) (*MemberKeys, error) {
+func (k *MemberKeys) State(cluster string, algorithm protocol.Algorithm) (*MemberKeys, error) {
 	if k == nil {
 		return nil, fmt.Errorf("%w: no keys", ErrKeys)
 	}
 	c := &MemberKeys{keys: k.keys, cluster: k.cluster, algorithm: k.algorithm, auth: k.auth}
 	if cluster != "" {
-		if err := ValidateCluster(cluster); err != nil {
+		if err := protocol.ValidateCluster(cluster); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrKeys, err)
 		}
 		if c.cluster != "" && c.cluster != cluster {
@@ -211,7 +212,7 @@ func (k *MemberKeys) statement(text string) error {
 		if k.cluster != "" {
 			return errors.New("the cluster is stated twice")
 		}
-		if err := ValidateCluster(fields[1]); err != nil {
+		if err := protocol.ValidateCluster(fields[1]); err != nil {
 			return err
 		}
 		k.cluster = fields[1]
@@ -219,9 +220,9 @@ func (k *MemberKeys) statement(text string) error {
 		if k.algorithm != "" {
 			return errors.New("the algorithm is stated twice")
 		}
-		a := Algorithm(fields[1])
+		a := protocol.Algorithm(fields[1])
 		if !a.Known() {
-			return fmt.Errorf("unknown algorithm %q; want one of %v", fields[1], Algorithms)
+			return fmt.Errorf("unknown algorithm %q; want one of %v", fields[1], protocol.Algorithms)
 		}
 		k.algorithm = a
 	default:
@@ -450,7 +451,7 @@ func (k *MemberKeys) PublicKey(id uint64) (string, bool) {
 // Verify checks that payload, received on subject with header h, is
 // signed by the member its SignerHeader names, and returns that member.
 // A missing, malformed or wrong signature, or a signer without a key, is a
-// *ValidationError with ReasonSignature. The caller then checks that the
+// *ValidationError with protocol.ReasonSignature. The caller then checks that the
 // message names the signer (CheckSigner).
 //
 // With member credentials (NewAuthorityKeys), the signer's key is the
@@ -461,25 +462,25 @@ func (k *MemberKeys) Verify(subject string, payload []byte, h nats.Header) (uint
 	}
 	signer, signature := h.Get(SignerHeader), h.Get(SignatureHeader)
 	if signer == "" || signature == "" {
-		return 0, reject(ReasonSignature, "message is not signed")
+		return 0, reject(protocol.ReasonSignature, "message is not signed")
 	}
 	id, err := strconv.ParseUint(signer, 10, 64)
 	if err != nil {
-		return 0, reject(ReasonSignature, "signer %.20q is not a member ID", signer)
+		return 0, reject(protocol.ReasonSignature, "signer %.20q is not a member ID", signer)
 	}
 	key, ok := k.keys[id]
 	if !ok {
-		return 0, reject(ReasonSignature, "signer %d has no key", id)
+		return 0, reject(protocol.ReasonSignature, "signer %d has no key", id)
 	}
 	if base64.RawURLEncoding.DecodedLen(len(signature)) != signatureSize {
-		return 0, reject(ReasonSignature, "signature is not %d bytes of base64url", signatureSize)
+		return 0, reject(protocol.ReasonSignature, "signature is not %d bytes of base64url", signatureSize)
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(signature)
 	if err != nil {
-		return 0, reject(ReasonSignature, "signature is not base64url")
+		return 0, reject(protocol.ReasonSignature, "signature is not base64url")
 	}
 	if key.kp.Verify(signedBytes(subject, payload), sig) != nil {
-		return 0, reject(ReasonSignature, "signature is not member %d's", id)
+		return 0, reject(protocol.ReasonSignature, "signature is not member %d's", id)
 	}
 	return id, nil
 }
@@ -487,7 +488,7 @@ func (k *MemberKeys) Verify(subject string, payload []byte, h nats.Header) (uint
 // CheckSigner reports whether the member a message names is its signer.
 func CheckSigner(signer, named uint64) error {
 	if signer != named {
-		return reject(ReasonSignature, "signed by member %d, but the message is from %d", signer, named)
+		return reject(protocol.ReasonSignature, "signed by member %d, but the message is from %d", signer, named)
 	}
 	return nil
 }
@@ -533,4 +534,10 @@ func (s *Signer) Certify() certify.Signer {
 		panic(fmt.Sprintf("protocol: certify signer: %v", err)) // a seed checked by NewSigner
 	}
 	return cs
+}
+
+// reject is a *protocol.ValidationError of reason r: what a receiver
+// counts and drops, as it does a malformed message.
+func reject(r protocol.Reason, format string, args ...any) error {
+	return &protocol.ValidationError{Reason: r, Detail: fmt.Sprintf(format, args...)}
 }

@@ -1,4 +1,4 @@
-package protocol
+package signing
 
 import (
 	"fmt"
@@ -7,10 +7,6 @@ import (
 
 	"github.com/baton-election/baton/pkg/certify"
 )
-
-// MaxAnnouncedSteps bounds the changes of the member set an announcement
-// carries: the last ones the leader adopted.
-const MaxAnnouncedSteps = 8
 
 // setsKept is how many versions of the member set MemberSets keeps: a
 // certificate of a version that old may still be read while the cluster

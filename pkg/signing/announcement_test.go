@@ -1,4 +1,4 @@
-package protocol
+package signing
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/pkg/certify"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // cluster is n members with keys, 1 to n, and their statement signers.
@@ -64,21 +65,21 @@ func (c *cluster) quorum() []uint64 {
 	return ids
 }
 
-func (c *cluster) announcement(term, leader uint64, cert *certify.Certificate) Announcement {
-	return Announcement{Cluster: "c", Leader: leader, Term: term, Algorithm: Byzantine, At: Timestamp{c.announce}, Certificate: cert}
+func (c *cluster) announcement(term, leader uint64, cert *certify.Certificate) protocol.Announcement {
+	return protocol.Announcement{Cluster: "c", Leader: leader, Term: term, Algorithm: protocol.Byzantine, At: protocol.Timestamp{Time: c.announce}, Certificate: cert}
 }
 
 func TestAnnouncementCertificateRoundTrip(t *testing.T) {
 	c := newCluster(t, 4)
 	a := c.announcement(7, 4, c.cert(t, 7, 4, 1, 2, 3))
-	data, err := EncodeAnnouncement(a)
+	data, err := protocol.EncodeAnnouncement(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(data, []byte(`"certificate":{"cluster":"c","term":7,"leader":4,"votes":[{"member":1,`)) {
 		t.Errorf("encoding %s lacks the certificate", data)
 	}
-	got, err := DecodeAnnouncement(data)
+	got, err := protocol.DecodeAnnouncement(data)
 	if err != nil {
 		t.Fatalf("DecodeAnnouncement: %v", err)
 	}
@@ -86,30 +87,30 @@ func TestAnnouncementCertificateRoundTrip(t *testing.T) {
 		t.Errorf("VerifyAnnouncement(valid) = %v, want nil", err)
 	}
 	// The other algorithms' announcements encode as before.
-	ring := Announcement{Cluster: "c", Leader: 4, Term: 7, Algorithm: Ring, At: Timestamp{c.announce}}
-	data, _ = EncodeAnnouncement(ring)
+	ring := protocol.Announcement{Cluster: "c", Leader: 4, Term: 7, Algorithm: protocol.Ring, At: protocol.Timestamp{Time: c.announce}}
+	data, _ = protocol.EncodeAnnouncement(ring)
 	if want := `{"cluster":"c","leader":4,"term":7,"algorithm":"ring","at":"2026-11-21T22:00:00.123456789Z"}`; string(data) != want {
 		t.Errorf("ring announcement = %s, want %s", data, want)
 	}
 }
 
 // At 101 members (f = 33) a certificate holds a quorum of 68 votes: the
-// announcement exceeds MaxPayload, and fits MaxAnnouncement with room.
+// announcement exceeds protocol.MaxPayload, and fits protocol.MaxAnnouncement with room.
 func TestAnnouncementOf101Members(t *testing.T) {
 	c := newCluster(t, 101)
 	if q := certify.Quorum(101); q != 68 {
 		t.Fatalf("Quorum(101) = %d, want 68", q)
 	}
-	a := c.announcement(MaxTerm, 101, c.cert(t, MaxTerm, 101, c.quorum()...))
-	data, err := EncodeAnnouncement(a)
+	a := c.announcement(protocol.MaxTerm, 101, c.cert(t, protocol.MaxTerm, 101, c.quorum()...))
+	data, err := protocol.EncodeAnnouncement(a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("announcement of 101 members: %d bytes", len(data))
-	if len(data) <= MaxPayload || len(data) > MaxAnnouncement/2 {
-		t.Errorf("announcement of %d bytes, want above MaxPayload %d and below half of MaxAnnouncement %d", len(data), MaxPayload, MaxAnnouncement)
+	if len(data) <= protocol.MaxPayload || len(data) > protocol.MaxAnnouncement/2 {
+		t.Errorf("announcement of %d bytes, want above protocol.MaxPayload %d and below half of protocol.MaxAnnouncement %d", len(data), protocol.MaxPayload, protocol.MaxAnnouncement)
 	}
-	got, err := DecodeAnnouncement(data)
+	got, err := protocol.DecodeAnnouncement(data)
 	if err != nil {
 		t.Fatalf("DecodeAnnouncement(%d bytes): %v", len(data), err)
 	}
@@ -135,24 +136,24 @@ func TestDecodeAnnouncementCertificateShape(t *testing.T) {
 		data string
 		want error
 	}{
-		{"byzantine without certificate", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `}`, ErrUncertified},
-		{"byzantine with a null certificate", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"certificate":null}`, ErrUncertified},
-		{"certificate of another term", `{"cluster":"c","leader":4,"term":8,"algorithm":"byzantine",` + at + `,"certificate":` + cert("c", 7, 4) + `}`, ErrUncertified},
-		{"certificate of another leader", `{"cluster":"c","leader":3,"term":7,"algorithm":"byzantine",` + at + `,"certificate":` + cert("c", 7, 4) + `}`, ErrUncertified},
-		{"certificate of another cluster", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"certificate":` + cert("d", 7, 4) + `}`, ErrUncertified},
+		{"byzantine without certificate", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `}`, protocol.ErrUncertified},
+		{"byzantine with a null certificate", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"certificate":null}`, protocol.ErrUncertified},
+		{"certificate of another term", `{"cluster":"c","leader":4,"term":8,"algorithm":"byzantine",` + at + `,"certificate":` + cert("c", 7, 4) + `}`, protocol.ErrUncertified},
+		{"certificate of another leader", `{"cluster":"c","leader":3,"term":7,"algorithm":"byzantine",` + at + `,"certificate":` + cert("c", 7, 4) + `}`, protocol.ErrUncertified},
+		{"certificate of another cluster", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"certificate":` + cert("d", 7, 4) + `}`, protocol.ErrUncertified},
 		{"certificate without votes", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"certificate":{"cluster":"c","term":7,"leader":4,"votes":[]}}`, certify.ErrCertificate},
 		{"certificate with an unknown field", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"certificate":{"cluster":"c","term":7,"leader":4,"votes":[],"x":1}}`, certify.ErrCertificate},
-		{"long without a certificate", `{"cluster":"c","leader":4,"term":7,"algorithm":"ring",` + at + `,"pad":"` + strings.Repeat("x", MaxPayload) + `"}`, ErrAnnouncement},
-		{"over MaxAnnouncement", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"pad":"` + strings.Repeat("x", MaxAnnouncement) + `"}`, ErrAnnouncement},
+		{"long without a certificate", `{"cluster":"c","leader":4,"term":7,"algorithm":"ring",` + at + `,"pad":"` + strings.Repeat("x", protocol.MaxPayload) + `"}`, protocol.ErrAnnouncement},
+		{"over protocol.MaxAnnouncement", `{"cluster":"c","leader":4,"term":7,"algorithm":"byzantine",` + at + `,"pad":"` + strings.Repeat("x", protocol.MaxAnnouncement) + `"}`, protocol.ErrAnnouncement},
 	}
 	for _, tc := range tests {
-		_, err := DecodeAnnouncement([]byte(tc.data))
-		if !errors.Is(err, ErrAnnouncement) || !errors.Is(err, tc.want) {
-			t.Errorf("%s: DecodeAnnouncement = %v, want ErrAnnouncement and %v", tc.name, err, tc.want)
+		_, err := protocol.DecodeAnnouncement([]byte(tc.data))
+		if !errors.Is(err, protocol.ErrAnnouncement) || !errors.Is(err, tc.want) {
+			t.Errorf("%s: protocol.DecodeAnnouncement = %v, want protocol.ErrAnnouncement and %v", tc.name, err, tc.want)
 		}
 	}
 	// Fields unknown to this version are still ignored.
-	if _, err := DecodeAnnouncement([]byte(`{"cluster":"c","leader":4,"term":7,"algorithm":"ring",` + at + `,"later":{"x":1}}`)); err != nil {
+	if _, err := protocol.DecodeAnnouncement([]byte(`{"cluster":"c","leader":4,"term":7,"algorithm":"ring",` + at + `,"later":{"x":1}}`)); err != nil {
 		t.Errorf("unknown field: %v", err)
 	}
 }
@@ -177,28 +178,28 @@ func TestVerifyAnnouncement(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		a    Announcement
+		a    protocol.Announcement
 		want error
 	}{
-		{"missing", c.announcement(7, 4, nil), ErrUncertified},
+		{"missing", c.announcement(7, 4, nil), protocol.ErrUncertified},
 		{"forged", c.announcement(7, 4, forged), certify.ErrSignature},
 		{"one vote forged", c.announcement(7, 4, mixed), certify.ErrSignature},
 		{"a vote of another term", c.announcement(7, 4, replayed), certify.ErrSignature},
 		{"short of a quorum", c.announcement(7, 4, short), certify.ErrCertificate},
 		{"a signer who is not a member", c.announcement(7, 4, outsider), certify.ErrCertificate},
-		{"wrong term", c.announcement(8, 4, valid), ErrUncertified},
-		{"wrong leader", c.announcement(7, 3, valid), ErrUncertified},
+		{"wrong term", c.announcement(8, 4, valid), protocol.ErrUncertified},
+		{"wrong leader", c.announcement(7, 3, valid), protocol.ErrUncertified},
 	} {
 		err := VerifyAnnouncement(c.keys, tc.a)
-		if !errors.Is(err, ErrAnnouncement) || !errors.Is(err, tc.want) {
-			t.Errorf("%s: VerifyAnnouncement = %v, want ErrAnnouncement and %v", tc.name, err, tc.want)
+		if !errors.Is(err, protocol.ErrAnnouncement) || !errors.Is(err, tc.want) {
+			t.Errorf("%s: VerifyAnnouncement = %v, want protocol.ErrAnnouncement and %v", tc.name, err, tc.want)
 		}
 	}
-	if err := VerifyAnnouncement(nil, c.announcement(7, 4, valid)); !errors.Is(err, ErrNeedKeys) {
-		t.Errorf("no keys: VerifyAnnouncement = %v, want ErrNeedKeys", err)
+	if err := VerifyAnnouncement(nil, c.announcement(7, 4, valid)); !errors.Is(err, protocol.ErrNeedKeys) {
+		t.Errorf("no keys: VerifyAnnouncement = %v, want protocol.ErrNeedKeys", err)
 	}
-	ring := Announcement{Cluster: "c", Leader: 4, Term: 7, Algorithm: Ring, At: Timestamp{c.announce}}
-	ringKeys, err := c.keys.State("c", Ring)
+	ring := protocol.Announcement{Cluster: "c", Leader: 4, Term: 7, Algorithm: protocol.Ring, At: protocol.Timestamp{Time: c.announce}}
+	ringKeys, err := c.keys.State("c", protocol.Ring)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +208,8 @@ func TestVerifyAnnouncement(t *testing.T) {
 			t.Errorf("ring announcement, keys %v: %v, want nil", keys != nil, err)
 		}
 	}
-	if err := VerifyAnnouncement(c.keys, ring); !errors.Is(err, ErrNoAlgorithm) {
-		t.Errorf("ring announcement, keys stating no algorithm: %v, want ErrNoAlgorithm", err)
+	if err := VerifyAnnouncement(c.keys, ring); !errors.Is(err, protocol.ErrNoAlgorithm) {
+		t.Errorf("ring announcement, keys stating no algorithm: %v, want protocol.ErrNoAlgorithm", err)
 	}
 	ring.Certificate = forged
 	if err := VerifyAnnouncement(ringKeys, ring); !errors.Is(err, certify.ErrSignature) {
@@ -218,8 +219,8 @@ func TestVerifyAnnouncement(t *testing.T) {
 
 func TestReadByzantineAnnouncement(t *testing.T) {
 	c := newCluster(t, 4)
-	read := func(keys *MemberKeys, a Announcement) error {
-		data, err := EncodeAnnouncement(a)
+	read := func(keys *MemberKeys, a protocol.Announcement) error {
+		data, err := protocol.EncodeAnnouncement(a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,12 +230,12 @@ func TestReadByzantineAnnouncement(t *testing.T) {
 	if err := read(c.keys, c.announcement(7, 4, c.cert(t, 7, 4, 1, 2, 3))); err != nil {
 		t.Errorf("signed and certified: %v", err)
 	}
-	if err := read(nil, c.announcement(7, 4, c.cert(t, 7, 4, 1, 2, 3))); !errors.Is(err, ErrNeedKeys) {
-		t.Errorf("without keys: %v, want ErrNeedKeys", err)
+	if err := read(nil, c.announcement(7, 4, c.cert(t, 7, 4, 1, 2, 3))); !errors.Is(err, protocol.ErrNeedKeys) {
+		t.Errorf("without keys: %v, want protocol.ErrNeedKeys", err)
 	}
 	// Signed by the leader it names, but certified by too few.
-	if err := read(c.keys, c.announcement(7, 4, c.cert(t, 7, 4, 4, 1))); !errors.Is(err, ErrUncertified) {
-		t.Errorf("short certificate: %v, want ErrUncertified", err)
+	if err := read(c.keys, c.announcement(7, 4, c.cert(t, 7, 4, 4, 1))); !errors.Is(err, protocol.ErrUncertified) {
+		t.Errorf("short certificate: %v, want protocol.ErrUncertified", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package protocol
+package signing
 
 import (
 	"encoding/base64"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // Member credentials: with dynamic membership, a member may prove its ID
@@ -26,9 +28,6 @@ import (
 // with the key the credential binds. Nothing is learnt from a message
 // that does not verify.
 const CredentialHeader = "Election-Credential"
-
-// MaxCredentialSize bounds the credential a message may carry, in bytes.
-const MaxCredentialSize = 4096
 
 // CredentialChecker checks a member's credential at now, against the
 // cluster's authority and the reader's own cluster: it returns the
@@ -86,8 +85,8 @@ func (k *MemberKeys) Authority() bool { return k != nil && k.auth != nil }
 
 // credential returns the checked credential token.
 func (a *authority) credential(token string) (checkedCredential, error) {
-	if len(token) > MaxCredentialSize {
-		return checkedCredential{}, reject(ReasonSignature, "credential of %d bytes, at most %d", len(token), MaxCredentialSize)
+	if len(token) > protocol.MaxCredentialSize {
+		return checkedCredential{}, reject(protocol.ReasonSignature, "credential of %d bytes, at most %d", len(token), protocol.MaxCredentialSize)
 	}
 	now := a.now()
 	a.mu.Lock()
@@ -96,11 +95,11 @@ func (a *authority) credential(token string) (checkedCredential, error) {
 	if !ok {
 		id, public, expires, err := a.checker.CheckCredential(token, now)
 		if err != nil {
-			return c, reject(ReasonSignature, "credential: %v", err)
+			return c, reject(protocol.ReasonSignature, "credential: %v", err)
 		}
 		kp, err := nkeys.FromPublicKey(public)
 		if err != nil || !nkeys.IsValidPublicUserKey(public) {
-			return c, reject(ReasonSignature, "credential binds %.60q, not a user key", public)
+			return c, reject(protocol.ReasonSignature, "credential binds %.60q, not a user key", public)
 		}
 		c = checkedCredential{id: id, public: public, kp: kp, expires: expires}
 		a.mu.Lock()
@@ -111,7 +110,7 @@ func (a *authority) credential(token string) (checkedCredential, error) {
 		a.mu.Unlock()
 	}
 	if !c.expires.IsZero() && !now.Before(c.expires) {
-		return c, reject(ReasonSignature, "credential of member %d expired at %s", c.id, c.expires.UTC().Format(time.RFC3339))
+		return c, reject(protocol.ReasonSignature, "credential of member %d expired at %s", c.id, c.expires.UTC().Format(time.RFC3339))
 	}
 	return c, nil
 }
@@ -135,31 +134,31 @@ func (k *MemberKeys) CheckCredential(token string) (uint64, string, error) {
 func (a *authority) verify(subject string, payload []byte, h nats.Header) (uint64, error) {
 	signer, signature, token := h.Get(SignerHeader), h.Get(SignatureHeader), h.Get(CredentialHeader)
 	if signer == "" || signature == "" {
-		return 0, reject(ReasonSignature, "message is not signed")
+		return 0, reject(protocol.ReasonSignature, "message is not signed")
 	}
 	if token == "" {
-		return 0, reject(ReasonSignature, "message carries no credential")
+		return 0, reject(protocol.ReasonSignature, "message carries no credential")
 	}
 	id, err := strconv.ParseUint(signer, 10, 64)
 	if err != nil {
-		return 0, reject(ReasonSignature, "signer %.20q is not a member ID", signer)
+		return 0, reject(protocol.ReasonSignature, "signer %.20q is not a member ID", signer)
 	}
 	c, err := a.credential(token)
 	if err != nil {
 		return 0, err
 	}
 	if c.id != id {
-		return 0, reject(ReasonSignature, "signer %d carries the credential of member %d", id, c.id)
+		return 0, reject(protocol.ReasonSignature, "signer %d carries the credential of member %d", id, c.id)
 	}
 	if base64.RawURLEncoding.DecodedLen(len(signature)) != signatureSize {
-		return 0, reject(ReasonSignature, "signature is not %d bytes of base64url", signatureSize)
+		return 0, reject(protocol.ReasonSignature, "signature is not %d bytes of base64url", signatureSize)
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(signature)
 	if err != nil {
-		return 0, reject(ReasonSignature, "signature is not base64url")
+		return 0, reject(protocol.ReasonSignature, "signature is not base64url")
 	}
 	if c.kp.Verify(signedBytes(subject, payload), sig) != nil {
-		return 0, reject(ReasonSignature, "signature is not member %d's", id)
+		return 0, reject(protocol.ReasonSignature, "signature is not member %d's", id)
 	}
 	a.mu.Lock()
 	a.latest[id] = c.public
@@ -190,8 +189,8 @@ func (a *authority) ids() []uint64 {
 // WithCredential returns a signer that signs as s and adds token, its
 // member credential, to every message it signs (CredentialHeader).
 func (s *Signer) WithCredential(token string) (*Signer, error) {
-	if len(token) == 0 || len(token) > MaxCredentialSize {
-		return nil, fmt.Errorf("%w: credential of %d bytes, want 1 to %d", ErrKeys, len(token), MaxCredentialSize)
+	if len(token) == 0 || len(token) > protocol.MaxCredentialSize {
+		return nil, fmt.Errorf("%w: credential of %d bytes, want 1 to %d", ErrKeys, len(token), protocol.MaxCredentialSize)
 	}
 	c := *s
 	c.credential = token

@@ -36,9 +36,9 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/leader"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -173,15 +173,17 @@ func (c *cluster) start(t *testing.T, url string) {
 	for _, id := range c.ids {
 		nc := batontest.Connect(t, url, append(batontest.AsMember(c.name, c.signers[id]),
 			nats.CustomInboxPrefix(protocol.InboxPrefix(c.name, id)))...)
-		n, err := node.New(nc, node.Config{
-			Cluster:   c.name,
-			Algorithm: c.algorithm,
-			Election:  election.Config{ID: id, Members: c.ids, Timing: timing},
-			DataDir:   t.TempDir(),
-			Logger:    slog.New(slog.DiscardHandler),
-			Signer:    c.signers[id],
-			Keys:      c.keys,
-		}, machines.Factory{Algorithm: c.algorithm, Cluster: c.name, Signer: c.signers[id], Keys: c.keys}.New)
+		n, err := natsnode.New(nc, natsnode.Config{
+			Node: node.Config{
+				Cluster:   c.name,
+				Algorithm: c.algorithm,
+				Election:  election.Config{ID: id, Members: c.ids, Timing: timing},
+				DataDir:   t.TempDir(),
+				Logger:    slog.New(slog.DiscardHandler),
+			},
+			Signer: c.signers[id],
+			Keys:   c.keys,
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

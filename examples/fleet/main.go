@@ -41,9 +41,9 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -137,26 +137,28 @@ func run(ctx context.Context, environ map[string]string, hostname func() (string
 		return exitOK
 	}
 	w := newWorker(cfg, log)
-	n, err := node.New(nc, node.Config{
-		Cluster:   cfg.Cluster,
-		Algorithm: protocol.Algorithm(cfg.Algorithm),
-		Election: election.Config{
-			ID: cfg.id,
-			// With dynamic membership a member starts knowing itself
-			// alone, and counts the others as it hears them.
-			Members:    []uint64{cfg.id},
-			Dynamic:    true,
-			KeepLeader: cfg.KeepLeader,
-			Timing:     election.DefaultTiming(1),
+	n, err := natsnode.New(nc, natsnode.Config{
+		Node: node.Config{
+			Cluster:   cfg.Cluster,
+			Algorithm: protocol.Algorithm(cfg.Algorithm),
+			Election: election.Config{
+				ID: cfg.id,
+				// With dynamic membership a member starts knowing itself
+				// alone, and counts the others as it hears them.
+				Members:    []uint64{cfg.id},
+				Dynamic:    true,
+				KeepLeader: cfg.KeepLeader,
+				Timing:     election.DefaultTiming(1),
+			},
+			DataDir:   cfg.DataDir,
+			Logger:    log,
+			Callbacks: w.callbacks(),
 		},
-		DataDir:          cfg.DataDir,
 		Signer:           cfg.signer,
 		Keys:             cfg.keys,
 		ConnectionEvents: node.ConnectionEventsAuto,
 		Probe:            cfg.probe,
-		Logger:           log,
-		Callbacks:        w.callbacks(),
-	}, machines.Factory{Algorithm: protocol.Algorithm(cfg.Algorithm), Cluster: cfg.Cluster, Signer: cfg.signer, Keys: cfg.keys}.New)
+	})
 	if err != nil {
 		stopHTTP()
 		nc.Close()

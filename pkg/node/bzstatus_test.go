@@ -10,6 +10,7 @@ import (
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
 // A byzantine node answers /status with leader: null once it can no
@@ -22,8 +23,11 @@ func TestSeamByzantineFollowersForgetADeadLeader(t *testing.T) {
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Byzantine, 1, 2, 3, 4)
+		s.keys = func(id uint64) (*signing.Signer, *signing.MemberKeys, *signing.MemberKeys) {
+			return signers[id], keys, nil
+		}
 		for _, id := range s.members {
-			s.add(id, func(c *node.Config) { c.Signer, c.Keys = signers[id], keys })
+			s.add(id, nil)
 		}
 		ch := s.observer()
 		for _, id := range s.members {

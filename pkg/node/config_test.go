@@ -2,58 +2,32 @@ package node
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
-	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/protocol"
-	"github.com/baton-election/baton/pkg/signing"
 )
 
-// TestMemberKeysConfig: a node takes its key and the members' keys both
-// or neither, and only its own key as listed for its ID.
-func TestMemberKeysConfig(t *testing.T) {
-	members := []uint64{1, 2, 3}
-	conn := endpoint(2)
-	signers, keys := batontest.MemberKeys(t, members...)
-	_, twoOnly := batontest.MemberKeys(t, 1, 2)
-	for _, tc := range []struct {
-		name   string
-		signer *signing.Signer
-		keys   *signing.MemberKeys
-		want   string
-	}{
-		{"key without the members' keys", signers[2], nil, "needs the members' keys"},
-		{"members' keys without a key", nil, keys, "needs the members' keys"},
-		{"another member's key", signers[3], keys, "the key is member 3's, this node is 2"},
-		{"a stranger's key under its ID", batontest.NewSigner(t, 2), keys, "member 2 is listed with"},
-		{"a member without a key", signers[2], twoOnly, "no key for member 3"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := newTestNode(conn, conn, Config{
-				Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
-				DataDir: t.TempDir(), Signer: tc.signer, Keys: tc.keys,
-			})
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("got %v, want ErrConfig saying %q", err, tc.want)
-			}
-		})
-	}
-	if _, err := newTestNode(conn, conn, Config{
-		Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(2, members),
-		DataDir: t.TempDir(), Signer: signers[2], Keys: keys,
-	}); err != nil {
-		t.Errorf("valid keys: %v", err)
-	}
-}
-
-// A node takes the connection events modes it knows, and no other.
-func TestConnectionEventsMode(t *testing.T) {
+// A node needs its transport, what it asks the cluster at start and its
+// machine factory; a factory that cannot build the machine of cfg makes
+// cfg invalid.
+func TestDeps(t *testing.T) {
+	cfg := Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), Logger: testLogger()}
 	conn := endpoint(1)
-	_, err := newTestNode(conn, conn, Config{Cluster: "c", Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1}), DataDir: t.TempDir(), ConnectionEvents: "on"})
-	if !errors.Is(err, ErrConfig) {
-		t.Fatalf("connection events mode \"on\": %v, want ErrConfig", err)
+	bully := machines.Factory{Algorithm: protocol.Bully}.New
+	for name, deps := range map[string]Deps{
+		"no transport":        {Cluster: conn, Machines: bully},
+		"no cluster":          {Transport: conn, Machines: bully},
+		"no machines":         {Transport: conn, Cluster: conn},
+		"machines of nothing": {Transport: conn, Cluster: conn, Machines: machines.Factory{}.New},
+	} {
+		if _, err := New(cfg, deps); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+	if _, err := New(cfg, Deps{Transport: conn, Cluster: conn, Machines: bully}); err != nil {
+		t.Errorf("every dependency: %v", err)
 	}
 }
 

@@ -155,9 +155,11 @@ func TestSeamByzantineDynamic(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Byzantine, 1, 2, 3, 4, 5)
+		s.keys = func(id uint64) (*signing.Signer, *signing.MemberKeys, *signing.MemberKeys) {
+			return set[id], checker.Keys(), genesis
+		}
 		byz := func(c *node.Config) {
 			dynamic()(c)
-			c.Signer, c.Keys, c.MemberSet = set[c.Election.ID], checker.Keys(), genesis
 			c.Election.Timing.LeaseTicks = 40
 			c.Election.Timing.LeaderLeaseTicks = election.LeaderLease(40, election.DefaultMaxDrift)
 		}

@@ -55,7 +55,7 @@ func ExampleNode_Run() {
 			cfg.Callbacks = callbacks
 		}
 		conn := network.Join(id)
-		n, err := node.NewWithTransport(conn, conn, cfg, machines.Factory{Algorithm: cfg.Algorithm}.New)
+		n, err := node.New(cfg, node.Deps{Transport: conn, Cluster: conn, Machines: machines.Factory{Algorithm: cfg.Algorithm}.New})
 		if err != nil {
 			panic(err)
 		}

@@ -49,8 +49,8 @@ type GroupConfig struct {
 	// cluster of ELECTION_CLUSTERS. A connection event about it counts in
 	// every election of the group.
 	Conn string
-	// ConnectionEvents and Probe: as in Config, once for the connection;
-	// each election's Config must give the same ConnectionEvents.
+	// ConnectionEvents and Probe: as in natsnode.Config, once for the
+	// connection; each election's must give the same ConnectionEvents.
 	ConnectionEvents string
 	Probe            func(ctx context.Context, name string) error
 	// Batch is how long the elections' broadcasts wait to leave together
@@ -59,7 +59,7 @@ type GroupConfig struct {
 	// its own.
 	Batch time.Duration
 	// Signer and Keys sign and check the batches: the member's key and
-	// the members' keys, as in the elections' Config; both or neither.
+	// the members' keys, as in the elections' natsnode.Config; both or neither.
 	Signer *signing.Signer
 	Keys   *signing.MemberKeys
 	// Beat is how often the process says that it is alive, once for all
@@ -98,7 +98,7 @@ type Group struct {
 	// metrics are every election's: each counts on them, and the gauges
 	// that read an election sum over the group's (a scrape's size does
 	// not grow with the number of elections).
-	metrics *metrics
+	metrics *Metrics
 	// states writes the elections' state files together.
 	states *stateWriter
 
@@ -158,7 +158,7 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	}
 	g := &Group{
 		nc: nc, cfg: cfg, log: cfg.Logger, shared: shared,
-		metrics:  newMetrics(),
+		metrics:  NewMetrics(),
 		states:   newStateWriter(),
 		byName:   make(map[string]*groupElection),
 		failures: make(chan error, 1),
@@ -187,6 +187,17 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	return g, nil
 }
 
+// Config is the group's configuration, with its defaults.
+func (g *Group) Config() GroupConfig { return g.cfg }
+
+// Shared is the group's connection, on which the transports of its
+// elections are built (natstransport.Config.Shared).
+func (g *Group) Shared() *natstransport.Shared { return g.shared }
+
+// Metrics are the group's, on which every election counts, and its
+// transport with it (natstransport.Config.Meter).
+func (g *Group) Metrics() *Metrics { return g.metrics }
+
 // sum adds f of every election of the group.
 func (g *Group) sum(f func(*Node) int) float64 {
 	g.mu.Lock()
@@ -198,27 +209,24 @@ func (g *Group) sum(f func(*Node) int) float64 {
 	return float64(total)
 }
 
-// Add checks cfg and adds its election, whose machine machines builds, to
-// the group, and starts it at once if the group runs. Its Election.ID must be the group's, its cluster not
-// already in the group; its Logger, if nil, is the group's tagged with the
-// cluster, and its InboxSize, if zero, DefaultGroupInboxSize.
-func (g *Group) Add(cfg Config, machines Machines) (*Node, error) {
+// Add checks cfg and deps and adds their election to the group, and
+// starts it at once if the group runs. Its Election.ID must be the
+// group's, its cluster not already in the group, and its transport an
+// adapter on the group's connection (Shared), counting on the group's
+// Metrics (package natsnode builds it: natsnode.Group); its Logger, if
+// nil, is the group's tagged with the cluster, and its InboxSize, if
+// zero, DefaultGroupInboxSize.
+func (g *Group) Add(cfg Config, deps Deps) (*Node, error) {
 	if cfg.Election.ID != g.cfg.ID {
 		return nil, fmt.Errorf("%w: member %d in a group of member %d", ErrConfig, cfg.Election.ID, g.cfg.ID)
 	}
-	if cfg.ConnectionEvents == "" {
-		cfg.ConnectionEvents = g.cfg.ConnectionEvents
+	if deps.Metrics != nil && deps.Metrics != g.metrics {
+		return nil, fmt.Errorf("%w: an election of a group counts on the group's metrics", ErrConfig)
 	}
-	if (cfg.Keys == nil) != (g.cfg.Keys == nil) {
-		return nil, fmt.Errorf("%w: an election with member keys needs a group with them, and one without none (they sign and check the batches)", ErrConfig)
-	}
-	if cfg.ConnectionEvents != g.cfg.ConnectionEvents {
-		return nil, fmt.Errorf("%w: connection events %q in a group with %q", ErrConfig, cfg.ConnectionEvents, g.cfg.ConnectionEvents)
-	}
+	deps.Metrics = g.metrics
 	if cfg.Logger == nil {
 		cfg.Logger = g.log.With("cluster", cfg.Cluster)
 	}
-	cfg.Probe = nil // the group probes, once
 	setDefault(&cfg.InboxSize, DefaultGroupInboxSize)
 	if g.cfg.Beat > 0 {
 		cfg.Election.Timing = backstop(cfg.Algorithm, cfg.Election.Timing)
@@ -233,7 +241,7 @@ func (g *Group) Add(cfg Config, machines Machines) (*Node, error) {
 	case len(g.order) >= MaxElections:
 		return nil, fmt.Errorf("%w: more than %d elections", ErrConfig, MaxElections)
 	}
-	n, err := newOnConn(g.nc, cfg, machines, g.shared, g.metrics)
+	n, err := newNode(cfg, deps, true)
 	if err != nil {
 		return nil, err
 	}

@@ -35,13 +35,8 @@ func testLogger() *slog.Logger {
 // that is never run.
 func endpoint(id uint64) *transport.Endpoint { return transport.NewNetwork().Join(id) }
 
-// newTestNode is NewWithTransport with the machines of cfg's algorithm
-// and keys.
+// newTestNode is New on tr, asking cluster for its term, with the
+// machines of cfg's algorithm.
 func newTestNode(tr transport.Transport, cluster TermSource, cfg Config) (*Node, error) {
-	return NewWithTransport(tr, cluster, cfg, machinesFor(cfg))
-}
-
-// machinesFor builds the machines of cfg's algorithm, with its keys.
-func machinesFor(cfg Config) Machines {
-	return machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet}.New
+	return New(cfg, Deps{Transport: tr, Cluster: cluster, Machines: machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster}.New})
 }

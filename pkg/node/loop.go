@@ -23,7 +23,7 @@ func (n *Node) loop(ctx context.Context) error {
 	timer := time.NewTimer(n.untilDeadline())
 	defer timer.Stop()
 	n.log.Info("node started", "algorithm", n.cfg.Algorithm, "members", n.members, "tick", n.cfg.Tick,
-		"signed", n.cfg.Signer != nil, "incarnation", n.drv.Incarnation())
+		"signed", n.signed(), "incarnation", n.drv.Incarnation())
 	if err := n.commit(); err != nil {
 		return n.fail(err)
 	}

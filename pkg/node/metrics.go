@@ -7,9 +7,11 @@ import (
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
-// metrics are a node's Prometheus metrics, in a registry of their own so
-// that several nodes can run in one process.
-type metrics struct {
+// Metrics are a node's Prometheus metrics, in a registry of their own so
+// that several nodes can run in one process (NewMetrics). The node's
+// transport counts on them too: they are its transport.Meter and
+// natstransport.Meter.
+type Metrics struct {
 	registry          *prometheus.Registry
 	electionsStarted  prometheus.Counter
 	sent              *prometheus.CounterVec
@@ -50,10 +52,10 @@ func (n *Node) leads() bool { return n.Status().State == election.Leader.String(
 // subscriptionDrops is how many messages NATS dropped for the node's
 // subscriptions; 0 off NATS.
 func (n *Node) subscriptionDrops() int {
-	if n.adapter == nil {
-		return 0
+	if d, ok := n.tr.(interface{ SubscriptionDrops() int }); ok {
+		return d.SubscriptionDrops()
 	}
-	return n.adapter.SubscriptionDrops()
+	return 0
 }
 
 func b2f(b bool) float64 {
@@ -65,18 +67,20 @@ func b2f(b bool) float64 {
 
 // Received, Dropped (transport.Meter), EventsDelivered, PeerDisconnected
 // and SignatureChecked (natstransport.Meter) count for the transport.
-func (m *metrics) Received(t protocol.Type)  { m.received.WithLabelValues(string(t)).Inc() }
-func (m *metrics) Dropped(r protocol.Reason) { m.dropped.WithLabelValues(string(r)).Inc() }
-func (m *metrics) EventsDelivered()          { m.connectionEvents.Set(1) }
-func (m *metrics) PeerDisconnected()         { m.peerDisconnects.Inc() }
-func (m *metrics) SignatureChecked()         { m.signatureChecks.Inc() }
+func (m *Metrics) Received(t protocol.Type)  { m.received.WithLabelValues(string(t)).Inc() }
+func (m *Metrics) Dropped(r protocol.Reason) { m.dropped.WithLabelValues(string(r)).Inc() }
+func (m *Metrics) EventsDelivered()          { m.connectionEvents.Set(1) }
+func (m *Metrics) PeerDisconnected()         { m.peerDisconnects.Inc() }
+func (m *Metrics) SignatureChecked()         { m.signatureChecks.Inc() }
 
 // lagBuckets are the buckets of the lateness histograms, in seconds: from
 // a millisecond to beyond the default leader time-out.
 var lagBuckets = []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2}
 
-func newMetrics() *metrics {
-	m := &metrics{
+// NewMetrics returns the metrics of one node (Deps.Metrics), or of a
+// Group's elections.
+func NewMetrics() *Metrics {
+	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		electionsStarted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "election_elections_started_total",

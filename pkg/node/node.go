@@ -1,20 +1,29 @@
 // Package node runs one election.Machine over a transport: the runtime of
 // the node service.
 //
+// New receives the node's own settings (Config, checked once, in New) and
+// what it runs on (Deps), as a raft node receives its dependencies: the
+// transport, what it asks the cluster as it starts, and the factory of
+// its machine. Package natsnode builds them over a NATS connection, with
+// the NATS settings (member keys, message age, pending limits, connection
+// events); the package's tests give it the in-memory network of
+// pkg/node/transport.
+//
 // The package has one part per job:
 //
 //   - the loop (loop.go, with apply.go carrying out each Ready): one
 //     goroutine, Run's, owns the driver (pkg/driver) and through it the
 //     machine, and carries out each Ready: store, show, send, announce;
-//   - the transport (pkg/node/transport): the protocol's messages in and
-//     out; New runs the node on the NATS adapter (pkg/node/natstransport),
-//     which owns subjects, signatures, the checks of what arrives, replay
-//     guard, per-sender shares, "no responders" and connection events;
-//     NewWithTransport takes another, such as the in-memory network of
-//     pkg/node/transport on which this package's tests run;
-//   - the machine: New and NewWithTransport receive Machines, which
-//     builds it (package machines has each algorithm's); the node knows
-//     no algorithm, only election.Machine;
+//   - the transport (pkg/node/transport, Deps.Transport): the protocol's
+//     messages in and out; over NATS, the adapter of
+//     pkg/node/natstransport owns subjects, signatures, the checks of
+//     what arrives, replay guard, per-sender shares, "no responders" and
+//     connection events;
+//   - the machine: Deps.Machines builds it (package machines has each
+//     algorithm's); the node knows no algorithm, only election.Machine;
+//   - the group (group.go): the elections of one member process over one
+//     NATS connection, which share its connection events, state writes
+//     and metrics (natsnode.Group adds each election's adapter);
 //   - the bootstrap (bootstrap.go): what the cluster says of its term,
 //     asked once before the machine starts;
 //   - the store (store.go): the hard state on disk;
@@ -148,7 +157,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/baton-election/baton/pkg/certify"
@@ -157,7 +165,6 @@ import (
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
-	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Defaults of Config.
@@ -165,25 +172,22 @@ const (
 	DefaultTick            = 10 * time.Millisecond
 	DefaultInboxSize       = 1024
 	DefaultShutdownTimeout = time.Second
-	DefaultMaxMessageAge   = 2 * time.Second
 	DefaultLearnTimeout    = 500 * time.Millisecond
-	// DefaultPendingMsgs and DefaultPendingBytes bound what NATS may hold
-	// for each subscription before the node's callback takes it.
-	DefaultPendingMsgs  = natstransport.DefaultPendingMsgs
-	DefaultPendingBytes = natstransport.DefaultPendingBytes
 )
 
-// Drop reasons of the runtime's own, beside protocol.Reasons.
+// Drop reasons of the runtime's own, beside protocol.Reasons: the
+// lanes' and the NATS adapter's.
 const (
 	ReasonInboxFull     = transport.ReasonInboxFull
 	ReasonSenderLimit   = natstransport.ReasonSenderLimit
 	ReasonReplyNotInbox = natstransport.ReasonReplyNotInbox
 )
 
-// ConnectionEvents modes of Config.ConnectionEvents.
+// ConnectionEvents modes of GroupConfig.ConnectionEvents and of the NATS
+// settings of package natsnode.
 const (
 	// ConnectionEventsAuto subscribes to the connection events and, with a
-	// Config.Probe, checks at start that the server delivers them.
+	// probe, checks at start that the server delivers them.
 	ConnectionEventsAuto = "auto"
 	// ConnectionEventsOff ignores them: failures are detected by the
 	// heartbeats alone.
@@ -197,11 +201,15 @@ var (
 	ErrConnectionClosed = errors.New("node: NATS connection closed")
 )
 
-// Config configures a Node.
+// Config configures a Node: the node's own settings. What it runs on
+// (its transport, the machine's algorithm code, what it asks the cluster
+// at start) comes in Deps; the NATS settings are package natsnode's.
 type Config struct {
 	// Cluster is the cluster name; it must pass protocol.ValidateCluster.
 	Cluster string
-	// Algorithm selects the election algorithm.
+	// Algorithm is the election algorithm the machine runs (Deps.Machines
+	// builds it): the node shows it, announces it and knows from it
+	// whether leaders hold leases.
 	Algorithm protocol.Algorithm
 	// Election is this node's ID, the membership and the timing in ticks.
 	// Its State is ignored: the node restores its own from DataDir.
@@ -212,60 +220,46 @@ type Config struct {
 	DataDir string
 	// Tick is the duration of one tick; DefaultTick if zero.
 	Tick time.Duration
-	// Signer is this node's member key (its ELECTION_KEY_FILE), and Keys
-	// the public keys of every member (ELECTION_KEYS_FILE): both or
-	// neither. With them, the node signs everything it publishes
-	// (messages, announcements, query answers), and drops, as forged,
-	// every message not signed by the member it names, and connection
-	// events whose user key is not the member's. Without them, messages
-	// are neither signed nor checked.
-	Signer *signing.Signer
-	Keys   *signing.MemberKeys
-	// MemberSet is, for the byzantine algorithm with dynamic membership,
-	// version 0 of the member set: the configured members and their keys
-	// (ELECTION_KEYS_FILE). The members it does not list join with their
-	// credentials (Keys from NewAuthorityKeys, Signer with its
-	// credential), and the set changes by the members' certified
-	// decisions (package byzantine).
-	MemberSet *signing.MemberKeys
-	// MaxMessageAge is how far a message's timestamp may be from this
-	// node's clock, either way, for the message to be accepted: it bounds
-	// both the replay of a captured message to a node started since and
-	// the clock skew between nodes. DefaultMaxMessageAge if zero.
-	MaxMessageAge time.Duration
 	// LearnTimeout bounds how long Run asks the cluster for its current
 	// term before starting the machine. DefaultLearnTimeout if zero.
 	LearnTimeout time.Duration
 	// InboxSize bounds the events waiting for the machine;
 	// DefaultInboxSize if zero.
 	InboxSize int
-	// PendingMsgs and PendingBytes bound what NATS holds for each
-	// subscription; DefaultPendingMsgs and DefaultPendingBytes if zero.
-	PendingMsgs, PendingBytes int
 	// ShutdownTimeout bounds how long Run waits, once its context ends, for
-	// the last messages to be flushed and the connection to drain;
+	// the last messages to be flushed and the transport to close;
 	// DefaultShutdownTimeout if zero.
 	ShutdownTimeout time.Duration
 	// Logger receives the node's logs; slog.Default() if nil. The caller
 	// tags it (the node service adds "node" and "cluster").
 	Logger *slog.Logger
-	// ConnectionEvents is ConnectionEventsAuto (the default, if empty) or
-	// ConnectionEventsOff: whether the node follows the NATS server's
-	// connection events to notice at once that a member's connection
-	// closed (see pkg/node/natstransport and internal/natsconf).
-	ConnectionEvents string
-	// Probe, if set, opens a connection to the node's NATS server under
-	// the given connection name and closes it. The node uses it at start
-	// to check that the server delivers connection events, and logs and
-	// exports (election_connection_events) whether it does.
-	Probe func(ctx context.Context, name string) error
-	// Now is the wall clock; time.Now if nil. It dates the messages and
-	// checks their freshness.
+	// Now is the wall clock; time.Now if nil. It dates what the node
+	// stores and announces.
 	Now func() time.Time
 	// Callbacks are called by Run as the node's leadership changes: the
 	// application's work while this node leads runs in OnStartedLeading.
 	// None if zero.
 	Callbacks Callbacks
+}
+
+// Deps are what a node receives from outside, as a raft node receives its
+// transport and storage: New checks that each is there.
+type Deps struct {
+	// Transport carries the protocol's messages in and out: the NATS
+	// adapter (package natsnode builds it from a connection), or the
+	// in-memory network of pkg/node/transport on which this package's
+	// tests run. Run owns it from the moment it is called.
+	Transport transport.Transport
+	// Cluster is what the node asks for the cluster's leader and term as
+	// it starts (bootstrap.go).
+	Cluster TermSource
+	// Machines builds the node's election machine (package machines).
+	Machines Machines
+	// Metrics are what the node counts on, and its transport with it
+	// (they implement transport.Meter and natstransport.Meter): new ones
+	// if nil. They are one node's: the node registers on them the gauges
+	// that read it. A Group gives its own to each of its elections.
+	Metrics *Metrics
 }
 
 // Machines builds the node's election machine from its election
@@ -288,10 +282,9 @@ type Node struct {
 	id      uint64
 	members []uint64 // sorted
 	log     *slog.Logger
-	metrics *metrics
+	metrics *Metrics
 	lanes   *transport.Lanes
-	adapter *natstransport.Adapter // the transport, when it is NATS's
-	states  *stateWriter           // a Group's, which writes state.json; nil: alone
+	states  *stateWriter // a Group's, which writes state.json; nil: alone
 
 	started atomic.Bool // Run was called
 	// requests carry ChangeVoters to the loop.
@@ -319,78 +312,18 @@ type Node struct {
 	wake             time.Time     // when the loop's timer is due
 }
 
-// New checks cfg and returns a node for nc, on the NATS adapter
-// (pkg/node/natstransport), whose machine machines builds. It starts
-// nothing.
-func New(nc *nats.Conn, cfg Config, machines Machines) (*Node, error) {
-	return newOnConn(nc, cfg, machines, nil, nil)
-}
+// New checks cfg and deps and returns a node on deps.Transport. It starts
+// nothing; Run owns the transport from the moment it is called.
+func New(cfg Config, deps Deps) (*Node, error) { return newNode(cfg, deps, false) }
 
-// newOnConn is New, on a connection shared with other elections if shared
-// is not nil (Group), counting on the group's metrics m if not nil.
-func newOnConn(nc *nats.Conn, cfg Config, machines Machines, shared *natstransport.Shared, m *metrics) (*Node, error) {
-	if nc == nil {
-		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
-	}
-	n, err := newNode(cfg, machines, m)
-	if err != nil {
-		return nil, err
-	}
-	cfg = n.cfg
-	adapter, err := natstransport.New(nc, natstransport.Config{
-		Cluster:          cfg.Cluster,
-		Algorithm:        cfg.Algorithm,
-		ID:               n.id,
-		Members:          n.members,
-		Dynamic:          cfg.Election.Dynamic,
-		MaxPayload:       cfg.Algorithm.MaxPayload(),
-		Signer:           cfg.Signer,
-		Keys:             cfg.Keys,
-		MaxMessageAge:    cfg.MaxMessageAge,
-		PendingMsgs:      cfg.PendingMsgs,
-		PendingBytes:     cfg.PendingBytes,
-		ConnectionEvents: cfg.ConnectionEvents == ConnectionEventsAuto,
-		Probe:            cfg.Probe,
-		ProbeTimeout:     cfg.LearnTimeout,
-		ShutdownTimeout:  cfg.ShutdownTimeout,
-		Now:              cfg.Now,
-		Logger:           cfg.Logger,
-		Meter:            n.metrics,
-		Shared:           shared,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	n.tr = adapter
-	n.cluster = natstransport.Cluster{NC: nc, Name: cfg.Cluster, Keys: cfg.Keys}
-	n.adapter = adapter
-	return n, nil
-}
-
-// NewWithTransport checks cfg and returns a node for the transport tr
-// that asks cluster for its term as it starts, and whose machine machines
-// builds: the runtime's tests run it on the in-memory network of
-// pkg/node/transport. It starts nothing; Run
-// owns tr from the moment it is called, as it owns the connection of New.
-// Of cfg, what concerns NATS alone (keys, pending limits, connection
-// events) is tr's business.
-func NewWithTransport(tr transport.Transport, cluster TermSource, cfg Config, machines Machines) (*Node, error) {
-	if tr == nil || cluster == nil {
+// newNode checks cfg and deps, fills cfg's defaults and returns a node.
+// In a group, the metrics are the group's, which reads the node through
+// them itself; alone, the node registers its own gauges.
+func newNode(cfg Config, deps Deps, inGroup bool) (*Node, error) {
+	switch {
+	case deps.Transport == nil || deps.Cluster == nil:
 		return nil, fmt.Errorf("%w: no transport", ErrConfig)
-	}
-	n, err := newNode(cfg, machines, nil)
-	if err != nil {
-		return nil, err
-	}
-	n.tr, n.cluster = tr, cluster
-	return n, nil
-}
-
-// newNode checks cfg, fills its defaults and returns a node without a
-// transport, whose machine machines builds, counting on its own metrics,
-// or on shared, a Group's, if not nil.
-func newNode(cfg Config, machines Machines, shared *metrics) (*Node, error) {
-	if machines == nil {
+	case deps.Machines == nil:
 		return nil, fmt.Errorf("%w: no machine factory", ErrConfig)
 	}
 	if err := protocol.ValidateCluster(cfg.Cluster); err != nil {
@@ -410,47 +343,16 @@ func newNode(cfg Config, machines Machines, shared *metrics) (*Node, error) {
 	if err := cfg.Callbacks.validate(); err != nil {
 		return nil, err
 	}
-	if (cfg.Signer == nil) != (cfg.Keys == nil) {
-		return nil, fmt.Errorf("%w: a member key needs the members' keys, and they need it", ErrConfig)
-	}
-	if cfg.Signer != nil {
-		if cfg.Signer.ID() != cfg.Election.ID {
-			return nil, fmt.Errorf("%w: the key is member %d's, this node is %d", ErrConfig, cfg.Signer.ID(), cfg.Election.ID)
-		}
-		if err := cfg.Keys.Check(members, cfg.Signer); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		// The keys state the cluster and algorithm this node runs, so
-		// that what reads announcements for it (the start's learning of
-		// the term) knows them; a file that states others is refused.
-		if cfg.Keys, err = cfg.Keys.State(cfg.Cluster, cfg.Algorithm); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	if cfg.Algorithm.NeedsKeys() && cfg.Signer == nil {
-		return nil, fmt.Errorf("%w: %s needs member keys", ErrConfig, cfg.Algorithm)
-	}
-	if _, err := machines(cfg.Election, nil); err != nil {
+	if _, err := deps.Machines(cfg.Election, nil); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	switch cfg.ConnectionEvents {
-	case "":
-		cfg.ConnectionEvents = ConnectionEventsAuto
-	case ConnectionEventsAuto, ConnectionEventsOff:
-	default:
-		return nil, fmt.Errorf("%w: connection events %q: want %q or %q", ErrConfig, cfg.ConnectionEvents, ConnectionEventsAuto, ConnectionEventsOff)
-	}
-	if cfg.Tick < 0 || cfg.InboxSize < 0 || cfg.ShutdownTimeout < 0 || cfg.MaxMessageAge < 0 ||
-		cfg.LearnTimeout < 0 || cfg.PendingMsgs < 0 || cfg.PendingBytes < 0 {
+	if cfg.Tick < 0 || cfg.InboxSize < 0 || cfg.ShutdownTimeout < 0 || cfg.LearnTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative duration or size", ErrConfig)
 	}
 	setDefault(&cfg.Tick, DefaultTick)
 	setDefault(&cfg.InboxSize, DefaultInboxSize)
 	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
-	setDefault(&cfg.MaxMessageAge, DefaultMaxMessageAge)
 	setDefault(&cfg.LearnTimeout, DefaultLearnTimeout)
-	setDefault(&cfg.PendingMsgs, DefaultPendingMsgs)
-	setDefault(&cfg.PendingBytes, DefaultPendingBytes)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -458,16 +360,20 @@ func newNode(cfg Config, machines Machines, shared *metrics) (*Node, error) {
 		cfg.Now = time.Now
 	}
 	n := &Node{
+		tr:       deps.Transport,
+		cluster:  deps.Cluster,
 		cfg:      cfg,
-		machine:  machines,
+		machine:  deps.Machines,
 		id:       cfg.Election.ID,
 		members:  members,
 		log:      cfg.Logger,
-		metrics:  shared,
+		metrics:  deps.Metrics,
 		requests: make(chan votersRequest),
 	}
-	if shared == nil {
-		n.metrics = newMetrics()
+	if n.metrics == nil {
+		n.metrics = NewMetrics()
+	}
+	if !inGroup {
 		n.metrics.registry.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_inbox_pending", Help: helpInboxPending},
 				func() float64 { return float64(n.pending()) }),
@@ -480,6 +386,13 @@ func newNode(cfg Config, machines Machines, shared *metrics) (*Node, error) {
 	n.health = newHealth(members, cfg.Election.Dynamic, n.ticks(election.MaxAdaptiveTimeoutFactor*cfg.Election.Timing.LeaderTimeoutTicks), time.Now())
 	n.setView(election.SoftState{ID: n.id}, time.Time{}, nil, false)
 	return n, nil
+}
+
+// signed reports whether the node's transport signs what it sends (the
+// NATS adapter with member keys).
+func (n *Node) signed() bool {
+	s, ok := n.tr.(interface{ Signed() bool })
+	return ok && s.Signed()
 }
 
 func setDefault[T comparable](v *T, def T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -186,7 +187,7 @@ func TestCallbacksConfig(t *testing.T) {
 		Election:  election.Config{ID: 1, Members: []uint64{1}, Timing: seamTiming},
 		DataDir:   t.TempDir(),
 		Callbacks: node.Callbacks{OnStoppedLeading: func() {}},
-	})
+	}, machines.Factory{})
 	if !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("OnStoppedLeading without OnStartedLeading: %v, want ErrConfig", err)
 	}

@@ -28,14 +28,16 @@ import (
 	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/signing"
 )
 
-// newTestNode is node.NewWithTransport with the machines of cfg's
-// algorithm and keys.
-func newTestNode(tr transport.Transport, cluster node.TermSource, cfg node.Config) (*node.Node, error) {
-	return node.NewWithTransport(tr, cluster, cfg, machines.Factory{
-		Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet,
-	}.New)
+// newTestNode is node.New on tr, asking cluster for its term, with the
+// machines of f, or of cfg's algorithm if f is zero.
+func newTestNode(tr transport.Transport, cluster node.TermSource, cfg node.Config, f machines.Factory) (*node.Node, error) {
+	if f.Algorithm == "" {
+		f = machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster}
+	}
+	return node.New(cfg, node.Deps{Transport: tr, Cluster: cluster, Machines: f.New})
 }
 
 // seamTiming is the tests' timing in ticks of node.DefaultTick.
@@ -59,6 +61,9 @@ type sim struct {
 	algorithm protocol.Algorithm
 	members   []uint64
 	nodes     map[uint64]*member
+	// keys, if set, are the member keys of each node's machine (the
+	// byzantine algorithm's).
+	keys func(id uint64) (signer *signing.Signer, keys, memberSet *signing.MemberKeys)
 }
 
 // member is one node of a sim.
@@ -87,19 +92,22 @@ func (s *sim) add(id uint64, edit func(*node.Config)) *member {
 	s.t.Helper()
 	conn := s.net.Join(id)
 	cfg := node.Config{
-		Cluster:          s.cluster,
-		Algorithm:        s.algorithm,
-		Election:         election.Config{ID: id, Members: s.members, Timing: seamTiming},
-		DataDir:          s.t.TempDir(),
-		Logger:           seamLogger(id),
-		ConnectionEvents: node.ConnectionEventsOff,
+		Cluster:   s.cluster,
+		Algorithm: s.algorithm,
+		Election:  election.Config{ID: id, Members: s.members, Timing: seamTiming},
+		DataDir:   s.t.TempDir(),
+		Logger:    seamLogger(id),
 	}
 	if edit != nil {
 		edit(&cfg)
 	}
-	n, err := newTestNode(conn, conn, cfg)
+	f := machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster}
+	if s.keys != nil {
+		f.Signer, f.Keys, f.MemberSet = s.keys(id)
+	}
+	n, err := newTestNode(conn, conn, cfg, f)
 	if err != nil {
-		s.t.Fatalf("NewWithTransport: %v", err)
+		s.t.Fatalf("node.New: %v", err)
 	}
 	m := &member{Node: n, conn: conn, dir: cfg.DataDir, done: make(chan error, 1)}
 	s.nodes[id] = m
@@ -580,9 +588,11 @@ func TestSeamByzantine(t *testing.T) {
 	signers, keys := batontest.MemberKeys(t, 1, 2, 3, 4)
 	synctest.Test(t, func(t *testing.T) {
 		s := newSim(t, protocol.Byzantine, 1, 2, 3, 4)
+		s.keys = func(id uint64) (*signing.Signer, *signing.MemberKeys, *signing.MemberKeys) {
+			return signers[id], keys, nil
+		}
 		for _, id := range s.members {
 			s.add(id, func(c *node.Config) {
-				c.Signer, c.Keys = signers[id], keys
 				c.Election.Timing.LeaseTicks = 40
 				c.Election.Timing.LeaderLeaseTicks = election.LeaderLease(40, election.DefaultMaxDrift)
 			})

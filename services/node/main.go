@@ -32,8 +32,8 @@ import (
 
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -173,7 +173,7 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 	if err != nil {
 		return nil, nil, err
 	}
-	n, err := node.New(nc, ncfg, machinesOf(ncfg))
+	n, err := natsnode.New(nc, ncfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -195,8 +195,8 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 
 // newGroup is the group of the node's elections over nc, and its HTTP
 // endpoints.
-func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Handler, error) {
-	g, err := node.NewGroup(nc, node.GroupConfig{
+func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*natsnode.Group, http.Handler, error) {
+	g, err := natsnode.NewGroup(nc, node.GroupConfig{
 		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
 		Signer: c.signer, Keys: c.keys, Batch: c.batch(),
 		Beat:        c.beat(),
@@ -210,7 +210,7 @@ func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*node.Group, http.Ha
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := g.Add(ncfg, machinesOf(ncfg)); err != nil {
+		if _, err := g.Add(ncfg); err != nil {
 			return nil, nil, fmt.Errorf("election %s: %w", cluster, err)
 		}
 	}
@@ -228,11 +228,6 @@ func (c *Config) beat() time.Duration { return time.Duration(c.timing.HeartbeatT
 // election's leader time-out.
 const beatTimeoutBeats = 5
 
-// machinesOf builds the machines of ncfg's algorithm, with its keys.
-func machinesOf(ncfg node.Config) node.Machines {
-	return machines.Factory{Algorithm: ncfg.Algorithm, Cluster: ncfg.Cluster, Signer: ncfg.Signer, Keys: ncfg.Keys, MemberSet: ncfg.MemberSet}.New
-}
-
 // batch is the group's batch window: off (negative) for 0.
 func (c *Config) batch() time.Duration {
 	if c.BatchWindow == 0 {
@@ -242,29 +237,31 @@ func (c *Config) batch() time.Duration {
 }
 
 // nodeConfig is the configuration of the node's election of cluster.
-func (c *Config) nodeConfig(cluster string, log *slog.Logger) (node.Config, error) {
+func (c *Config) nodeConfig(cluster string, log *slog.Logger) (natsnode.Config, error) {
 	keys, err := c.keysOf(cluster)
 	if err != nil {
-		return node.Config{}, fmt.Errorf("ELECTION_KEYS_FILE: %w", err)
+		return natsnode.Config{}, fmt.Errorf("ELECTION_KEYS_FILE: %w", err)
 	}
 	rank, err := election.ParseRank(c.Rank, cluster)
 	if err != nil {
-		return node.Config{}, fmt.Errorf("ELECTION_RANK: %w", err)
+		return natsnode.Config{}, fmt.Errorf("ELECTION_RANK: %w", err)
 	}
-	return node.Config{
-		Cluster:   cluster,
-		Algorithm: protocol.Algorithm(c.Algorithm),
-		Election: election.Config{ID: c.ID, Members: c.members, Timing: c.timing, Dynamic: c.dynamic(), Voters: c.voters,
-			KeepLeader: c.KeepLeader, Rank: rank},
-		DataDir:          c.dataDir(cluster),
-		Tick:             c.Tick,
+	return natsnode.Config{
+		Node: node.Config{
+			Cluster:   cluster,
+			Algorithm: protocol.Algorithm(c.Algorithm),
+			Election: election.Config{ID: c.ID, Members: c.members, Timing: c.timing, Dynamic: c.dynamic(), Voters: c.voters,
+				KeepLeader: c.KeepLeader, Rank: rank},
+			DataDir: c.dataDir(cluster),
+			Tick:    c.Tick,
+			Logger:  log,
+		},
 		Signer:           c.signer,
 		Keys:             keys,
 		MemberSet:        c.memberSet,
 		MaxMessageAge:    c.MaxMessageAge,
 		ConnectionEvents: c.ConnectionEvents,
 		Probe:            c.probe,
-		Logger:           log,
 	}, nil
 }
 

@@ -14,21 +14,21 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Option changes the configuration of the nodes Start runs.
-type Option func(*node.Config)
+type Option func(*natsnode.Config)
 
 // WithKeys gives each node its member key from signers (by ID) and the
 // members' public keys: they sign every message and announcement, and
 // check what they receive (batontest.MemberKeys makes both). The nodes
 // still connect to NATS as Start's caller lets them.
 func WithKeys(signers map[uint64]*signing.Signer, keys *signing.MemberKeys) Option {
-	return func(c *node.Config) { c.Signer, c.Keys = signers[c.Election.ID], keys }
+	return func(c *natsnode.Config) { c.Signer, c.Keys = signers[c.Node.Election.ID], keys }
 }
 
 // Start runs one node for each of members, in that order, as cluster
@@ -43,19 +43,17 @@ func Start(t testing.TB, url, cluster string, algorithm protocol.Algorithm, memb
 	t.Helper()
 	stops := make(map[uint64]func(), len(members))
 	for _, id := range members {
-		cfg := node.Config{
+		cfg := natsnode.Config{Node: node.Config{
 			Cluster:   cluster,
 			Algorithm: algorithm,
 			Election:  election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))},
 			DataDir:   t.TempDir(),
 			Logger:    slog.New(slog.DiscardHandler),
-		}
+		}}
 		for _, opt := range opts {
 			opt(&cfg)
 		}
-		n, err := node.New(batontest.Connect(t, url), cfg, machines.Factory{
-			Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet,
-		}.New)
+		n, err := natsnode.New(batontest.Connect(t, url), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -570,6 +570,10 @@ func (a *Adapter) drain() {
 	}
 }
 
+// Signed reports whether the adapter signs what it publishes (it has
+// member keys).
+func (a *Adapter) Signed() bool { return a.cfg.Signer != nil }
+
 // SubscriptionDrops is how many messages NATS dropped because a
 // subscription's pending limits were reached.
 func (a *Adapter) SubscriptionDrops() int {

@@ -34,7 +34,7 @@ import (
 // reports nobody: the silence was its own.
 
 // DefaultMaxAge is SharedConfig.MaxAge's default: as for the elections'
-// messages (node.DefaultMaxMessageAge).
+// messages (natsnode.DefaultMaxMessageAge).
 const DefaultMaxAge = 2 * time.Second
 
 // maxBeatMembers bounds the members whose beats a process follows; a

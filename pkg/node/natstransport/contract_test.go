@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/baton-election/baton/internal/batontest"
-	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/node/transport/transporttest"
@@ -24,7 +24,7 @@ func (n natsNetwork) Join(t *testing.T, id uint64) transport.Transport {
 	t.Helper()
 	a, err := natstransport.New(connect(t, n.url), natstransport.Config{
 		Cluster: "contract", Algorithm: protocol.Bully, ID: id, Members: transporttest.Members,
-		MaxMessageAge: node.DefaultMaxMessageAge, Logger: testLogger(), Meter: noMeter{},
+		MaxMessageAge: natsnode.DefaultMaxMessageAge, Logger: testLogger(), Meter: noMeter{},
 	})
 	if err != nil {
 		t.Fatal(err)

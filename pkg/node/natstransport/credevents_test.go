@@ -18,6 +18,7 @@ import (
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/membercreds"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -84,14 +85,16 @@ func (c *credCluster) start(t *testing.T, id uint64) *running {
 	}
 	timing := slowTiming()
 	timing.PresenceTicks = 50
-	n, err := newNode(nc, node.Config{
-		Cluster:   c.name,
-		Algorithm: protocol.Bully,
-		Election:  election.Config{ID: id, Members: []uint64{id}, Dynamic: true, Timing: timing},
-		DataDir:   t.TempDir(),
-		Signer:    signer,
-		Keys:      checker.Keys(),
-		Logger:    testLogger().With("node", id, "cluster", c.name),
+	n, err := natsnode.New(nc, natsnode.Config{
+		Node: node.Config{
+			Cluster:   c.name,
+			Algorithm: protocol.Bully,
+			Election:  election.Config{ID: id, Members: []uint64{id}, Dynamic: true, Timing: timing},
+			DataDir:   t.TempDir(),
+			Logger:    testLogger().With("node", id, "cluster", c.name),
+		},
+		Signer: signer,
+		Keys:   checker.Keys(),
 		Probe: func(_ context.Context, name string) error {
 			nc, err := nats.Connect(c.url, append(opts[:len(opts):len(opts)], nats.Name(name))...)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -184,12 +185,14 @@ func TestClustersAreIndependent(t *testing.T) {
 func TestHTTP(t *testing.T) {
 	url := batontest.StartNATS(t)
 	nc := connect(t, url)
-	n, err := newNode(nc, node.Config{
-		Cluster:   "web",
-		Algorithm: protocol.Bully,
-		Election:  electionConfig(7, []uint64{3, 7}),
-		DataDir:   t.TempDir(),
-		Logger:    testLogger(),
+	n, err := natsnode.New(nc, natsnode.Config{
+		Node: node.Config{
+			Cluster:   "web",
+			Algorithm: protocol.Bully,
+			Election:  electionConfig(7, []uint64{3, 7}),
+			DataDir:   t.TempDir(),
+			Logger:    testLogger(),
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

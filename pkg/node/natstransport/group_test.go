@@ -18,6 +18,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -25,7 +26,7 @@ import (
 // groupProcess is one member process of a test: a node.Group on its own
 // connection.
 type groupProcess struct {
-	*node.Group
+	*natsnode.Group
 	id     uint64
 	nc     *nats.Conn
 	cancel context.CancelFunc
@@ -54,7 +55,7 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr
 		opts = batontest.AsMember(conn, signer)
 	}
 	nc := connect(t, url, opts...)
-	g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: conn, Logger: testLogger().With("node", id), Signer: signer, Keys: keys,
+	g, err := natsnode.NewGroup(nc, node.GroupConfig{ID: id, Conn: conn, Logger: testLogger().With("node", id), Signer: signer, Keys: keys,
 		Probe: func(_ context.Context, name string) error {
 			p, err := nats.Connect(url, append(opts[:len(opts):len(opts)], nats.Name(name))...)
 			if err != nil {
@@ -68,7 +69,7 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr
 	}
 	p := &groupProcess{Group: g, id: id, nc: nc, done: make(chan error, 1), data: t.TempDir(), signer: signer, keys: keys}
 	for _, c := range clusters {
-		if _, err := p.add(p.config(c)); err != nil {
+		if _, err := p.Add(p.config(c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,14 +94,16 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr
 }
 
 // config is the configuration of p's election of cluster.
-func (p *groupProcess) config(cluster string) node.Config {
-	return node.Config{
-		Cluster:   cluster,
-		Algorithm: protocol.Bully,
-		Election:  election.Config{ID: p.id, Members: []uint64{1, 2, 3}, Timing: testTiming},
-		DataDir:   p.data + "/" + cluster,
-		Signer:    p.signer,
-		Keys:      p.keys,
+func (p *groupProcess) config(cluster string) natsnode.Config {
+	return natsnode.Config{
+		Node: node.Config{
+			Cluster:   cluster,
+			Algorithm: protocol.Bully,
+			Election:  election.Config{ID: p.id, Members: []uint64{1, 2, 3}, Timing: testTiming},
+			DataDir:   p.data + "/" + cluster,
+		},
+		Signer: p.signer,
+		Keys:   p.keys,
 	}
 }
 
@@ -201,7 +204,7 @@ func TestGroupManyElections(t *testing.T) {
 	// An election added to the running processes elects; one that a
 	// process leaves fails over to the other.
 	for _, p := range procs[:2] {
-		if _, err := p.add(p.config("extra")); err != nil {
+		if _, err := p.Add(p.config("extra")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,12 +219,12 @@ func TestGroupManyElections(t *testing.T) {
 	if err := procs[1].Remove("shard-5"); !errors.Is(err, node.ErrNoElection) {
 		t.Fatalf("removing an election twice: %v", err)
 	}
-	if _, err := procs[0].add(procs[0].config("extra")); !errors.Is(err, node.ErrConfig) {
+	if _, err := procs[0].Add(procs[0].config("extra")); !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("adding an election twice: %v", err)
 	}
 	wrong := procs[0].config("other")
-	wrong.Election.ID = 2
-	if _, err := procs[0].add(wrong); !errors.Is(err, node.ErrConfig) {
+	wrong.Node.Election.ID = 2
+	if _, err := procs[0].Add(wrong); !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("adding another member's election: %v", err)
 	}
 }
@@ -285,15 +288,10 @@ func TestGroupSignedBatches(t *testing.T) {
 	leaders(t, procs, clusters, 2)
 	unsigned := procs[0].config("unsigned")
 	unsigned.Signer, unsigned.Keys = nil, nil
-	if _, err := procs[0].add(unsigned); !errors.Is(err, node.ErrConfig) {
+	if _, err := procs[0].Add(unsigned); !errors.Is(err, node.ErrConfig) {
 		t.Errorf("an election without keys in a group with them: %v", err)
 	}
 	if st := procs[1].Node("shard-1").Status(); st.Term >= 1<<40 {
 		t.Fatalf("the forged term reached the machine: %+v", st)
 	}
-}
-
-// add adds the election of cfg to p, with the machines of its algorithm.
-func (p *groupProcess) add(cfg node.Config) (*node.Node, error) {
-	return p.Add(cfg, machinesFor(cfg))
 }

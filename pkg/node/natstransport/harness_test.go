@@ -15,8 +15,8 @@ import (
 
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -128,14 +128,16 @@ func (c *cluster) start(t *testing.T, id uint64) *running {
 	if c.timing != (election.Timing{}) {
 		timing = c.timing
 	}
-	n, err := newNode(nc, node.Config{
-		Cluster:          c.name,
-		Algorithm:        c.algorithm,
-		Election:         election.Config{ID: id, Members: c.members, Timing: timing},
-		DataDir:          c.dataDir(t, id),
+	n, err := natsnode.New(nc, natsnode.Config{
+		Node: node.Config{
+			Cluster:   c.name,
+			Algorithm: c.algorithm,
+			Election:  election.Config{ID: id, Members: c.members, Timing: timing},
+			DataDir:   c.dataDir(t, id),
+			Logger:    testLogger().With("node", id, "cluster", c.name),
+		},
 		Signer:           c.signers[id],
 		Keys:             c.keys,
-		Logger:           testLogger().With("node", id, "cluster", c.name),
 		ConnectionEvents: c.events,
 		Probe:            probe,
 		MaxMessageAge:    c.maxAge,
@@ -360,14 +362,4 @@ func electionConfig(id uint64, members []uint64) election.Config {
 
 func contextWithCancel() (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
-}
-
-// newNode is node.New with the machines of cfg's algorithm and keys.
-func newNode(nc *nats.Conn, cfg node.Config) (*node.Node, error) {
-	return node.New(nc, cfg, machinesFor(cfg))
-}
-
-// machinesFor builds the machines of cfg's algorithm, with its keys.
-func machinesFor(cfg node.Config) node.Machines {
-	return machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster, Signer: cfg.Signer, Keys: cfg.Keys, MemberSet: cfg.MemberSet}.New
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -19,13 +20,15 @@ import (
 func startClocked(t *testing.T, c *cluster, id uint64, now func() time.Time, dir string) *running {
 	t.Helper()
 	nc := connect(t, c.url)
-	n, err := newNode(nc, node.Config{
-		Cluster:   c.name,
-		Algorithm: c.algorithm,
-		Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},
-		DataDir:   dir,
-		Logger:    testLogger().With("node", id, "cluster", c.name),
-		Now:       now,
+	n, err := natsnode.New(nc, natsnode.Config{
+		Node: node.Config{
+			Cluster:   c.name,
+			Algorithm: c.algorithm,
+			Election:  election.Config{ID: id, Members: c.members, Timing: testTiming},
+			DataDir:   dir,
+			Logger:    testLogger().With("node", id, "cluster", c.name),
+			Now:       now,
+		},
 	})
 	return run(t, n, nc, err)
 }

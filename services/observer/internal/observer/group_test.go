@@ -13,8 +13,8 @@ import (
 	"github.com/baton-election/baton/internal/natsconf"
 	"github.com/baton-election/baton/internal/natsconn"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -78,7 +78,7 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 			conn = batontest.AsMember("shard-0", signers[id])
 		}
 		nc := batontest.Connect(t, url, conn...)
-		g, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger(), Signer: signers[id], Keys: keys,
+		g, err := natsnode.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger(), Signer: signers[id], Keys: keys,
 			Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -86,9 +86,8 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 		for _, c := range clusters {
 			timing := election.DefaultTiming(3)
 			timing.LeaderTimeoutTicks *= 5
-			bully := machines.Factory{Algorithm: protocol.Bully, Cluster: c, Signer: signers[id], Keys: keys}.New
-			if _, err := g.Add(node.Config{Cluster: c, Algorithm: protocol.Bully, DataDir: t.TempDir(), Signer: signers[id], Keys: keys,
-				Election: election.Config{ID: id, Members: []uint64{1, 2, 3}, Timing: timing}}, bully); err != nil {
+			if _, err := g.Add(natsnode.Config{Node: node.Config{Cluster: c, Algorithm: protocol.Bully, DataDir: t.TempDir(),
+				Election: election.Config{ID: id, Members: []uint64{1, 2, 3}, Timing: timing}}, Signer: signers[id], Keys: keys}); err != nil {
 				t.Fatal(err)
 			}
 		}

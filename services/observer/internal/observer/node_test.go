@@ -11,7 +11,7 @@ import (
 	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/internal/batontest/clustertest"
 	"github.com/baton-election/baton/pkg/leader"
-	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/services/observer/internal/history"
 )
@@ -30,10 +30,10 @@ func TestWithRealNodes(t *testing.T) {
 	// with the default T of 50 ms can run out before the successor's claim
 	// reaches it, and then two nodes claim; that is the algorithm on an
 	// overloaded host, not what this test checks.
-	slow := func(c *node.Config) {
-		c.Election.Timing.AnswerTicks *= 5
-		c.Election.Timing.CoordinatorTicks *= 5
-		c.Election.Timing.LeaderTimeoutTicks *= 5
+	slow := func(c *natsnode.Config) {
+		c.Node.Election.Timing.AnswerTicks *= 5
+		c.Node.Election.Timing.CoordinatorTicks *= 5
+		c.Node.Election.Timing.LeaderTimeoutTicks *= 5
 	}
 	stops := clustertest.Start(t, url, "default", protocol.Ring, []uint64{1, 2, 3}, slow)
 	current := func(leader uint64) func() bool {

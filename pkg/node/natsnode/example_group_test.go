@@ -1,4 +1,4 @@
-package node_test
+package natsnode_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/node"
+	"github.com/baton-election/baton/pkg/node/natsnode"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -28,13 +28,12 @@ func ExampleGroup() {
 	// One beat per process every 100 ms (DefaultTiming's heartbeat
 	// interval) stands for all its elections: a process that hangs is
 	// found silent after 500 ms, in every shard at once.
-	group, err := node.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
+	group, err := natsnode.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}
-	paxos := machines.Factory{Algorithm: protocol.Paxos}.New
-	shard := func(name string) node.Config {
-		return node.Config{
+	shard := func(name string) natsnode.Config {
+		return natsnode.Config{Node: node.Config{
 			Cluster:   name,
 			Algorithm: protocol.Paxos,
 			// Spread: each shard ranks the members by a hash of its name,
@@ -45,10 +44,10 @@ func ExampleGroup() {
 				fmt.Println("working on", name)
 				<-ctx.Done() // until this process no longer leads the shard
 			}},
-		}
+		}}
 	}
 	for i := range 16 {
-		if _, err := group.Add(shard(fmt.Sprintf("shard-%d", i)), paxos); err != nil {
+		if _, err := group.Add(shard(fmt.Sprintf("shard-%d", i))); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -56,7 +55,7 @@ func ExampleGroup() {
 	defer stop()
 	go func() {
 		// Later, while the group runs:
-		group.Add(shard("shard-16"), paxos)
+		group.Add(shard("shard-16"))
 		group.Remove("shard-3") // hands shard-3 over if it led it
 	}()
 	if err := group.Run(ctx); err != nil {

@@ -64,6 +64,70 @@ func agreed(t *testing.T, bases map[uint64]string, clusters []string, alive ...u
 	return leaders
 }
 
+// manyRun is three node processes, each in the same elections over one
+// connection (ELECTION_CLUSTERS with a range), once every election has
+// an agreed leader.
+type manyRun struct {
+	clusters []string
+	bases    map[uint64]string
+	cmds     map[uint64]*exec.Cmd
+	leaders  map[string]uint64 // by election
+	led      map[uint64]int    // elections led, by member
+}
+
+// startMany starts three node processes in elections shard-0 to
+// shard-(n-1) and waits until each election has one leader.
+func startMany(t *testing.T, n int) *manyRun {
+	t.Helper()
+	bin := batontest.BuildBinary(t, ".")
+	url := batontest.StartNATS(t, batontest.WithAccounts())
+	r := &manyRun{bases: make(map[uint64]string), cmds: make(map[uint64]*exec.Cmd), led: make(map[uint64]int)}
+	for i := range n {
+		r.clusters = append(r.clusters, fmt.Sprintf("shard-%d", i))
+	}
+	for id := uint64(1); id <= 3; id++ {
+		r.cmds[id], r.bases[id] = startBinary(t, bin, map[string]string{
+			"NATS_URL": url, "NATS_USER": natsconf.NodeUser, "NATS_PASSWORD": natsconf.LocalPasswords.Node,
+			"NODE_ID": fmt.Sprint(id), "NODE_PEERS": "1,2,3", "ELECTION_CLUSTERS": fmt.Sprintf("shard-{0..%d}", n-1),
+			"HTTP_ADDR": "127.0.0.1:0", "ELECTION_DATA": t.TempDir(),
+		})
+	}
+	r.leaders = agreed(t, r.bases, r.clusters, 1, 2, 3)
+	for _, l := range r.leaders {
+		r.led[l]++
+	}
+	return r
+}
+
+// busiest is the member that leads the most elections.
+func (r *manyRun) busiest() uint64 {
+	victim := uint64(1)
+	for id := uint64(2); id <= 3; id++ {
+		if r.led[id] > r.led[victim] {
+			victim = id
+		}
+	}
+	return victim
+}
+
+// ledAgain waits until the processes other than victim's agree on a
+// leader among them in every election, and checks that the elections
+// victim did not lead kept their leaders.
+func (r *manyRun) ledAgain(t *testing.T, victim uint64) {
+	t.Helper()
+	delete(r.bases, victim)
+	var alive []uint64
+	for id := range r.bases {
+		alive = append(alive, id)
+	}
+	after := agreed(t, r.bases, r.clusters, alive...)
+	for c, l := range r.leaders {
+		if l != victim && after[c] != l {
+			t.Errorf("%s: led by %d, which stayed, but now by %d", c, l, after[c])
+		}
+	}
+}
+
 // TestBinaryManyElections runs three node processes, each in 24 elections
 // over one connection (ELECTION_CLUSTERS with a range): each election
 // elects the member of highest rank (spread by default with several
@@ -71,75 +135,32 @@ func agreed(t *testing.T, bases map[uint64]string, clusters []string, alive ...u
 // each, and a process killed with SIGKILL has each election it led
 // led again by one of the others.
 func TestBinaryManyElections(t *testing.T) {
-	bin := batontest.BuildBinary(t, ".")
-	url := batontest.StartNATS(t, batontest.WithAccounts())
-	var clusters []string
-	for i := range 24 {
-		clusters = append(clusters, fmt.Sprintf("shard-%d", i))
-	}
-	bases := make(map[uint64]string)
-	cmds := make(map[uint64]*exec.Cmd)
+	r := startMany(t, 24)
 	for id := uint64(1); id <= 3; id++ {
-		cmds[id], bases[id] = startBinary(t, bin, map[string]string{
-			"NATS_URL": url, "NATS_USER": natsconf.NodeUser, "NATS_PASSWORD": natsconf.LocalPasswords.Node,
-			"NODE_ID": fmt.Sprint(id), "NODE_PEERS": "1,2,3", "ELECTION_CLUSTERS": "shard-{0..23}",
-			"HTTP_ADDR": "127.0.0.1:0", "ELECTION_DATA": t.TempDir(),
-		})
-	}
-	leaders := agreed(t, bases, clusters, 1, 2, 3)
-	led := make(map[uint64]int)
-	for _, l := range leaders {
-		led[l]++
-	}
-	for id := uint64(1); id <= 3; id++ {
-		if led[id] == 0 {
-			t.Errorf("member %d leads none of %d elections (leaders per member %v): the rank does not spread them", id, len(clusters), led)
+		if r.led[id] == 0 {
+			t.Errorf("member %d leads none of %d elections (leaders per member %v): the rank does not spread them", id, len(r.clusters), r.led)
 		}
 	}
-	for _, c := range clusters {
+	for _, c := range r.clusters {
 		rank := election.Spread(c)
-		if want := rank.Highest([]uint64{1, 2, 3}); leaders[c] != want {
-			t.Errorf("%s: led by %d, but %d ranks highest", c, leaders[c], want)
+		if want := rank.Highest([]uint64{1, 2, 3}); r.leaders[c] != want {
+			t.Errorf("%s: led by %d, but %d ranks highest", c, r.leaders[c], want)
 		}
 	}
-	if st, code, _ := statusOf(bases[1], "shard-99"); code != http.StatusNotFound {
+	if st, code, _ := statusOf(r.bases[1], "shard-99"); code != http.StatusNotFound {
 		t.Errorf("/status?cluster= of an election the node is not in: %d %+v, want 404", code, st)
 	}
-	resp, err := http.Get(bases[1] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := fmt.Sprintf("election_is_leader %d\n", led[1]); !strings.Contains(string(metrics), want) {
+	if want := fmt.Sprintf("election_is_leader %d\n", r.led[1]); !strings.Contains(scrape(t, r.bases[1]), want) {
 		t.Errorf("/metrics of member 1 lacks %q", strings.TrimSpace(want))
 	}
 
 	// The process of the member leading the most dies without a word.
-	victim := uint64(1)
-	for id := uint64(2); id <= 3; id++ {
-		if led[id] > led[victim] {
-			victim = id
-		}
-	}
-	if err := cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
+	victim := r.busiest()
+	if err := r.cmds[victim].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmds[victim].Wait()
-	delete(bases, victim)
-	var alive []uint64
-	for id := range bases {
-		alive = append(alive, id)
-	}
-	after := agreed(t, bases, clusters, alive...)
-	for c, l := range leaders {
-		if l != victim && after[c] != l {
-			t.Errorf("%s: led by %d, which stayed, but now by %d", c, l, after[c])
-		}
-	}
+	r.cmds[victim].Wait()
+	r.ledAgain(t, victim)
 }
 
 // A process of several elections that hangs, its connection open (SIGSTOP),
@@ -147,54 +168,20 @@ func TestBinaryManyElections(t *testing.T) {
 // it is down, and every election it led is led again by one of them,
 // without waiting for each election's own (backstop) time-out.
 func TestBinaryManyElectionsHang(t *testing.T) {
-	bin := batontest.BuildBinary(t, ".")
-	url := batontest.StartNATS(t, batontest.WithAccounts())
-	var clusters []string
-	for i := range 16 {
-		clusters = append(clusters, fmt.Sprintf("shard-%d", i))
-	}
-	bases := make(map[uint64]string)
-	cmds := make(map[uint64]*exec.Cmd)
-	for id := uint64(1); id <= 3; id++ {
-		cmds[id], bases[id] = startBinary(t, bin, map[string]string{
-			"NATS_URL": url, "NATS_USER": natsconf.NodeUser, "NATS_PASSWORD": natsconf.LocalPasswords.Node,
-			"NODE_ID": fmt.Sprint(id), "NODE_PEERS": "1,2,3", "ELECTION_CLUSTERS": "shard-{0..15}",
-			"HTTP_ADDR": "127.0.0.1:0", "ELECTION_DATA": t.TempDir(),
-		})
-	}
-	leaders := agreed(t, bases, clusters, 1, 2, 3)
-	led := make(map[uint64]int)
-	for _, l := range leaders {
-		led[l]++
-	}
-	victim := uint64(1)
-	for id := uint64(2); id <= 3; id++ {
-		if led[id] > led[victim] {
-			victim = id
-		}
-	}
-	if err := cmds[victim].Process.Signal(syscall.SIGSTOP); err != nil {
+	r := startMany(t, 16)
+	victim := r.busiest()
+	if err := r.cmds[victim].Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmds[victim].Process.Signal(syscall.SIGCONT) })
-	delete(bases, victim)
-	var alive []uint64
-	for id := range bases {
-		alive = append(alive, id)
-	}
-	after := agreed(t, bases, clusters, alive...)
-	for c, l := range leaders {
-		if l != victim && after[c] != l {
-			t.Errorf("%s: led by %d, which stayed, but now by %d", c, l, after[c])
-		}
-	}
-	for _, id := range alive {
-		metrics := scrape(t, bases[id])
+	t.Cleanup(func() { r.cmds[victim].Process.Signal(syscall.SIGCONT) })
+	r.ledAgain(t, victim)
+	for id := range r.bases {
+		metrics := scrape(t, r.bases[id])
 		if v := metricValue(metrics, "election_beats_lost_total"); v < 1 {
 			t.Errorf("member %d: election_beats_lost_total %v, want at least 1", id, v)
 		}
-		if v := metricValue(metrics, `election_suspicions_total{reason="beats_lost"}`); v < 1 && led[victim] > 0 {
-			t.Errorf("member %d followed member %d in %d elections, and gave up on none for its beats", id, victim, led[victim])
+		if v := metricValue(metrics, `election_suspicions_total{reason="beats_lost"}`); v < 1 && r.led[victim] > 0 {
+			t.Errorf("member %d followed member %d in %d elections, and gave up on none for its beats", id, victim, r.led[victim])
 		}
 	}
 }

@@ -173,7 +173,9 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_is_leader", Help: helpIsLeader},
 			func() float64 { return g.sum(func(n *Node) int { return int(b2f(n.leads())) }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_subscription_dropped_total", Help: helpSubscriptionDrops},
-			func() float64 { return g.sum(func(n *Node) int { return n.subscriptionDrops() }) }),
+			func() float64 {
+				return g.sum(func(n *Node) int { return n.subscriptionDrops() }) + float64(shared.SubscriptionDrops())
+			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batches_sent_total", Help: "Batches published: each carries the broadcasts the elections sent within the batch window."},
 			func() float64 { b, _ := shared.Batches(); return float64(b) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batched_messages_total", Help: "Messages of the elections that left in batches."},

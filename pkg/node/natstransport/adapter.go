@@ -143,6 +143,9 @@ type Adapter struct {
 	// Set by Open before the subscriptions that read them.
 	self    transport.Self
 	replyTo string // prefix of the reply subjects of point-to-point messages
+	// subjects are those the adapter takes from a Shared connection's
+	// wildcard subscriptions; set by Open.
+	subjects map[string]struct{}
 
 	mu   sync.Mutex // guards subs
 	subs []*nats.Subscription
@@ -280,9 +283,22 @@ func (a *Adapter) watchClosed() {
 // Open subscribes to the broadcast subjects, this node's inbox and the
 // reply subjects of its point-to-point messages, each with pending
 // limits, and flushes: the server knows them when it returns.
+//
+// On a Shared connection it subscribes to nothing: the connection's
+// wildcard subscriptions deliver the election's subjects (those of its
+// algorithm, and its inbox) and its replies, from now on.
 func (a *Adapter) Open(self transport.Self) error {
 	a.self = self
 	subjects := append(protocol.BroadcastSubjectsOf(a.cfg.Cluster, a.cfg.Algorithm), protocol.InboxSubject(a.cfg.Cluster, a.cfg.ID))
+	if s := a.cfg.Shared; s != nil {
+		a.subjects = make(map[string]struct{}, len(subjects))
+		for _, subject := range subjects {
+			a.subjects[subject] = struct{}{}
+		}
+		a.replyTo = s.replyRoot + "." + a.cfg.Cluster
+		s.open(a)
+		return nil
+	}
 	for _, s := range subjects {
 		if _, err := a.subscribe(s, a.onMessage); err != nil {
 			return err
@@ -291,9 +307,6 @@ func (a *Adapter) Open(self transport.Self) error {
 	a.replyTo = a.nc.NewInbox()
 	if _, err := a.subscribe(a.replyTo+".*.*", a.onReply); err != nil {
 		return err
-	}
-	if a.cfg.Shared != nil {
-		a.cfg.Shared.open(a)
 	}
 	if err := a.nc.FlushTimeout(a.cfg.ShutdownTimeout); err != nil {
 		a.log.Warn("flush after subscribing", "err", err)
@@ -568,6 +581,13 @@ func (a *Adapter) drain() {
 		a.log.Warn("drain timed out; closing", "timeout", a.cfg.ShutdownTimeout)
 		a.nc.Close()
 	}
+}
+
+// takes reports whether the adapter takes a message of subject from a
+// Shared connection's wildcard subscriptions.
+func (a *Adapter) takes(subject string) bool {
+	_, ok := a.subjects[subject]
+	return ok
 }
 
 // Signed reports whether the adapter signs what it publishes (it has

@@ -150,6 +150,11 @@ func TestGroupManyElections(t *testing.T) {
 		procs = append(procs, startGroup(t, url, "shard-0", id, clusters))
 	}
 	leaders(t, procs, clusters, 3)
+	// A handful of subscriptions for all twelve elections of a follower:
+	// the wildcard ones, the batches, the beats, the connection events.
+	if n := procs[0].nc.NumSubscriptions(); n > 20 {
+		t.Errorf("a process of %d elections holds %d subscriptions, want at most 20", len(clusters), n)
+	}
 
 	h := procs[2].Handler()
 	code, body := get(t, h, "/status?cluster=shard-7")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,15 +62,23 @@ type Shared struct {
 	beatsRefused atomic.Uint64
 
 	// inbox is where the elections' subscriptions deliver (ChanSubscribe):
-	// one goroutine, dispatch, hands each message to its subscription's
-	// handler, instead of a goroutine per subscription (eight an
-	// election). A message without a subscription is a settle's marker.
+	// the wildcard ones of every election (subscribeElections) and a
+	// leader's query subscription. One goroutine, dispatch, hands each
+	// message to its subscription's handler. A message without a
+	// subscription is a settle's marker.
 	inbox    chan *nats.Msg
 	hmu      sync.RWMutex
 	handlers map[*nats.Subscription]nats.MsgHandler
 	markers  map[*nats.Msg]chan struct{} // under hmu
 
 	closed chan struct{} // closed when the connection closes (watchClosed)
+
+	// replyRoot prefixes the reply subjects of every election's
+	// point-to-point messages (<replyRoot>.<cluster>.<peer>.<n>), and
+	// elecSubs are the few wildcard subscriptions that deliver every
+	// election's subjects (subscribeElections).
+	replyRoot string
+	elecSubs  []*nats.Subscription
 
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
@@ -160,6 +170,10 @@ func (s *Shared) Start() error {
 		s.Stop()
 		return err
 	}
+	if err := s.subscribeElections(); err != nil {
+		s.Stop()
+		return err
+	}
 	if s.cfg.Batch > 0 {
 		s.wg.Go(func() { s.flushEvery(ctx) })
 	}
@@ -211,12 +225,88 @@ func (s *Shared) Stop() {
 	s.wg.Wait()
 	s.flush()
 	s.mu.Lock()
-	subs := s.subs
-	s.subs = nil
+	subs := append(s.subs, s.elecSubs...)
+	s.subs, s.elecSubs = nil, nil
 	s.mu.Unlock()
 	for _, sub := range subs {
 		sub.Unsubscribe()
 	}
+}
+
+// subscribeElections subscribes, once for every election of the
+// process, to the broadcast subjects of every cluster
+// (election.*.<type>), to this member's inbox in every cluster
+// (election.*.node.<id>) and to the reply subjects of the elections'
+// point-to-point messages, on the shared inbox: a handful of
+// subscriptions instead of about ten an election, which the server
+// matches and a reconnection resends. onElection hands each message to
+// its election's adapter; a message of a cluster the process is not in
+// is dropped there.
+func (s *Shared) subscribeElections() error {
+	s.replyRoot = s.nc.NewInbox()
+	subjects := protocol.BroadcastSubjects("*")
+	for _, subject := range protocol.BroadcastSubjectsOf("*", protocol.Byzantine) {
+		if !slices.Contains(subjects, subject) {
+			subjects = append(subjects, subject)
+		}
+	}
+	subjects = append(subjects, protocol.InboxSubject("*", s.cfg.ID), s.replyRoot+".>")
+	for _, subject := range subjects {
+		sub, err := s.subscribeFor(subject, s.onElection)
+		if err != nil {
+			return fmt.Errorf("natstransport: subscribe %s: %w", subject, err)
+		}
+		s.mu.Lock()
+		s.elecSubs = append(s.elecSubs, sub)
+		s.mu.Unlock()
+	}
+	if err := s.nc.FlushTimeout(s.cfg.ProbeTimeout); err != nil {
+		s.log.Warn("flush after subscribing", "err", err)
+	}
+	return nil
+}
+
+// onElection hands a message of an election subject, or a reply to a
+// point-to-point message, to the adapter of its cluster, if the process
+// is in that election and the adapter takes the subject.
+func (s *Shared) onElection(msg *nats.Msg) {
+	if rest, ok := strings.CutPrefix(msg.Subject, s.replyRoot+"."); ok {
+		cluster, _, _ := strings.Cut(rest, ".")
+		if a := s.adapterOf(cluster); a != nil {
+			a.onReply(msg)
+		}
+		return
+	}
+	rest, ok := strings.CutPrefix(msg.Subject, protocol.Root+".")
+	if !ok {
+		return
+	}
+	cluster, _, _ := strings.Cut(rest, ".")
+	if a := s.adapterOf(cluster); a != nil && a.takes(msg.Subject) {
+		a.onMessage(msg)
+	}
+}
+
+// adapterOf is the open adapter of cluster's election, or nil.
+func (s *Shared) adapterOf(cluster string) *Adapter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clusters[cluster]
+}
+
+// SubscriptionDrops is how many messages NATS dropped for the
+// connection's shared subscriptions (the elections' wildcard ones, the
+// batches, the beats and the connection events).
+func (s *Shared) SubscriptionDrops() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	for _, sub := range append(s.subs[:len(s.subs):len(s.subs)], s.elecSubs...) {
+		if d, err := sub.Dropped(); err == nil {
+			total += d
+		}
+	}
+	return total
 }
 
 // watchClosed closes s.closed when the connection closes, until ctx

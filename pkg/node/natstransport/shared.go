@@ -21,9 +21,12 @@ import (
 
 // Shared is what the adapters of one process's elections share when they
 // run over one connection (node.Group): the connection, which none of
-// them closes, and its connection events, subscribed and decoded once and
+// them closes; its connection events, subscribed and decoded once and
 // handed to every adapter, so that a peer process's closed connection
-// fails over, at once, every election it took part in.
+// fails over, at once, every election it took part in; the wildcard
+// subscriptions that deliver every election's subjects
+// (subscribeElections); the batches of their broadcasts; and the
+// process's beats (beat.go).
 //
 // The connection's name is protocol.ConnectionName(Conn, ID): every
 // process of one deployment names its connection after the same cluster,

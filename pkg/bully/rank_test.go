@@ -24,14 +24,14 @@ func TestSpreadRankElects(t *testing.T) {
 
 // Skip leaves a machine as the ticks it stands for.
 func TestSkipMatchesTicks(t *testing.T) {
-	machinetest.SkipMatchesTicks(t, members, 40, func(id uint64) (election.Machine, error) {
+	machinetest.SkipMatchesTicks(t, members, 15, func(id uint64) (election.Machine, error) {
 		return New(election.Config{ID: id, Members: members, Timing: election.DefaultTiming(len(members))})
 	})
 }
 
 // Skip with dynamic membership: the presence clock skips too.
 func TestSkipMatchesTicksDynamic(t *testing.T) {
-	machinetest.SkipMatchesTicks(t, []uint64{3, 5, 8}, 20, func(id uint64) (election.Machine, error) {
+	machinetest.SkipMatchesTicks(t, []uint64{3, 5, 8}, 8, func(id uint64) (election.Machine, error) {
 		timing := election.DefaultTiming(3)
 		timing.PresenceTicks = 30
 		return New(election.Config{ID: id, Members: []uint64{3, 5, 8}, Timing: timing, Dynamic: true})

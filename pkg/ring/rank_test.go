@@ -71,7 +71,7 @@ func TestSpreadRankRing(t *testing.T) {
 
 // Skip leaves a machine as the ticks it stands for.
 func TestSkipMatchesTicks(t *testing.T) {
-	machinetest.SkipMatchesTicks(t, []uint64{2, 4, 9, 11}, 40, func(id uint64) (election.Machine, error) {
+	machinetest.SkipMatchesTicks(t, []uint64{2, 4, 9, 11}, 15, func(id uint64) (election.Machine, error) {
 		return New(election.Config{ID: id, Members: []uint64{2, 4, 9, 11}, Timing: election.DefaultTiming(4)})
 	})
 }

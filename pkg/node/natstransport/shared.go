@@ -80,8 +80,9 @@ type Shared struct {
 	// point-to-point messages (<replyRoot>.<cluster>.<peer>.<n>), and
 	// elecSubs are the few wildcard subscriptions that deliver every
 	// election's subjects (subscribeElections).
-	replyRoot string
-	elecSubs  []*nats.Subscription
+	replyRoot   string
+	replyPrefix string // replyRoot and a dot, matched on every message
+	elecSubs    []*nats.Subscription
 
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
@@ -247,6 +248,7 @@ func (s *Shared) Stop() {
 // is dropped there.
 func (s *Shared) subscribeElections() error {
 	s.replyRoot = s.nc.NewInbox()
+	s.replyPrefix = s.replyRoot + "."
 	subjects := protocol.BroadcastSubjects("*")
 	for _, subject := range protocol.BroadcastSubjectsOf("*", protocol.Byzantine) {
 		if !slices.Contains(subjects, subject) {
@@ -273,7 +275,7 @@ func (s *Shared) subscribeElections() error {
 // point-to-point message, to the adapter of its cluster, if the process
 // is in that election and the adapter takes the subject.
 func (s *Shared) onElection(msg *nats.Msg) {
-	if rest, ok := strings.CutPrefix(msg.Subject, s.replyRoot+"."); ok {
+	if rest, ok := strings.CutPrefix(msg.Subject, s.replyPrefix); ok {
 		cluster, _, _ := strings.Cut(rest, ".")
 		if a := s.adapterOf(cluster); a != nil {
 			a.onReply(msg)

@@ -37,7 +37,7 @@ type Shared struct {
 	cfg SharedConfig
 	log *slog.Logger
 
-	mu       sync.Mutex
+	mu       sync.RWMutex          // written as adapters open and close; read per message
 	adapters map[*Adapter]struct{} // that take connection events
 	clusters map[string]*Adapter   // that take batched messages, by election
 	subs     []*nats.Subscription
@@ -294,8 +294,8 @@ func (s *Shared) onElection(msg *nats.Msg) {
 
 // adapterOf is the open adapter of cluster's election, or nil.
 func (s *Shared) adapterOf(cluster string) *Adapter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.clusters[cluster]
 }
 
@@ -493,8 +493,8 @@ func (s *Shared) onBatch(msg *nats.Msg) {
 			return
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	err := protocol.ReadBatch(msg.Data, protocol.MaxCertifiedPayload, func(cluster string, m []byte) bool {
 		if a := s.clusters[cluster]; a != nil {
 			a.onBatched(m, signer)
@@ -547,12 +547,12 @@ func (s *Shared) onConnEvent(msg *nats.Msg, connect bool) {
 		return
 	}
 	s.once.Do(func() { close(s.seen) })
-	s.mu.Lock()
+	s.mu.RLock()
 	adapters := make([]*Adapter, 0, len(s.adapters))
 	for a := range s.adapters {
 		adapters = append(adapters, a)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	for _, a := range adapters {
 		a.connEvent(e, msg.Subject, connect)
 	}

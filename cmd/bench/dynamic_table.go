@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -643,20 +642,9 @@ func keepSection(path string, doc []byte, heading string) ([]byte, error) {
 // that come and go of benchmarks.md in cfg.out, leaving the rest of the
 // file as it is.
 func writeDynMarkdown(cfg config, statics []*result, dyns []*dynResult, took, others time.Duration) (string, error) {
-	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
-		return "", err
-	}
-	path := filepath.Join(cfg.out, "benchmarks.md")
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	doc := string(old)
-	if doc == "" {
-		doc = "# Benchmarks\n"
-	}
-	doc = spliceDynBlock(doc, dynBlock(cfg, statics, dyns, took, others))
-	return path, os.WriteFile(path, []byte(strings.TrimRight(doc, "\n")+"\n"), 0o644)
+	return rewriteBenchmarks(cfg, func(doc string) string {
+		return spliceDynBlock(doc, dynBlock(cfg, statics, dyns, took, others))
+	})
 }
 
 // ownCPU is the CPU time of this process and of its children that were

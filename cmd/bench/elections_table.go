@@ -347,6 +347,15 @@ func manyBlock(cfg config, all []*manyResult, took time.Duration) string {
 // writeManyMarkdown puts the many-elections section into benchmarks.md
 // in cfg.out, in place of the old one, leaving the rest as it is.
 func writeManyMarkdown(cfg config, all []*manyResult, took time.Duration) (string, error) {
+	return rewriteBenchmarks(cfg, func(doc string) string {
+		return insertSection(doc, manySectionHeading, manyBlock(cfg, all, took))
+	})
+}
+
+// rewriteBenchmarks rewrites benchmarks.md in cfg.out (a new one if it
+// is missing) with edit, which changes one section and keeps the rest,
+// and returns its path.
+func rewriteBenchmarks(cfg config, edit func(doc string) string) (string, error) {
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return "", err
 	}
@@ -359,7 +368,7 @@ func writeManyMarkdown(cfg config, all []*manyResult, took time.Duration) (strin
 	if doc == "" {
 		doc = "# Benchmarks\n"
 	}
-	doc = insertSection(doc, manySectionHeading, manyBlock(cfg, all, took))
+	doc = edit(doc)
 	return path, os.WriteFile(path, []byte(strings.TrimRight(doc, "\n")+"\n"), 0o644)
 }
 

@@ -10,14 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/protocol"
-	"github.com/baton-election/baton/pkg/signing"
 )
 
 // Errors of a Group.
@@ -39,45 +36,57 @@ const MaxElections = 16384
 const DefaultGroupInboxSize = 64
 
 // GroupConfig configures a Group: what the elections of one member
-// process share.
+// process share other than their connection (GroupDeps.Conn).
 type GroupConfig struct {
 	// ID is the member's ID, the same in every election of the group.
 	ID uint64
-	// Conn is the cluster after which the processes of the deployment
-	// name their NATS connections (protocol.ConnectionName(Conn, ID)):
-	// the same for every process of the deployment, such as the first
-	// cluster of ELECTION_CLUSTERS. A connection event about it counts in
-	// every election of the group.
-	Conn string
-	// ConnectionEvents and Probe: as in natsnode.Config, once for the
-	// connection; each election's must give the same ConnectionEvents.
-	ConnectionEvents string
-	Probe            func(ctx context.Context, name string) error
-	// Batch is how long the elections' broadcasts wait to leave together
-	// in one message (natstransport.SharedConfig.Batch):
-	// natstransport.DefaultBatchWindow if zero; negative, each leaves on
-	// its own.
-	Batch time.Duration
-	// Signer and Keys sign and check the batches: the member's key and
-	// the members' keys, as in the elections' natsnode.Config; both or neither.
-	Signer *signing.Signer
-	Keys   *signing.MemberKeys
-	// Beat is how often the process says that it is alive, once for all
-	// its elections (protocol.BeatSubject), and BeatTimeout how long a
-	// member heard beating may fall silent before each election is told
-	// that it is down, as when its connection closes
-	// (natstransport.SharedConfig.Beat). Zero Beat: no beats. With beats,
-	// a Bully or ring election's heartbeats, leader time-out and presence
-	// interval are BeatBackstop times its Config's: its failures are
-	// found by the beats and the connection events, and its own
-	// heartbeats are the backstop (a process whose elections' loops stop
-	// while it still beats). Paxos and byzantine elections keep their
-	// timing: their heartbeats renew leases.
-	Beat, BeatTimeout time.Duration
+	// Beat is how often the group's connection says that the process is
+	// alive, once for all its elections (protocol.BeatSubject; the
+	// connection beats and follows the beats: natsnode.GroupConfig).
+	// Zero: no beats. With beats, a Bully or ring election's heartbeats,
+	// leader time-out and presence interval are BeatBackstop times its
+	// Config's: its failures are found by the beats and the connection
+	// events, and its own heartbeats are the backstop (a process whose
+	// elections' loops stop while it still beats). Paxos and byzantine
+	// elections keep their timing: their heartbeats renew leases.
+	Beat time.Duration
 	// ShutdownTimeout bounds the drain of the connection once every
 	// election has left; DefaultShutdownTimeout if zero.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+}
+
+// GroupConn is the connection that the elections of a Group share, and
+// what is subscribed and sent on it once for all of them (connection
+// events, batches of their broadcasts, beats). The group starts it
+// before its elections and stops it after, then drains it; the
+// transports of the elections are built on it by whoever adds them
+// (natsnode.Group). Its counters are the group's metrics.
+type GroupConn interface {
+	// Start starts what the elections share on the connection; Stop ends
+	// it, sending what waits.
+	Start() error
+	Stop()
+	// Connected reports whether the connection is up now.
+	Connected() bool
+	// Drain delivers what was sent and closes the connection, waiting at
+	// most timeout before closing it at once; Close closes it at once.
+	Drain(timeout time.Duration)
+	Close()
+	// SubscriptionDrops is the messages that the shared subscriptions
+	// dropped; Batches the batches published and the messages in them;
+	// Refused the batches received and dropped whole; Beats the members
+	// whose beats stopped and the beats dropped.
+	SubscriptionDrops() int
+	Batches() (batches, messages uint64)
+	Refused() uint64
+	Beats() (lost, refused uint64)
+}
+
+// GroupDeps are what a Group is built on.
+type GroupDeps struct {
+	// Conn is the elections' connection.
+	Conn GroupConn
 }
 
 // BeatBackstop is how many times slower than configured a Bully or ring
@@ -85,16 +94,16 @@ type GroupConfig struct {
 // leader, and says that it is present (GroupConfig.Beat).
 const BeatBackstop = 10
 
-// Group runs the elections that one member takes part in over one NATS
-// connection: each is a Node of its own (its cluster's subjects, terms,
-// data directory, callbacks and status), and the connection, its
-// connection events and the metrics are the group's. Elections can be
-// added and removed while the group runs.
+// Group runs the elections that one member takes part in over one
+// connection (GroupDeps.Conn; natsnode.Group over NATS): each is a Node
+// of its own (its cluster's subjects, terms, data directory, callbacks
+// and status), and the connection, its connection events and the metrics
+// are the group's. Elections can be added and removed while the group
+// runs.
 type Group struct {
-	nc     *nats.Conn
-	cfg    GroupConfig
-	log    *slog.Logger
-	shared *natstransport.Shared
+	conn GroupConn
+	cfg  GroupConfig
+	log  *slog.Logger
 	// metrics are every election's: each counts on them, and the gauges
 	// that read an election sum over the group's (a scrape's size does
 	// not grow with the number of elections).
@@ -119,45 +128,28 @@ type groupElection struct {
 	done   chan struct{}      // closed when its Run returned
 }
 
-// NewGroup returns an empty group of elections over nc. It starts nothing.
-func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
-	if nc == nil {
-		return nil, fmt.Errorf("%w: no NATS connection", ErrConfig)
+// NewGroup returns an empty group of elections over deps.Conn. It starts
+// nothing.
+func NewGroup(cfg GroupConfig, deps GroupDeps) (*Group, error) {
+	if deps.Conn == nil {
+		return nil, fmt.Errorf("%w: no connection", ErrConfig)
 	}
 	if cfg.ID == 0 {
 		return nil, fmt.Errorf("%w: no member ID", ErrConfig)
 	}
-	if err := protocol.ValidateCluster(cfg.Conn); err != nil {
-		return nil, fmt.Errorf("%w: the connection's cluster: %w", ErrConfig, err)
-	}
-	switch cfg.ConnectionEvents {
-	case "":
-		cfg.ConnectionEvents = ConnectionEventsAuto
-	case ConnectionEventsAuto, ConnectionEventsOff:
-	default:
-		return nil, fmt.Errorf("%w: connection events %q: want %q or %q", ErrConfig, cfg.ConnectionEvents, ConnectionEventsAuto, ConnectionEventsOff)
-	}
 	if cfg.ShutdownTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative shutdown timeout", ErrConfig)
 	}
-	if cfg.Beat < 0 || cfg.Beat > 0 && cfg.BeatTimeout <= cfg.Beat {
-		return nil, fmt.Errorf("%w: beat interval %v and time-out %v: the time-out must exceed the interval", ErrConfig, cfg.Beat, cfg.BeatTimeout)
+	if cfg.Beat < 0 {
+		return nil, fmt.Errorf("%w: negative beat interval %v", ErrConfig, cfg.Beat)
 	}
 	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	shared, err := natstransport.NewShared(nc, natstransport.SharedConfig{
-		Conn: cfg.Conn, ID: cfg.ID, ConnectionEvents: cfg.ConnectionEvents == ConnectionEventsAuto,
-		Probe: cfg.Probe, ProbeTimeout: DefaultLearnTimeout, Logger: cfg.Logger,
-		Batch: cfg.Batch, Signer: cfg.Signer, Keys: cfg.Keys,
-		Beat: cfg.Beat, BeatTimeout: cfg.BeatTimeout,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
+	conn := deps.Conn
 	g := &Group{
-		nc: nc, cfg: cfg, log: cfg.Logger, shared: shared,
+		conn: conn, cfg: cfg, log: cfg.Logger,
 		metrics:  NewMetrics(),
 		states:   newStateWriter(),
 		byName:   make(map[string]*groupElection),
@@ -174,27 +166,23 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 			func() float64 { return g.sum(func(n *Node) int { return int(b2f(n.leads())) }) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_subscription_dropped_total", Help: helpSubscriptionDrops},
 			func() float64 {
-				return g.sum(func(n *Node) int { return n.subscriptionDrops() }) + float64(shared.SubscriptionDrops())
+				return g.sum(func(n *Node) int { return n.subscriptionDrops() }) + float64(conn.SubscriptionDrops())
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batches_sent_total", Help: "Batches published: each carries the broadcasts the elections sent within the batch window."},
-			func() float64 { b, _ := shared.Batches(); return float64(b) }),
+			func() float64 { b, _ := conn.Batches(); return float64(b) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batched_messages_total", Help: "Messages of the elections that left in batches."},
-			func() float64 { _, m := shared.Batches(); return float64(m) }),
+			func() float64 { _, m := conn.Batches(); return float64(m) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_batches_dropped_total", Help: "Batches received and dropped whole: their signature or their framing did not hold."},
-			func() float64 { return float64(shared.Refused()) }),
+			func() float64 { return float64(conn.Refused()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_lost_total", Help: "Members whose beats stopped for the beat time-out: each of the process's elections was told that the member is down."},
-			func() float64 { lost, _ := shared.Beats(); return float64(lost) }),
+			func() float64 { lost, _ := conn.Beats(); return float64(lost) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_dropped_total", Help: "Beats received and dropped: undecodable, not signed by the member they name, out of date or replayed."},
-			func() float64 { _, refused := shared.Beats(); return float64(refused) }))
+			func() float64 { _, refused := conn.Beats(); return float64(refused) }))
 	return g, nil
 }
 
 // Config is the group's configuration, with its defaults.
 func (g *Group) Config() GroupConfig { return g.cfg }
-
-// Shared is the group's connection, on which the transports of its
-// elections are built (natstransport.Config.Shared).
-func (g *Group) Shared() *natstransport.Shared { return g.shared }
 
 // Metrics are the group's, on which every election counts, and its
 // transport with it (natstransport.Config.Meter).
@@ -213,8 +201,8 @@ func (g *Group) sum(f func(*Node) int) float64 {
 
 // Add checks cfg and deps and adds their election to the group, and
 // starts it at once if the group runs. Its Election.ID must be the
-// group's, its cluster not already in the group, and its transport an
-// adapter on the group's connection (Shared), counting on the group's
+// group's, its cluster not already in the group, and its transport one on
+// the group's connection (GroupDeps.Conn), counting on the group's
 // Metrics (package natsnode builds it: natsnode.Group); its Logger, if
 // nil, is the group's tagged with the cluster, and its InboxSize, if
 // zero, DefaultGroupInboxSize.
@@ -348,10 +336,10 @@ func (g *Group) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	g.started = true
-	if err := g.shared.Start(); err != nil {
+	if err := g.conn.Start(); err != nil {
 		g.stopped = true
 		g.mu.Unlock()
-		g.nc.Close()
+		g.conn.Close()
 		return fmt.Errorf("node: connection events: %w", err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -376,8 +364,8 @@ func (g *Group) Run(ctx context.Context) error {
 	g.wg.Wait()
 	close(g.states.stop)
 	<-g.states.done
-	g.shared.Stop()
-	g.drain()
+	g.conn.Stop()
+	g.conn.Drain(g.cfg.ShutdownTimeout)
 	if err == nil {
 		select {
 		case err = <-g.failures: // failed as the group stopped
@@ -385,28 +373,6 @@ func (g *Group) Run(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// drain drains and closes the connection, waiting at most
-// ShutdownTimeout.
-func (g *Group) drain() {
-	if g.nc.IsClosed() {
-		return
-	}
-	closed := g.nc.StatusChanged(nats.CLOSED)
-	defer g.nc.RemoveStatusListener(closed)
-	if err := g.nc.Drain(); err != nil {
-		g.nc.Close()
-		return
-	}
-	timer := time.NewTimer(g.cfg.ShutdownTimeout)
-	defer timer.Stop()
-	select {
-	case <-closed:
-	case <-timer.C:
-		g.log.Warn("drain timed out; closing", "timeout", g.cfg.ShutdownTimeout)
-		g.nc.Close()
-	}
 }
 
 // Handler serves the group's HTTP endpoints: GET /status?cluster=<c> is
@@ -472,7 +438,7 @@ func (g *Group) pick(w http.ResponseWriter, r *http.Request) (*Node, bool) {
 func (g *Group) Healthy() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.order) == 0 || !g.nc.IsConnected() {
+	if len(g.order) == 0 || !g.conn.Connected() {
 		return false
 	}
 	for _, e := range g.byName {

@@ -196,10 +196,10 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 // newGroup is the group of the node's elections over nc, and its HTTP
 // endpoints.
 func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*natsnode.Group, http.Handler, error) {
-	g, err := natsnode.NewGroup(nc, node.GroupConfig{
-		ID: c.ID, Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe, Logger: log,
+	g, err := natsnode.NewGroup(nc, natsnode.GroupConfig{
+		Node: node.GroupConfig{ID: c.ID, Logger: log, Beat: c.beat()},
+		Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe,
 		Signer: c.signer, Keys: c.keys, Batch: c.batch(),
-		Beat:        c.beat(),
 		BeatTimeout: max(time.Duration(c.timing.LeaderTimeoutTicks)*c.Tick, beatTimeoutBeats*c.beat()),
 	})
 	if err != nil {

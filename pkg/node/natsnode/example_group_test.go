@@ -28,7 +28,8 @@ func ExampleGroup() {
 	// One beat per process every 100 ms (DefaultTiming's heartbeat
 	// interval) stands for all its elections: a process that hangs is
 	// found silent after 500 ms, in every shard at once.
-	group, err := natsnode.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
+	group, err := natsnode.NewGroup(nc, natsnode.GroupConfig{Node: node.GroupConfig{ID: id, Beat: 100 * time.Millisecond},
+		Conn: "shard-0", BeatTimeout: 500 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

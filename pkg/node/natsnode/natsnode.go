@@ -9,8 +9,10 @@
 // NATS.
 //
 // A Group runs many elections of one member process over one connection
-// (node.Group): its Add builds each election's adapter on the group's
-// connection.
+// (node.Group): NewGroup builds what the elections share on the
+// connection (natstransport.Shared), which node.NewGroup receives
+// (node.GroupDeps), and its Add builds each election's adapter on the
+// group's connection. node.Group knows no NATS either.
 package natsnode
 
 import (

@@ -55,7 +55,8 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr
 		opts = batontest.AsMember(conn, signer)
 	}
 	nc := connect(t, url, opts...)
-	g, err := natsnode.NewGroup(nc, node.GroupConfig{ID: id, Conn: conn, Logger: testLogger().With("node", id), Signer: signer, Keys: keys,
+	g, err := natsnode.NewGroup(nc, natsnode.GroupConfig{Node: node.GroupConfig{ID: id, Logger: testLogger().With("node", id)},
+		Conn: conn, Signer: signer, Keys: keys,
 		Probe: func(_ context.Context, name string) error {
 			p, err := nats.Connect(url, append(opts[:len(opts):len(opts)], nats.Name(name))...)
 			if err != nil {

@@ -78,8 +78,9 @@ func batchedHeartbeats(t *testing.T, signed bool) {
 			conn = batontest.AsMember("shard-0", signers[id])
 		}
 		nc := batontest.Connect(t, url, conn...)
-		g, err := natsnode.NewGroup(nc, node.GroupConfig{ID: id, Conn: "shard-0", Logger: testLogger(), Signer: signers[id], Keys: keys,
-			Beat: 100 * time.Millisecond, BeatTimeout: 500 * time.Millisecond})
+		g, err := natsnode.NewGroup(nc, natsnode.GroupConfig{
+			Node: node.GroupConfig{ID: id, Logger: testLogger(), Beat: 100 * time.Millisecond},
+			Conn: "shard-0", Signer: signers[id], Keys: keys, BeatTimeout: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-election/baton/pkg/election"
+)
+
+// fakeGroupConn records what a Group does with its connection.
+type fakeGroupConn struct {
+	startErr error
+
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *fakeGroupConn) record(call string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, call)
+}
+
+func (c *fakeGroupConn) called() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
+}
+
+func (c *fakeGroupConn) Start() error                        { c.record("start"); return c.startErr }
+func (c *fakeGroupConn) Stop()                               { c.record("stop") }
+func (c *fakeGroupConn) Connected() bool                     { return true }
+func (c *fakeGroupConn) Drain(timeout time.Duration)         { c.record(fmt.Sprint("drain ", timeout)) }
+func (c *fakeGroupConn) Close()                              { c.record("close") }
+func (c *fakeGroupConn) SubscriptionDrops() int              { return 1 }
+func (c *fakeGroupConn) Batches() (batches, messages uint64) { return 2, 3 }
+func (c *fakeGroupConn) Refused() uint64                     { return 4 }
+func (c *fakeGroupConn) Beats() (lost, refused uint64)       { return 5, 6 }
+
+// TestGroupConfigChecked: NewGroup refuses a group without a connection
+// or a member ID, or with a negative time-out or beat interval.
+func TestGroupConfigChecked(t *testing.T) {
+	conn := GroupDeps{Conn: &fakeGroupConn{}}
+	for name, tc := range map[string]struct {
+		cfg  GroupConfig
+		deps GroupDeps
+	}{
+		"no connection":    {GroupConfig{ID: 1}, GroupDeps{}},
+		"no member ID":     {GroupConfig{}, conn},
+		"negative timeout": {GroupConfig{ID: 1, ShutdownTimeout: -1}, conn},
+		"negative beat":    {GroupConfig{ID: 1, Beat: -1}, conn},
+	} {
+		if _, err := NewGroup(tc.cfg, tc.deps); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestGroupRunsItsConnection: Run starts the connection, and once the
+// elections have left stops it and drains it within the shutdown
+// time-out; a connection that does not start is closed at once.
+func TestGroupRunsItsConnection(t *testing.T) {
+	conn := &fakeGroupConn{}
+	g, err := NewGroup(GroupConfig{ID: 1}, GroupDeps{Conn: conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Healthy() {
+		t.Error("healthy without elections")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"start", "stop", fmt.Sprint("drain ", DefaultShutdownTimeout)}
+	if got := conn.called(); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if err := g.Run(context.Background()); !errors.Is(err, ErrRunning) {
+		t.Errorf("second Run: %v, want ErrRunning", err)
+	}
+
+	failing := &fakeGroupConn{startErr: errors.New("refused")}
+	g, err = NewGroup(GroupConfig{ID: 1}, GroupDeps{Conn: failing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Run(context.Background()); !errors.Is(err, failing.startErr) {
+		t.Errorf("Run: %v, want the start's error", err)
+	}
+	if got, want := failing.called(), []string{"start", "close"}; !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	if _, err := g.Add(Config{Election: election.Config{ID: 1}}, Deps{}); !errors.Is(err, ErrStopped) {
+		t.Errorf("Add after Run: %v, want ErrStopped", err)
+	}
+}
+
+// TestGroupMetricsReadTheConnection: the group's metrics of the shared
+// connection are its counters.
+func TestGroupMetricsReadTheConnection(t *testing.T) {
+	g, err := NewGroup(GroupConfig{ID: 1}, GroupDeps{Conn: &fakeGroupConn{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	families, err := g.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if c := m.GetCounter(); c != nil && len(m.GetLabel()) == 0 {
+				got[f.GetName()] = c.GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"election_subscription_dropped_total": 1,
+		"election_batches_sent_total":         2,
+		"election_batched_messages_total":     3,
+		"election_batches_dropped_total":      4,
+		"election_beats_lost_total":           5,
+		"election_beats_dropped_total":        6,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+}

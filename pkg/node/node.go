@@ -22,8 +22,9 @@
 //   - the machine: Deps.Machines builds it (package machines has each
 //     algorithm's); the node knows no algorithm, only election.Machine;
 //   - the group (group.go): the elections of one member process over one
-//     NATS connection, which share its connection events, state writes
-//     and metrics (natsnode.Group adds each election's adapter);
+//     connection (GroupDeps.Conn), which share its state writes and
+//     metrics (natsnode.Group builds the NATS connection, with its
+//     connection events and beats, and adds each election's adapter);
 //   - the bootstrap (bootstrap.go): what the cluster says of its term,
 //     asked once before the machine starts;
 //   - the store (store.go): the hard state on disk;
@@ -162,7 +163,6 @@ import (
 	"github.com/baton-election/baton/pkg/certify"
 	"github.com/baton-election/baton/pkg/driver"
 	"github.com/baton-election/baton/pkg/election"
-	"github.com/baton-election/baton/pkg/node/natstransport"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 )
@@ -179,12 +179,12 @@ const (
 // lanes' and the NATS adapter's.
 const (
 	ReasonInboxFull     = transport.ReasonInboxFull
-	ReasonSenderLimit   = natstransport.ReasonSenderLimit
-	ReasonReplyNotInbox = natstransport.ReasonReplyNotInbox
+	ReasonSenderLimit   = transport.ReasonSenderLimit
+	ReasonReplyNotInbox = transport.ReasonReplyNotInbox
 )
 
-// ConnectionEvents modes of GroupConfig.ConnectionEvents and of the NATS
-// settings of package natsnode.
+// ConnectionEvents modes of the NATS settings of package natsnode
+// (natsnode.Config and natsnode.GroupConfig).
 const (
 	// ConnectionEventsAuto subscribes to the connection events and, with a
 	// probe, checks at start that the server delivers them.

@@ -4,14 +4,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/node/transport"
 )
 
-// ReasonSenderLimit is the drop reason of a valid message from a member
-// that sent more than its share: one chatty member (a bug, or a member that
-// lies as itself) must not fill the queues and starve the others, the
-// leader's heartbeats above all.
-const ReasonSenderLimit protocol.Reason = "sender_limit"
+// ReasonSenderLimit is transport.ReasonSenderLimit.
+const ReasonSenderLimit = transport.ReasonSenderLimit
 
 // Per-sender limits: each member's messages pass a token bucket of their
 // own per queue, refilled at a steady rate, far above what an honest

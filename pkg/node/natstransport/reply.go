@@ -3,17 +3,11 @@ package natstransport
 import (
 	"strings"
 
-	"github.com/baton-election/baton/pkg/protocol"
+	"github.com/baton-election/baton/pkg/node/transport"
 )
 
-// ReasonReplyNotInbox is the drop reason of a query whose reply subject is
-// not an inbox: the leader answers only on the requester's inbox, never
-// on a subject others read, where its answer, carrying its signature and
-// published with the node's rights, would pass for something it did not
-// send (a request with the reply subject election.<cluster>.leader would
-// have it announce again, out of order, in the position starting nodes
-// and applications read).
-const ReasonReplyNotInbox protocol.Reason = "reply_not_inbox"
+// ReasonReplyNotInbox is transport.ReasonReplyNotInbox.
+const ReasonReplyNotInbox = transport.ReasonReplyNotInbox
 
 // maxReplySubject bounds the reply subjects answered; NATS's own inboxes
 // are about 30 bytes.

@@ -115,6 +115,21 @@ func Claim(m protocol.Message) bool {
 // adapters' own.
 const ReasonInboxFull protocol.Reason = "inbox_full"
 
+// ReasonSenderLimit is the drop reason of a valid message from a member
+// that sent more than its share: one chatty member (a bug, or a member that
+// lies as itself) must not fill the queues and starve the others, the
+// leader's heartbeats above all.
+const ReasonSenderLimit protocol.Reason = "sender_limit"
+
+// ReasonReplyNotInbox is the drop reason of a query whose reply subject is
+// not an inbox: the leader answers only on the requester's inbox, never
+// on a subject others read, where its answer, carrying its signature and
+// published with the node's rights, would pass for something it did not
+// send (a request with the reply subject election.<cluster>.leader would
+// have it announce again, out of order, in the position starting nodes
+// and applications read).
+const ReasonReplyNotInbox protocol.Reason = "reply_not_inbox"
+
 // ClaimsSize bounds the claims lane.
 const ClaimsSize = 64
 

@@ -39,7 +39,8 @@
 //     Election to start them again.
 //   - A leader re-asserts itself with Coordinator at most once per
 //     heartbeat interval (its heartbeats, which follow within that
-//     interval, say the same); in between it answers. It claims a new term
+//     interval, say the same), or per coordinator wait if that is
+//     shorter; in between it answers. It claims a new term
 //     at once, though, when the Election shows a term newer than its own.
 //   - A candidate none of whose higher members can be alive (each
 //     resigned, or was the leader whose connection closed) does not wait
@@ -174,7 +175,7 @@ func (m *Machine) Tick() {
 		return
 	}
 	timedOut := m.c.Tick() // a leader's heartbeat, a follower's time-out
-	if m.age < m.timing.LeaderTimeoutTicks {
+	if m.age < m.coldTicks() {
 		m.age++
 	}
 	if m.alone > 0 {
@@ -217,7 +218,16 @@ func (m *Machine) Tick() {
 // coldStart reports whether this node has just started and heard no
 // leader yet.
 func (m *Machine) coldStart() bool {
-	return !m.heardLeader && m.age < m.timing.LeaderTimeoutTicks
+	return !m.heardLeader && m.age < m.coldTicks()
+}
+
+// coldTicks is how long a node that started waits to hear a leader
+// (election.Timing.ColdStartTicks).
+func (m *Machine) coldTicks() int {
+	if m.timing.ColdStartTicks > 0 {
+		return m.timing.ColdStartTicks
+	}
+	return m.timing.LeaderTimeoutTicks
 }
 
 // Skip gives n ticks at once, 0 < n < Due(): as n calls of Tick. It
@@ -233,8 +243,8 @@ func (m *Machine) Skip(n int) {
 		return
 	}
 	m.c.Skip(n)
-	if m.age < m.timing.LeaderTimeoutTicks {
-		m.age = min(m.age+n, m.timing.LeaderTimeoutTicks)
+	if cold := m.coldTicks(); m.age < cold {
+		m.age = min(m.age+n, cold)
 	}
 	m.alone = max(0, m.alone-n)
 	if m.c.Role() == election.Leader {
@@ -330,7 +340,10 @@ func (m *Machine) lowerElection(msg protocol.Message) {
 		switch {
 		case m.c.Term() < m.c.MaxTerm():
 			m.lead() // the Election showed a newer term: claim above it
-		case m.sinceAssert >= m.timing.HeartbeatTicks:
+		case m.sinceAssert >= min(m.timing.HeartbeatTicks, m.timing.CoordinatorTicks):
+			// At most once per heartbeat interval, and at least once in
+			// the time an answered candidate waits for the Coordinator
+			// (heartbeats far apart, as in a process with many elections).
 			m.lead()
 		default:
 			m.answer(msg.From) // re-asserted recently; a heartbeat follows
@@ -372,6 +385,10 @@ func (m *Machine) PeerDown(id uint64) {
 		m.suspect()
 	}
 }
+
+// Reassert makes a leader broadcast its heartbeat now. It implements
+// election.Reasserter.
+func (m *Machine) Reassert() { m.c.Heartbeat() }
 
 // Resign leaves the cluster cleanly.
 func (m *Machine) Resign() { m.c.Leave(0) }

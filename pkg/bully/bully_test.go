@@ -588,3 +588,128 @@ func TestSilentLeaderThatAnswersKeepsItsTerm(t *testing.T) {
 		t.Errorf("the follower after the answer: status %+v, claimed %d; want a follower of 9 in term %d", st, got.Claimed, term)
 	}
 }
+
+// A node that started and heard no leader waits ColdStartTicks, if set,
+// before it leads, not the leader time-out.
+func TestBullyColdStartTicks(t *testing.T) {
+	for _, cold := range []int{0, 100} {
+		timing := election.DefaultTiming(len(members))
+		timing.ColdStartTicks = cold
+		m, err := New(election.Config{ID: 2, Members: members, Timing: timing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Start()
+		m.Ready()
+		wait := cold
+		if cold == 0 {
+			wait = timing.LeaderTimeoutTicks
+		}
+		if r := ticks(m, wait-1); r.Claimed != 0 {
+			t.Errorf("cold start %d: claimed term %d before %d ticks", cold, r.Claimed, wait)
+		}
+		if r := ticks(m, 2*timing.AnswerTicks); r.Claimed == 0 {
+			t.Errorf("cold start %d: no claim %d ticks after %d ticks", cold, 2*timing.AnswerTicks, wait)
+		}
+	}
+	bad := election.DefaultTiming(len(members))
+	bad.ColdStartTicks = -1
+	if _, err := New(election.Config{ID: 2, Members: members, Timing: bad}); err == nil {
+		t.Error("a negative cold start was accepted")
+	}
+}
+
+// leaderWith returns node 9 of members with timing, leading.
+func leaderWith(t *testing.T, timing election.Timing) *Machine {
+	t.Helper()
+	m, err := New(election.Config{ID: 9, Members: members, Timing: timing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	m.Ready()
+	if r := ticks(m, 2*timing.AnswerTicks); r.Claimed == 0 {
+		t.Fatalf("node 9 did not lead: %+v", m.Status())
+	}
+	return m
+}
+
+// Reassert makes a leader broadcast its heartbeat at once, and a
+// follower nothing.
+func TestBullyReassert(t *testing.T) {
+	timing := election.DefaultTiming(len(members))
+	timing.HeartbeatTicks, timing.LeaderTimeoutTicks, timing.LeaseTicks, timing.LeaderLeaseTicks = 1000, 2000, 0, 0
+	leader := leaderWith(t, timing)
+	ticks(leader, 5)
+	leader.Reassert()
+	if r := leader.Ready(); !slices.Equal(types(r.Messages), []string{"heartbeat"}) || r.Messages[0].Term != leader.Status().Term {
+		t.Errorf("a leader's Reassert: got %v, want its heartbeat in its term", r.Messages)
+	}
+	follower := newNode(t, 2)
+	follower.Start()
+	follower.Ready()
+	follower.Step(msg(protocol.TypeCoordinator, 9, 0, 3))
+	follower.Ready()
+	follower.Reassert()
+	if r := follower.Ready(); len(r.Messages) != 0 {
+		t.Errorf("a follower's Reassert: got %v, want nothing", types(r.Messages))
+	}
+}
+
+// With heartbeats further apart than the coordinator wait, a leader
+// still re-asserts itself to a lower Election once per coordinator wait:
+// the candidate it answered would otherwise wait a whole heartbeat
+// interval for its Coordinator, electing again and again.
+func TestBullyReassertsWithinTheCoordinatorWait(t *testing.T) {
+	timing := election.DefaultTiming(len(members))
+	timing.HeartbeatTicks, timing.LeaderTimeoutTicks, timing.LeaseTicks, timing.LeaderLeaseTicks = 1000, 2000, 0, 0
+	leader := leaderWith(t, timing)
+	term := leader.Status().Term
+	leader.Step(msg(protocol.TypeElection, 2, 9, term))
+	if r := leader.Ready(); !slices.Equal(types(r.Messages), []string{"answer→2"}) {
+		t.Errorf("an Election just after the claim: got %v, want an Answer", types(r.Messages))
+	}
+	ticks(leader, timing.CoordinatorTicks)
+	leader.Step(msg(protocol.TypeElection, 2, 9, term))
+	if r := leader.Ready(); !slices.Contains(types(r.Messages), "coordinator") {
+		t.Errorf("an Election a coordinator wait after the claim: got %v, want a Coordinator", types(r.Messages))
+	}
+}
+
+// A leader sends election.QuietAfter heartbeats every HeartbeatTicks
+// after it claims, then one every QuietHeartbeatTicks.
+func TestBullyQuietHeartbeats(t *testing.T) {
+	timing := election.DefaultTiming(len(members))
+	timing.HeartbeatTicks, timing.QuietHeartbeatTicks, timing.LeaderTimeoutTicks = 3, 12, 30
+	timing.LeaseTicks, timing.LeaderLeaseTicks = 0, 0
+	leader := leaderWith(t, timing)
+	count := func(r election.Ready) int {
+		n := 0
+		for _, m := range r.Messages {
+			if m.Type == protocol.TypeHeartbeat {
+				n++
+			}
+		}
+		return n
+	}
+	// leaderWith ticked a few times after the claim; start from a
+	// heartbeat.
+	for leader.Due() != timing.HeartbeatTicks && leader.Due() != timing.QuietHeartbeatTicks {
+		ticks(leader, 1)
+	}
+	if got := count(ticks(leader, 12*timing.QuietHeartbeatTicks)); got >= election.QuietAfter+12 || got < 12 {
+		t.Errorf("%d heartbeats in %d ticks, want fewer than %d", got, 12*timing.QuietHeartbeatTicks, election.QuietAfter+12)
+	}
+	if got := count(ticks(leader, 4*timing.QuietHeartbeatTicks)); got != 4 {
+		t.Errorf("quiet: %d heartbeats in %d ticks, want 4", got, 4*timing.QuietHeartbeatTicks)
+	}
+	if d := leader.Due(); d > timing.QuietHeartbeatTicks {
+		t.Errorf("quiet: next heartbeat in %d ticks, above %d", d, timing.QuietHeartbeatTicks)
+	}
+	// A claim (a lower Election with a newer term) makes them frequent again.
+	leader.Step(msg(protocol.TypeElection, 2, 9, leader.Status().Term+3))
+	leader.Ready()
+	if got := count(ticks(leader, 4*timing.HeartbeatTicks)); got != 4 {
+		t.Errorf("after a new claim: %d heartbeats in %d ticks, want 4", got, 4*timing.HeartbeatTicks)
+	}
+}

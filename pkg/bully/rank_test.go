@@ -37,3 +37,14 @@ func TestSkipMatchesTicksDynamic(t *testing.T) {
 		return New(election.Config{ID: id, Members: []uint64{3, 5, 8}, Timing: timing, Dynamic: true})
 	})
 }
+
+// Skip with quiet heartbeats and a cold start of its own: a leader's
+// interval changes after election.QuietAfter heartbeats.
+func TestSkipMatchesTicksQuiet(t *testing.T) {
+	machinetest.SkipMatchesTicks(t, members, 8, func(id uint64) (election.Machine, error) {
+		timing := election.DefaultTiming(len(members))
+		timing.HeartbeatTicks, timing.QuietHeartbeatTicks, timing.LeaderTimeoutTicks, timing.ColdStartTicks = 3, 12, 30, 15
+		timing.LeaseTicks, timing.LeaderLeaseTicks = 0, 0
+		return New(election.Config{ID: id, Members: members, Timing: timing})
+	})
+}

@@ -291,6 +291,8 @@ func New(cfg Config) (*Machine, error) {
 	switch {
 	case t.LeaseTicks == 0:
 		return nil, fmt.Errorf("%w: the byzantine algorithm needs a lease", ErrConfig)
+	case t.QuietHeartbeatTicks != 0:
+		return nil, fmt.Errorf("%w: quiet heartbeats (QuietHeartbeatTicks): every heartbeat renews the lease", ErrConfig)
 	case cfg.Signer == nil || cfg.Keys == nil:
 		return nil, fmt.Errorf("%w: a signer and the members' keys are required", ErrConfig)
 	case cfg.Signer.Member() != cfg.ID:

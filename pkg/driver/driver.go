@@ -219,6 +219,15 @@ func (d *Driver) PeerDown(id uint64) {
 	d.collect(false, false)
 }
 
+// Reassert makes a leading machine claim again now, if it can
+// (election.Reasserter).
+func (d *Driver) Reassert() {
+	if r, ok := d.m.(election.Reasserter); ok {
+		r.Reassert()
+		d.collect(false, false)
+	}
+}
+
 // Machine is the machine the driver drives.
 func (d *Driver) Machine() election.Machine { return d.m }
 

@@ -353,6 +353,19 @@ type Skipper interface {
 	Skip(n int)
 }
 
+// Reasserter is implemented by a machine whose leader can claim again at
+// once, out of its heartbeat schedule.
+type Reasserter interface {
+	// Reassert makes a leader broadcast its heartbeat now; anything else
+	// does nothing. The runtime calls it when a member may have missed
+	// the leader's claims: its process beats again after it was found
+	// silent or its connection closed, it is heard for the first time, or
+	// this process's own connection came back. With heartbeats far apart
+	// (election.Timing of a process with many elections), the member
+	// learns who leads at once rather than at the next heartbeat.
+	Reassert()
+}
+
 // ArrivalStepper is implemented by a machine whose safety depends on when a
 // message really arrived, not only on the order of events: a Paxos
 // acceptor counts the lease it grants from the arrival of the Propose.
@@ -389,9 +402,20 @@ func StepAt(machine Machine, m protocol.Message, arrived int) {
 type Timing struct {
 	// HeartbeatTicks is how often a leader broadcasts a heartbeat.
 	HeartbeatTicks int
+	// QuietHeartbeatTicks, if not zero, is how often a leader broadcasts
+	// a heartbeat once it has sent QuietAfter of them since it last
+	// claimed: a leadership that holds goes quiet, and one just claimed,
+	// whose claim a member may have missed, is repeated often. Bully and
+	// the ring use it; algorithms whose heartbeats renew leases do not
+	// allow it.
+	QuietHeartbeatTicks int
 	// LeaderTimeoutTicks is how long a follower waits without hearing its
 	// leader (or any leader, while undefined) before it starts an election.
 	LeaderTimeoutTicks int
+	// ColdStartTicks is how long a Bully node that has just started, and
+	// found and heard no leader, waits for one before it leads: the others
+	// may still be starting. LeaderTimeoutTicks if zero.
+	ColdStartTicks int
 	// AnswerTicks is T = 2·t_max + t_process: how long a Bully candidate
 	// waits for an Answer, and how long the ring waits for an Ack before it
 	// skips a successor.
@@ -415,6 +439,10 @@ type Timing struct {
 	// counted as present. Only dynamic membership uses it.
 	PresenceTicks int
 }
+
+// QuietAfter is how many heartbeats a leader sends every HeartbeatTicks
+// after it claimed before it sends them every QuietHeartbeatTicks.
+const QuietAfter = 10
 
 // MemberTimeoutFactor: with dynamic membership, a member from which no
 // message arrived for this many presence intervals has left (it hangs,
@@ -591,6 +619,10 @@ func (c Config) Validate() ([]uint64, error) {
 		return nil, fmt.Errorf("%w: every time-out must be at least one tick: %+v", ErrTiming, t)
 	case t.LeaderTimeoutTicks <= t.HeartbeatTicks:
 		return nil, fmt.Errorf("%w: leader time-out (%d ticks) must exceed the heartbeat interval (%d ticks)", ErrTiming, t.LeaderTimeoutTicks, t.HeartbeatTicks)
+	case t.ColdStartTicks < 0:
+		return nil, fmt.Errorf("%w: negative cold start: %+v", ErrTiming, t)
+	case t.QuietHeartbeatTicks != 0 && (t.QuietHeartbeatTicks < t.HeartbeatTicks || t.LeaderTimeoutTicks <= t.QuietHeartbeatTicks):
+		return nil, fmt.Errorf("%w: the quiet heartbeat interval (%d ticks) must be at least the heartbeat interval (%d) and below the leader time-out (%d)", ErrTiming, t.QuietHeartbeatTicks, t.HeartbeatTicks, t.LeaderTimeoutTicks)
 	case t.LeaseTicks < 0 || t.LeaderLeaseTicks < 0:
 		return nil, fmt.Errorf("%w: negative lease: %+v", ErrTiming, t)
 	case t.LeaseTicks > 0 && (t.LeaderLeaseTicks >= t.LeaseTicks || t.LeaderLeaseTicks <= t.HeartbeatTicks):

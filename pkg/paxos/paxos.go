@@ -128,6 +128,10 @@ const maxRounds = 8
 // errNoLease is returned by New for a timing without a lease.
 var errNoLease = errors.New("paxos: the timing has no lease (LeaseTicks)")
 
+// errQuiet is returned by New for a timing with quiet heartbeats: every
+// heartbeat renews the lease.
+var errQuiet = errors.New("paxos: quiet heartbeats (QuietHeartbeatTicks): every heartbeat renews the lease")
+
 // errNoVoters is returned by New for a dynamic membership without voters.
 var errNoVoters = errors.New("paxos: dynamic membership needs voters (election.Config.Voters)")
 
@@ -211,6 +215,9 @@ var _ election.Machine = (*Machine)(nil)
 func New(cfg election.Config) (*Machine, error) {
 	if cfg.Timing.LeaseTicks == 0 {
 		return nil, errNoLease
+	}
+	if cfg.Timing.QuietHeartbeatTicks != 0 {
+		return nil, errQuiet
 	}
 	c, err := core.NewCore(cfg)
 	if err != nil {

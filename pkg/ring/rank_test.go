@@ -75,3 +75,14 @@ func TestSkipMatchesTicks(t *testing.T) {
 		return New(election.Config{ID: id, Members: []uint64{2, 4, 9, 11}, Timing: election.DefaultTiming(4)})
 	})
 }
+
+// Skip with quiet heartbeats: a leader's interval changes after
+// election.QuietAfter heartbeats.
+func TestSkipMatchesTicksQuiet(t *testing.T) {
+	machinetest.SkipMatchesTicks(t, []uint64{2, 4, 9, 11}, 8, func(id uint64) (election.Machine, error) {
+		timing := election.DefaultTiming(4)
+		timing.HeartbeatTicks, timing.QuietHeartbeatTicks, timing.LeaderTimeoutTicks = 3, 12, 30
+		timing.LeaseTicks, timing.LeaderLeaseTicks = 0, 0
+		return New(election.Config{ID: id, Members: []uint64{2, 4, 9, 11}, Timing: timing})
+	})
+}

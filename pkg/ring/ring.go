@@ -385,6 +385,10 @@ func (m *Machine) PeerDown(id uint64) {
 	}
 }
 
+// Reassert makes a leader broadcast its heartbeat now. It implements
+// election.Reasserter.
+func (m *Machine) Reassert() { m.c.Heartbeat() }
+
 // Resign leaves the cluster cleanly.
 func (m *Machine) Resign() {
 	m.c.Leave(0)

@@ -59,6 +59,7 @@ type Core struct {
 	term    uint64 // term of the last leadership accepted or claimed
 	maxTerm uint64 // highest term seen anywhere
 	silent  int    // ticks since the leader was heard (or since the last heartbeat, as leader)
+	beats   int    // a leader's heartbeats since it last claimed, up to election.QuietAfter
 	gone    map[uint64]absence
 	seq     uint64
 	left    bool // resigned: ignore every later event
@@ -530,7 +531,7 @@ func (c *Core) Lead(term uint64) bool {
 	}
 	c.waiting = false
 	c.suspected = 0
-	c.role, c.leader, c.term, c.silent, c.claimed = election.Leader, c.id, term, 0, term
+	c.role, c.leader, c.term, c.silent, c.claimed, c.beats = election.Leader, c.id, term, 0, term, 0
 	c.report(election.LeaderChanged, c.id, term)
 	return true
 }
@@ -610,7 +611,7 @@ func (c *Core) Claim() uint64 {
 		c.term, c.maxTerm, c.claimed = next, next, next
 		c.report(election.LeaderChanged, c.id, next)
 	}
-	c.role, c.leader, c.silent, c.suspected = election.Leader, c.id, 0, 0
+	c.role, c.leader, c.silent, c.suspected, c.beats = election.Leader, c.id, 0, 0, 0
 	return c.term
 }
 
@@ -781,18 +782,30 @@ func (c *Core) Leave(ballot uint64) {
 // tickLeader advances a leader's clock, broadcasting a heartbeat when due.
 func (c *Core) tickLeader() {
 	c.silent++
-	if c.silent >= c.timing.HeartbeatTicks {
+	if c.silent >= c.interval() {
 		c.Heartbeat()
 	}
 }
 
-// Heartbeat broadcasts a leader's heartbeat now; the next one is due
-// HeartbeatTicks later. It does nothing unless this node leads.
+// interval is a leader's heartbeat interval now: HeartbeatTicks, and
+// QuietHeartbeatTicks, if set, once it has sent election.QuietAfter
+// heartbeats since it last claimed.
+func (c *Core) interval() int {
+	if c.timing.QuietHeartbeatTicks > 0 && c.beats >= election.QuietAfter {
+		return c.timing.QuietHeartbeatTicks
+	}
+	return c.timing.HeartbeatTicks
+}
+
+// Heartbeat broadcasts a leader's heartbeat now; the next one is due a
+// heartbeat interval later (interval). It does nothing unless this node
+// leads.
 func (c *Core) Heartbeat() {
 	if c.role != election.Leader || c.left {
 		return
 	}
 	c.silent = 0
+	c.beats = min(c.beats+1, election.QuietAfter)
 	c.Send(protocol.Message{Type: protocol.TypeHeartbeat, Term: c.term})
 }
 
@@ -881,7 +894,7 @@ func (c *Core) Resume(term uint64) bool {
 	}
 	c.waiting = false
 	c.suspected = 0
-	c.role, c.leader, c.silent = election.Leader, c.id, 0
+	c.role, c.leader, c.silent, c.beats = election.Leader, c.id, 0, 0
 	c.report(election.LeaderResumed, c.id, term)
 	return true
 }
@@ -930,7 +943,7 @@ func (c *Core) Due() int {
 	case c.left || c.role == election.Candidate:
 		return 1 << 30
 	case c.role == election.Leader:
-		return max(1, c.timing.HeartbeatTicks-c.silent)
+		return max(1, c.interval()-c.silent)
 	}
 	limit := c.Limit()
 	due := limit - c.silent

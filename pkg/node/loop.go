@@ -322,6 +322,9 @@ func (n *Node) handle(in transport.Inbound) {
 		n.log.Debug("peer down", "peer", in.Peer, "silent", in.Kind == transport.PeerSilent)
 		n.health.down = in
 		n.drv.PeerDown(in.Peer)
+	case transport.PeerBack:
+		n.log.Debug("peer back", "peer", in.Peer)
+		n.drv.Reassert()
 	case transport.Unreachable:
 		n.metrics.unreachable.Inc()
 		n.log.Debug("peer unreachable", "peer", in.Peer)

@@ -615,3 +615,39 @@ func TestSeamByzantine(t *testing.T) {
 		}
 	})
 }
+
+// A leader whose heartbeats are far apart claims again at once when a
+// member may have missed its claims (transport.PeerBack), and a follower
+// sends nothing.
+func TestSeamPeerBackReasserts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSim(t, protocol.Bully, 1, 2, 3)
+		for _, id := range s.members {
+			s.add(id, func(c *node.Config) {
+				c.Election.Timing.HeartbeatTicks = 100_000 // 1000 s
+				c.Election.Timing.LeaderTimeoutTicks = 200_000
+				c.Election.Timing.LeaseTicks, c.Election.Timing.LeaderLeaseTicks = 0, 0
+			})
+		}
+		ch := s.observer()
+		beats := s.heartbeats()
+		for _, id := range s.members {
+			s.nodes[id].run()
+		}
+		a := awaitLeader(t, ch, 3)
+		synctest.Wait()
+		if err := s.follows(3, a.Term); err != nil {
+			t.Fatal(err)
+		}
+		for len(beats) > 0 {
+			<-beats
+		}
+		s.nodes[2].conn.Back(1)
+		synctest.Wait()
+		if len(beats) != 0 {
+			t.Fatalf("a follower told that member 1 is back sent a heartbeat")
+		}
+		s.nodes[3].conn.Back(1)
+		awaitHeartbeat(t, beats, 3)
+	})
+}

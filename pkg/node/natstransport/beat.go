@@ -141,15 +141,17 @@ func (s *Shared) onBeat(msg *nats.Msg) {
 		return
 	}
 	s.beats.mu.Lock()
-	defer s.beats.mu.Unlock()
 	m := s.beats.members[b.From]
+	back := m == nil || m.down
 	switch {
 	case m == nil && len(s.beats.members) >= maxBeatMembers:
+		s.beats.mu.Unlock()
 		return
 	case m == nil:
 		m = &beatOf{}
 		s.beats.members[b.From] = m
 	case !b.Sent.After(m.sent):
+		s.beats.mu.Unlock()
 		s.beatsRefused.Add(1) // replayed, or overtaken
 		return
 	default:
@@ -159,6 +161,56 @@ func (s *Shared) onBeat(msg *nats.Msg) {
 		s.log.Info("member beating again", "member", b.From)
 	}
 	m.arrived, m.sent, m.down = now, b.Sent, false
+	s.beats.mu.Unlock()
+	if back {
+		s.back(b.From)
+	}
+}
+
+// back tells every open election that member id may have missed what
+// it sent (transport.PeerBack): a leader claims again at once. id is a
+// member heard beating for the first time or again, or this process
+// when its connection came back.
+func (s *Shared) back(id uint64) {
+	s.mu.RLock()
+	adapters := make([]*Adapter, 0, len(s.clusters))
+	for _, a := range s.clusters {
+		adapters = append(adapters, a)
+	}
+	s.mu.RUnlock()
+	for _, a := range adapters {
+		a.peerBack(id)
+	}
+}
+
+// disconnected records that member id's connection closed (a connection
+// event): its next beat counts as its return (back), whether or not its
+// beats stopped meanwhile.
+func (s *Shared) disconnected(id uint64) {
+	s.beats.mu.Lock()
+	defer s.beats.mu.Unlock()
+	if m := s.beats.members[id]; m != nil {
+		m.down = true
+	}
+}
+
+// reconnections tells every election, each time the connection comes
+// back after it was lost, that this process may have missed what the
+// others sent (back), until ctx ends.
+func (s *Shared) reconnections(ctx context.Context, connected chan nats.Status) {
+	defer s.nc.RemoveStatusListener(connected)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-connected:
+			if !ok {
+				return
+			}
+			s.log.Info("connection back: the elections this process leads claim again")
+			s.back(s.cfg.ID)
+		}
+	}
 }
 
 // silent returns the members not reported down whose last beat is older
@@ -207,6 +259,15 @@ func (s *Shared) lost(id uint64) {
 // Beats is how many members this process found silent (each reported
 // down to every election), and how many beats it dropped.
 func (s *Shared) Beats() (lost, refused uint64) { return s.beatsLost.Load(), s.beatsRefused.Load() }
+
+// peerBack tells the machine that member id, or this process, may have
+// missed what the election sent (Shared.back).
+func (a *Adapter) peerBack(id uint64) {
+	if a.stopping.Load() || a.lanes == nil || id != a.cfg.ID && !a.isMember(id) {
+		return
+	}
+	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerBack, Peer: id, At: time.Now()})
+}
 
 // beatLost tells the machine that member id fell silent, if it is a
 // member of the election: as a closed connection does.

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
 )
@@ -154,5 +155,57 @@ func TestBeatsBounded(t *testing.T) {
 	}
 	if n := len(s.beats.members); n != maxBeatMembers {
 		t.Errorf("%d members followed, at most %d", n, maxBeatMembers)
+	}
+}
+
+// A member's first beat, and its first beat after it fell silent or its
+// connection closed, tells every election of which it is a member that
+// it is back (transport.PeerBack); its other beats do not.
+func TestBeatsBack(t *testing.T) {
+	s := beatShared(t, nil, nil)
+	meter := newCountingMeter()
+	member := &Adapter{cfg: Config{Cluster: "shard-0", ID: 1, Members: []uint64{1, 2}}, lanes: transport.NewLanes(8, meter)}
+	other := &Adapter{cfg: Config{Cluster: "shard-1", ID: 1, Members: []uint64{1, 3}}, lanes: transport.NewLanes(8, meter)}
+	s.clusters[member.cfg.Cluster], s.clusters[other.cfg.Cluster] = member, other
+	backs := func(a *Adapter) []uint64 {
+		var ids []uint64
+		for {
+			select {
+			case in := <-a.lanes.Others():
+				if in.Kind != transport.PeerBack {
+					t.Fatalf("%s: got %+v, want only PeerBack", a.cfg.Cluster, in)
+				}
+				ids = append(ids, in.Peer)
+			default:
+				return ids
+			}
+		}
+	}
+	now := time.Now()
+	s.onBeat(beatMsg(2, now, nil))
+	if got := backs(member); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("member 2's first beat: %v back in shard-0, want [2]", got)
+	}
+	if got := backs(other); len(got) != 0 {
+		t.Errorf("member 2's first beat: %v back in shard-1, of which it is no member", got)
+	}
+	s.onBeat(beatMsg(2, now.Add(time.Millisecond), nil))
+	if got := backs(member); len(got) != 0 {
+		t.Errorf("member 2's second beat: %v back, want none", got)
+	}
+	s.lost(2)
+	<-member.lanes.Claims() // PeerSilent
+	s.onBeat(beatMsg(2, now.Add(2*time.Millisecond), nil))
+	if got := backs(member); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("member 2 beating after it fell silent: %v back, want [2]", got)
+	}
+	s.disconnected(2)
+	s.onBeat(beatMsg(2, now.Add(3*time.Millisecond), nil))
+	if got := backs(member); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("member 2 beating after its connection closed: %v back, want [2]", got)
+	}
+	s.back(1) // this process's connection came back
+	if got0, got1 := backs(member), backs(other); !slices.Equal(got0, []uint64{1}) || !slices.Equal(got1, []uint64{1}) {
+		t.Errorf("this process back: %v in shard-0 and %v in shard-1, want [1] in each", got0, got1)
 	}
 }

@@ -170,6 +170,8 @@ func (s *Shared) Start() error {
 	s.wg.Go(func() { s.dispatch(ctx) })
 	closedStat := s.nc.StatusChanged(nats.CLOSED)
 	s.wg.Go(func() { s.watchClosed(ctx, closedStat) })
+	connected := s.nc.StatusChanged(nats.CONNECTED)
+	s.wg.Go(func() { s.reconnections(ctx, connected) })
 	if err := s.subscribe(protocol.BatchSubject(s.cfg.Conn), s.onBatch); err != nil {
 		s.Stop()
 		return err
@@ -547,6 +549,9 @@ func (s *Shared) onConnEvent(msg *nats.Msg, connect bool) {
 		return
 	}
 	s.once.Do(func() { close(s.seen) })
+	if cluster, id, ok := protocol.ParseConnectionName(e.Client.Name); ok && !connect && cluster == s.cfg.Conn && id != s.cfg.ID {
+		s.disconnected(id)
+	}
 	s.mu.RLock()
 	adapters := make([]*Adapter, 0, len(s.adapters))
 	for a := range s.adapters {

@@ -218,6 +218,17 @@ func (e *Endpoint) receiveLocked(in Inbound) {
 	e.lanes.Deliver(in)
 }
 
+// Back tells e's node that member id may have missed what it sent
+// (PeerBack), as the NATS adapter does when a member beats again after
+// it fell silent.
+func (e *Endpoint) Back(id uint64) {
+	e.net.mu.Lock()
+	defer e.net.mu.Unlock()
+	if e.open {
+		e.receiveLocked(Inbound{Kind: PeerBack, Peer: id, At: time.Now()})
+	}
+}
+
 // Lead sets what Query answers for e.
 func (e *Endpoint) Lead(a *protocol.Announcement, until time.Time) {
 	e.net.mu.Lock()

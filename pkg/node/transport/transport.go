@@ -93,6 +93,12 @@ const (
 	// for all its elections, stopped (natstransport's Shared beats). The
 	// machine takes it as PeerDown.
 	PeerSilent
+	// PeerBack: a member may have missed what the elections sent: its
+	// process beats again after it fell silent or its connection closed,
+	// it beats for the first time, or (Peer is the node's own ID) this
+	// process's connection came back. A leader claims again at once
+	// (election.Reasserter).
+	PeerBack
 )
 
 // Inbound is one thing the network brought to the node, with the time it
@@ -100,7 +106,7 @@ const (
 type Inbound struct {
 	Kind Kind
 	Msg  protocol.Message // of a Message
-	Peer uint64           // of Unreachable, PeerDown and PeerSilent
+	Peer uint64           // of Unreachable, PeerDown, PeerSilent and PeerBack
 	At   time.Time        // on the monotonic clock
 }
 

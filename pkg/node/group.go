@@ -89,10 +89,23 @@ type GroupDeps struct {
 	Conn GroupConn
 }
 
-// BeatBackstop is how many times slower than configured a Bully or ring
-// election of a Group with beats sends its heartbeats, times out its
-// leader, and says that it is present (GroupConfig.Beat).
+// BeatBackstop is how many times slower than configured an election of a
+// Group with beats (GroupConfig.Beat) sends its heartbeats while they
+// are frequent, says that it is present, and, for Bully, waits at its
+// start for a leader before it leads.
 const BeatBackstop = 10
+
+// QuietBackstop is how many times slower than configured a Bully or ring
+// election of a Group with beats sends its heartbeats once its leader's
+// claim has been repeated election.QuietAfter times, and times out its
+// leader: with the defaults, a heartbeat a second for ten seconds after
+// a claim, then one every 10 s, and a time-out of 20 s. A process that
+// follows a thousand quiet elections handles a hundred heartbeats a
+// second. Its failures are found by the beats and the connection events;
+// a member that may have missed a claim (it beats again after it fell
+// silent or its connection closed, or this process's connection came
+// back) hears the leader at once (transport.PeerBack).
+const QuietBackstop = 100
 
 // Group runs the elections that one member takes part in over one
 // connection (GroupDeps.Conn; natsnode.Group over NATS): each is a Node
@@ -246,18 +259,30 @@ func (g *Group) Add(cfg Config, deps Deps) (*Node, error) {
 }
 
 // backstop is the timing of an election of algorithm in a group with
-// beats: a Bully or ring election's heartbeats, leader time-out and
-// presence interval BeatBackstop times t's (GroupConfig.Beat).
+// beats (GroupConfig.Beat): a Bully or ring election's heartbeats
+// BeatBackstop times t's while frequent and QuietBackstop times once
+// quiet, its leader time-out QuietBackstop times, its presence interval
+// and a Bully election's wait for a leader at its start BeatBackstop
+// times. Paxos and byzantine keep t: their heartbeats renew leases.
 func backstop(algorithm protocol.Algorithm, t election.Timing) election.Timing {
 	switch algorithm {
 	case protocol.Bully, protocol.Ring:
-		t.HeartbeatTicks *= BeatBackstop
-		t.LeaderTimeoutTicks *= BeatBackstop
-		t.PresenceTicks *= BeatBackstop
-		// Unused by these algorithms, but checked against the heartbeats.
-		t.LeaseTicks *= BeatBackstop
-		t.LeaderLeaseTicks *= BeatBackstop
+	default:
+		return t
 	}
+	if algorithm == protocol.Bully {
+		if t.ColdStartTicks == 0 {
+			t.ColdStartTicks = t.LeaderTimeoutTicks
+		}
+		t.ColdStartTicks *= BeatBackstop
+	}
+	t.QuietHeartbeatTicks = t.HeartbeatTicks * QuietBackstop
+	t.HeartbeatTicks *= BeatBackstop
+	t.LeaderTimeoutTicks *= QuietBackstop
+	t.PresenceTicks *= BeatBackstop
+	// Unused by these algorithms, but checked against the heartbeats.
+	t.LeaseTicks *= BeatBackstop
+	t.LeaderLeaseTicks *= BeatBackstop
 	return t
 }
 

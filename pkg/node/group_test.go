@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/protocol"
 )
 
 // fakeGroupConn records what a Group does with its connection.
@@ -131,6 +132,38 @@ func TestGroupMetricsReadTheConnection(t *testing.T) {
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+}
+
+// In a group with beats, a Bully or ring election's heartbeats are a
+// backstop: frequent for a while after a claim, then quiet, with a
+// leader time-out above the quiet interval; Paxos and byzantine keep
+// their timing. Every timing it makes is one the machines accept.
+func TestBackstop(t *testing.T) {
+	base := election.DefaultTiming(5)
+	for _, algorithm := range []protocol.Algorithm{protocol.Bully, protocol.Ring} {
+		got := backstop(algorithm, base)
+		want := base
+		want.HeartbeatTicks = base.HeartbeatTicks * BeatBackstop
+		want.QuietHeartbeatTicks = base.HeartbeatTicks * QuietBackstop
+		want.LeaderTimeoutTicks = base.LeaderTimeoutTicks * QuietBackstop
+		want.PresenceTicks = base.PresenceTicks * BeatBackstop
+		want.LeaseTicks, want.LeaderLeaseTicks = base.LeaseTicks*BeatBackstop, base.LeaderLeaseTicks*BeatBackstop
+		if algorithm == protocol.Bully {
+			want.ColdStartTicks = base.LeaderTimeoutTicks * BeatBackstop
+		}
+		if got != want {
+			t.Errorf("%s: %+v, want %+v", algorithm, got, want)
+		}
+		if _, err := (election.Config{ID: 1, Members: []uint64{1, 2, 3}, Timing: got}).Validate(); err != nil {
+			t.Errorf("%s: %v", algorithm, err)
+		}
+	}
+	lease := election.DefaultLeaseTiming(5)
+	for _, algorithm := range []protocol.Algorithm{protocol.Paxos, protocol.Byzantine} {
+		if got := backstop(algorithm, lease); got != lease {
+			t.Errorf("%s: %+v, want its own %+v", algorithm, got, lease)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -174,6 +175,7 @@ func TestBinaryManyElectionsHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.cmds[victim].Process.Signal(syscall.SIGCONT) })
+	bases := maps.Clone(r.bases)
 	r.ledAgain(t, victim)
 	for id := range r.bases {
 		metrics := scrape(t, r.bases[id])
@@ -182,6 +184,18 @@ func TestBinaryManyElectionsHang(t *testing.T) {
 		}
 		if v := metricValue(metrics, `election_suspicions_total{reason="beats_lost"}`); v < 1 && r.led[victim] > 0 {
 			t.Errorf("member %d followed member %d in %d elections, and gave up on none for its beats", id, victim, r.led[victim])
+		}
+	}
+
+	// Resumed, it takes back the elections in which it ranks highest,
+	// and every process agrees on every leader again.
+	if err := r.cmds[victim].Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	after := agreed(t, bases, r.clusters, 1, 2, 3)
+	for _, c := range r.clusters {
+		if after[c] != r.leaders[c] {
+			t.Errorf("%s: led by %d after member %d resumed, but %d ranks highest", c, after[c], victim, r.leaders[c])
 		}
 	}
 }

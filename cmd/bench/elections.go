@@ -24,6 +24,8 @@ import (
 	"github.com/baton-election/baton/cmd/internal/freeport"
 	"github.com/baton-election/baton/cmd/internal/localcluster"
 	"github.com/baton-election/baton/cmd/internal/procstat"
+	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/node"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -348,8 +350,9 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 	}
 	res.start = at.Sub(t0)
 	// Settle: the elections' last messages, the processes' first garbage
-	// collections.
-	if err := sleepCtx(ctx, 3*time.Second); err != nil {
+	// collections, and for Bully and the ring the frequent heartbeats
+	// after each claim, until they are quiet.
+	if err := sleepCtx(ctx, manySettle(algorithm)); err != nil {
 		return res, err
 	}
 	for _, p := range procs {
@@ -437,6 +440,19 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 }
 
 // manyIdle measures res's idle figures over the -idle window.
+// manySettle is how long a run waits after the start agreed before it
+// measures the idle processes: 3 s, and for Bully and the ring the ten
+// heartbeats a leader sends every second after its claim before it goes
+// quiet (node.BeatBackstop times the default interval, for
+// election.QuietAfter heartbeats).
+func manySettle(algorithm protocol.Algorithm) time.Duration {
+	settle := 3 * time.Second
+	if algorithm == protocol.Bully || algorithm == protocol.Ring {
+		settle += time.Duration(election.QuietAfter*node.BeatBackstop*election.DefaultHeartbeatTicks) * node.DefaultTick
+	}
+	return settle
+}
+
 func (e *environment) manyIdle(ctx context.Context, res *manyResult, procs []*manyProc) error {
 	counters := func() (sent, batches, batched float64) {
 		for _, p := range procs {

@@ -26,6 +26,14 @@ var (
 	ErrStopped = errors.New("node: the group has stopped")
 )
 
+// MaxStarting bounds the elections of a Group that start at once: that
+// learn their cluster's term and store their first state. The others
+// wait their turn, so that a process that starts thousands of elections
+// spreads the queries, the state writes and the first rounds of its
+// elections instead of sending them all at once, more than the members
+// read within the message age.
+const MaxStarting = 256
+
 // MaxElections bounds the elections of one Group.
 const MaxElections = 16384
 
@@ -123,6 +131,8 @@ type Group struct {
 	metrics *Metrics
 	// states writes the elections' state files together.
 	states *stateWriter
+	// starting bounds the elections that start at once (MaxStarting).
+	starting chan struct{}
 
 	mu       sync.Mutex
 	byName   map[string]*groupElection
@@ -165,6 +175,7 @@ func NewGroup(cfg GroupConfig, deps GroupDeps) (*Group, error) {
 		conn: conn, cfg: cfg, log: cfg.Logger,
 		metrics:  NewMetrics(),
 		states:   newStateWriter(),
+		starting: make(chan struct{}, MaxStarting),
 		byName:   make(map[string]*groupElection),
 		failures: make(chan error, 1),
 	}
@@ -249,6 +260,7 @@ func (g *Group) Add(cfg Config, deps Deps) (*Node, error) {
 		return nil, err
 	}
 	n.states = g.states
+	n.starting = g.starting
 	e := &groupElection{node: n, done: make(chan struct{})}
 	g.byName[cfg.Cluster] = e
 	g.order = append(g.order, cfg.Cluster)

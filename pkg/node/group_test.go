@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/election"
+	"github.com/baton-election/baton/pkg/machines"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -165,5 +167,87 @@ func TestBackstop(t *testing.T) {
 		if got := backstop(algorithm, lease); got != lease {
 			t.Errorf("%s: %+v, want its own %+v", algorithm, got, lease)
 		}
+	}
+}
+
+var errNoLeader = errors.New("no leader answered")
+
+// gatedSource is a TermSource whose queries wait until release is
+// closed, counting how many wait at once.
+type gatedSource struct {
+	release chan struct{}
+	mu      sync.Mutex
+	now     int // queries waiting
+	most    int // the most that waited at once
+	asked   int // queries asked
+}
+
+func (s *gatedSource) Leader(ctx context.Context) (protocol.Announcement, error) {
+	s.mu.Lock()
+	s.now++
+	s.asked++
+	s.most = max(s.most, s.now)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.now--
+		s.mu.Unlock()
+	}()
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	return protocol.Announcement{}, errNoLeader
+}
+
+func (s *gatedSource) LastAnnounced(context.Context) (protocol.Announcement, error) {
+	return protocol.Announcement{}, errNoLeader
+}
+
+func (s *gatedSource) counts() (now, most, asked int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now, s.most, s.asked
+}
+
+// TestGroupStartsAFewAtATime: a group's elections learn their cluster's
+// term at most MaxStarting at once; the others wait their turn, and all
+// start.
+func TestGroupStartsAFewAtATime(t *testing.T) {
+	g, err := NewGroup(GroupConfig{ID: 1, Logger: testLogger()}, GroupDeps{Conn: &fakeGroupConn{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := &gatedSource{release: make(chan struct{})}
+	const n = MaxStarting + 16
+	for i := range n {
+		cfg := Config{Cluster: fmt.Sprintf("shard-%d", i), Algorithm: protocol.Bully, Election: electionConfig(1, []uint64{1, 2}), DataDir: t.TempDir(), LearnTimeout: time.Minute}
+		deps := Deps{Transport: endpoint(1), Cluster: source, Machines: machines.Factory{Algorithm: cfg.Algorithm, Cluster: cfg.Cluster}.New}
+		if _, err := g.Add(cfg, deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if now, _, _ := source.counts(); now != MaxStarting {
+			return fmt.Errorf("%d elections learning at once, want %d", now, MaxStarting)
+		}
+		return nil
+	})
+	close(source.release)
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		if !g.Healthy() {
+			return errors.New("not every election started")
+		}
+		return nil
+	})
+	if _, most, asked := source.counts(); most != MaxStarting || asked != n {
+		t.Errorf("at most %d learning at once of %d asked, want %d of %d", most, asked, MaxStarting, n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

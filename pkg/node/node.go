@@ -285,6 +285,9 @@ type Node struct {
 	metrics *Metrics
 	lanes   *transport.Lanes
 	states  *stateWriter // a Group's, which writes state.json; nil: alone
+	// starting is a Group's: a node holds a place in it while it learns
+	// the cluster's term and stores its first state (begin); nil: alone.
+	starting chan struct{}
 
 	started atomic.Bool // Run was called
 	// requests carry ChangeVoters to the loop.
@@ -454,7 +457,20 @@ func (n *Node) run(ctx context.Context) error {
 		n.tr.Abort()
 		return err
 	}
-	if err := n.begin(ctx, saved); err != nil {
+	if n.starting != nil {
+		// A Group's elections start a few at a time (Group.Run).
+		select {
+		case n.starting <- struct{}{}:
+		case <-ctx.Done():
+			n.tr.Close()
+			return nil
+		}
+	}
+	err = n.begin(ctx, saved)
+	if n.starting != nil {
+		<-n.starting
+	}
+	if err != nil {
 		n.tr.Abort()
 		return err
 	}

@@ -152,22 +152,4 @@ func (c groupConn) Connected() bool { return c.nc.IsConnected() }
 func (c groupConn) Close() { c.nc.Close() }
 
 // Drain drains and closes the connection, waiting at most timeout.
-func (c groupConn) Drain(timeout time.Duration) {
-	if c.nc.IsClosed() {
-		return
-	}
-	closed := c.nc.StatusChanged(nats.CLOSED)
-	defer c.nc.RemoveStatusListener(closed)
-	if err := c.nc.Drain(); err != nil {
-		c.nc.Close()
-		return
-	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-closed:
-	case <-timer.C:
-		c.log.Warn("drain timed out; closing", "timeout", timeout)
-		c.nc.Close()
-	}
-}
+func (c groupConn) Drain(timeout time.Duration) { natstransport.Drain(c.nc, timeout, c.log) }

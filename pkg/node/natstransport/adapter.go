@@ -560,26 +560,30 @@ func (a *Adapter) leave() {
 
 // drain flushes what was published and drains and closes the connection,
 // waiting at most ShutdownTimeout in all.
-func (a *Adapter) drain() {
-	if a.nc.IsClosed() {
+func (a *Adapter) drain() { Drain(a.nc, a.cfg.ShutdownTimeout, a.log) }
+
+// Drain drains and closes nc, waiting at most timeout for the drain
+// before it closes nc at once.
+func Drain(nc *nats.Conn, timeout time.Duration, log *slog.Logger) {
+	if nc.IsClosed() {
 		return
 	}
-	deadline := time.NewTimer(a.cfg.ShutdownTimeout)
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	closed := a.nc.StatusChanged(nats.CLOSED)
-	defer a.nc.RemoveStatusListener(closed)
-	if err := a.nc.Drain(); err != nil {
+	closed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(closed)
+	if err := nc.Drain(); err != nil {
 		if !errors.Is(err, nats.ErrConnectionClosed) {
-			a.log.Warn("drain", "err", err)
+			log.Warn("drain", "err", err)
 		}
-		a.nc.Close()
+		nc.Close()
 		return
 	}
 	select {
 	case <-closed:
 	case <-deadline.C:
-		a.log.Warn("drain timed out; closing", "timeout", a.cfg.ShutdownTimeout)
-		a.nc.Close()
+		log.Warn("drain timed out; closing", "timeout", timeout)
+		nc.Close()
 	}
 }
 

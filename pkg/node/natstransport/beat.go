@@ -171,7 +171,11 @@ func (s *Shared) onBeat(msg *nats.Msg) {
 // it sent (transport.PeerBack): a leader claims again at once. id is a
 // member heard beating for the first time or again, or this process
 // when its connection came back.
-func (s *Shared) back(id uint64) {
+func (s *Shared) back(id uint64) { s.tell(transport.PeerBack, id) }
+
+// tell hands every open election an event of kind about member id (or
+// this process), and returns how many elections are open.
+func (s *Shared) tell(kind transport.Kind, id uint64) int {
 	s.mu.RLock()
 	adapters := make([]*Adapter, 0, len(s.clusters))
 	for _, a := range s.clusters {
@@ -179,8 +183,9 @@ func (s *Shared) back(id uint64) {
 	}
 	s.mu.RUnlock()
 	for _, a := range adapters {
-		a.peerBack(id)
+		a.peerEvent(kind, id)
 	}
+	return len(adapters)
 }
 
 // disconnected records that member id's connection closed (a connection
@@ -244,36 +249,21 @@ func (s *Shared) lost(id uint64) {
 	quiet := time.Since(m.arrived)
 	s.beats.mu.Unlock()
 	s.beatsLost.Add(1)
-	s.mu.Lock()
-	adapters := make([]*Adapter, 0, len(s.clusters))
-	for _, a := range s.clusters {
-		adapters = append(adapters, a)
-	}
-	s.mu.Unlock()
-	s.log.Info("member silent: its elections are told it is down", "member", id, "silent", quiet.Round(time.Millisecond), "elections", len(adapters))
-	for _, a := range adapters {
-		a.beatLost(id)
-	}
+	n := s.tell(transport.PeerSilent, id)
+	s.log.Info("member silent: its elections are told it is down", "member", id, "silent", quiet.Round(time.Millisecond), "elections", n)
 }
 
 // Beats is how many members this process found silent (each reported
 // down to every election), and how many beats it dropped.
 func (s *Shared) Beats() (lost, refused uint64) { return s.beatsLost.Load(), s.beatsRefused.Load() }
 
-// peerBack tells the machine that member id, or this process, may have
-// missed what the election sent (Shared.back).
-func (a *Adapter) peerBack(id uint64) {
+// peerEvent tells the machine of an event of kind about member id, if it
+// is a member of the election, or about this process: that id fell
+// silent (PeerSilent, as a closed connection does) or is back
+// (PeerBack). The beats never name this process as silent.
+func (a *Adapter) peerEvent(kind transport.Kind, id uint64) {
 	if a.stopping.Load() || a.lanes == nil || id != a.cfg.ID && !a.isMember(id) {
 		return
 	}
-	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerBack, Peer: id, At: time.Now()})
-}
-
-// beatLost tells the machine that member id fell silent, if it is a
-// member of the election: as a closed connection does.
-func (a *Adapter) beatLost(id uint64) {
-	if a.stopping.Load() || a.lanes == nil || id == a.cfg.ID || !a.isMember(id) {
-		return
-	}
-	a.lanes.Deliver(transport.Inbound{Kind: transport.PeerSilent, Peer: id, At: time.Now()})
+	a.lanes.Deliver(transport.Inbound{Kind: kind, Peer: id, At: time.Now()})
 }

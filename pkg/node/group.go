@@ -51,12 +51,12 @@ type GroupConfig struct {
 	// Beat is how often the group's connection says that the process is
 	// alive, once for all its elections (protocol.BeatSubject; the
 	// connection beats and follows the beats: natsnode.GroupConfig).
-	// Zero: no beats. With beats, a Bully or ring election's heartbeats,
-	// leader time-out and presence interval are BeatBackstop times its
-	// Config's: its failures are found by the beats and the connection
-	// events, and its own heartbeats are the backstop (a process whose
-	// elections' loops stop while it still beats). Paxos and byzantine
-	// elections keep their timing: their heartbeats renew leases.
+	// Zero: no beats. With beats, a Bully or ring election's failures
+	// are found by the beats and the connection events, and its own
+	// heartbeats are a backstop (a process whose elections' loops stop
+	// while it still beats): they go quiet, and its timing is backstop's
+	// (BeatBackstop, QuietBackstop). Paxos and byzantine elections keep
+	// their timing: their heartbeats renew leases.
 	Beat time.Duration
 	// ShutdownTimeout bounds the drain of the connection once every
 	// election has left; DefaultShutdownTimeout if zero.
@@ -157,14 +157,8 @@ func NewGroup(cfg GroupConfig, deps GroupDeps) (*Group, error) {
 	if deps.Conn == nil {
 		return nil, fmt.Errorf("%w: no connection", ErrConfig)
 	}
-	if cfg.ID == 0 {
-		return nil, fmt.Errorf("%w: no member ID", ErrConfig)
-	}
-	if cfg.ShutdownTimeout < 0 {
-		return nil, fmt.Errorf("%w: negative shutdown timeout", ErrConfig)
-	}
-	if cfg.Beat < 0 {
-		return nil, fmt.Errorf("%w: negative beat interval %v", ErrConfig, cfg.Beat)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	setDefault(&cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	if cfg.Logger == nil {
@@ -203,6 +197,20 @@ func NewGroup(cfg GroupConfig, deps GroupDeps) (*Group, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_dropped_total", Help: "Beats received and dropped: undecodable, not signed by the member they name, out of date or replayed."},
 			func() float64 { _, refused := conn.Beats(); return float64(refused) }))
 	return g, nil
+}
+
+// Validate checks the group's own settings: a member ID, no negative
+// shutdown time-out or beat interval.
+func (c GroupConfig) Validate() error {
+	switch {
+	case c.ID == 0:
+		return fmt.Errorf("%w: no member ID", ErrConfig)
+	case c.ShutdownTimeout < 0:
+		return fmt.Errorf("%w: negative shutdown timeout", ErrConfig)
+	case c.Beat < 0:
+		return fmt.Errorf("%w: negative beat interval %v", ErrConfig, c.Beat)
+	}
+	return nil
 }
 
 // Config is the group's configuration, with its defaults.
@@ -277,9 +285,7 @@ func (g *Group) Add(cfg Config, deps Deps) (*Node, error) {
 // and a Bully election's wait for a leader at its start BeatBackstop
 // times. Paxos and byzantine keep t: their heartbeats renew leases.
 func backstop(algorithm protocol.Algorithm, t election.Timing) election.Timing {
-	switch algorithm {
-	case protocol.Bully, protocol.Ring:
-	default:
+	if algorithm != protocol.Bully && algorithm != protocol.Ring {
 		return t
 	}
 	if algorithm == protocol.Bully {

@@ -64,8 +64,8 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 		return nil, fmt.Errorf("%w: no NATS connection", node.ErrConfig)
 	}
 	c := cfg.Node
-	if c.ID == 0 {
-		return nil, fmt.Errorf("%w: no member ID", node.ErrConfig)
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	if err := protocol.ValidateCluster(cfg.Conn); err != nil {
 		return nil, fmt.Errorf("%w: the connection's cluster: %w", node.ErrConfig, err)
@@ -77,10 +77,7 @@ func NewGroup(nc *nats.Conn, cfg GroupConfig) (*Group, error) {
 	default:
 		return nil, fmt.Errorf("%w: connection events %q: want %q or %q", node.ErrConfig, cfg.ConnectionEvents, node.ConnectionEventsAuto, node.ConnectionEventsOff)
 	}
-	if c.ShutdownTimeout < 0 {
-		return nil, fmt.Errorf("%w: negative shutdown timeout", node.ErrConfig)
-	}
-	if c.Beat < 0 || c.Beat > 0 && cfg.BeatTimeout <= c.Beat {
+	if c.Beat > 0 && cfg.BeatTimeout <= c.Beat {
 		return nil, fmt.Errorf("%w: beat interval %v and time-out %v: the time-out must exceed the interval", node.ErrConfig, c.Beat, cfg.BeatTimeout)
 	}
 	if c.Logger == nil {

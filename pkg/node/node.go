@@ -458,7 +458,7 @@ func (n *Node) run(ctx context.Context) error {
 		return err
 	}
 	if n.starting != nil {
-		// A Group's elections start a few at a time (Group.Run).
+		// A Group's elections start MaxStarting at a time at most.
 		select {
 		case n.starting <- struct{}{}:
 		case <-ctx.Done():

@@ -61,7 +61,19 @@ type GroupConfig struct {
 	// ShutdownTimeout bounds the drain of the connection once every
 	// election has left; DefaultShutdownTimeout if zero.
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
+	// StateJournal is the file where the group appends its elections'
+	// states, locked while the group runs: the states that change at once
+	// are appended together with one sync, however many they are, and
+	// each election's state file is written from the journal later (when
+	// the election leaves, when the journal reaches a few MiB, when the
+	// group stops, and at its next start after a crash). Keep it with the
+	// elections' data directories, and use the same path at every start:
+	// until the group has stopped cleanly, an election's state may be in
+	// the journal alone. Empty: each change of state replaces the state
+	// file, which costs a rename per election and two syncs of the file
+	// system for the states that change at once.
+	StateJournal string
+	Logger       *slog.Logger
 }
 
 // GroupConn is the connection that the elections of a Group share, and
@@ -168,7 +180,7 @@ func NewGroup(cfg GroupConfig, deps GroupDeps) (*Group, error) {
 	g := &Group{
 		conn: conn, cfg: cfg, log: cfg.Logger,
 		metrics:  NewMetrics(),
-		states:   newStateWriter(),
+		states:   newStateWriter(cfg.StateJournal),
 		starting: make(chan struct{}, MaxStarting),
 		byName:   make(map[string]*groupElection),
 		failures: make(chan error, 1),
@@ -384,6 +396,13 @@ func (g *Group) Run(ctx context.Context) error {
 		g.mu.Unlock()
 		g.conn.Close()
 		return fmt.Errorf("node: connection events: %w", err)
+	}
+	if err := g.states.open(g.log); err != nil {
+		g.stopped = true
+		g.mu.Unlock()
+		g.conn.Stop()
+		g.conn.Close()
+		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -445,7 +445,11 @@ func (n *Node) run(ctx context.Context) error {
 	}
 	st.writer = n.states
 	n.store = st
-	defer st.close()
+	defer func() {
+		if err := st.close(); err != nil {
+			n.log.Error("writing the state file from the group's journal", "err", err)
+		}
+	}()
 	switch err := n.tr.Connect(ctx, n.lanes); {
 	case errors.Is(err, transport.ErrClosed):
 		n.tr.Abort()

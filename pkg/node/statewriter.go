@@ -2,45 +2,151 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/baton-election/baton/pkg/internal/atomicfile"
+	"github.com/baton-election/baton/pkg/internal/journal"
 )
 
-// maxStateBatch bounds the state files written together.
+// maxStateBatch bounds the state writes handled together.
 const maxStateBatch = 512
+
+// maxJournal is the size past which a state writer with a journal writes
+// the state files of the states its journal holds, and empties it: with
+// states of a few hundred bytes, every ten thousand or so writes.
+const maxJournal = 4 << 20
 
 // errWriterStopped is returned by a write after the group stopped its
 // writer.
 var errWriterStopped = errors.New("the group's state writer has stopped")
 
-// stateWriter writes the state files of a Group's elections: each loop
-// hands it its write and waits, as it would for its own, and the writes
-// that wait at once go together (atomicfile.WriteMany), sharing the waits
-// for stable storage. A thousand elections that change term at once (the
-// start of a process, the failure of a member that led them) pay for a
-// few syncs instead of two thousand fsyncs.
+// stateWriter writes the states of a Group's elections: each loop hands
+// it its write and waits, as it would for its own, and the writes that
+// wait at once go together, sharing the waits for stable storage. A
+// thousand elections that change term at once (the start of a process,
+// the failure of a member that led them) pay for one or two syncs
+// instead of two thousand fsyncs.
+//
+// With a journal (GroupConfig.StateJournal), the writes that go together
+// are appended to it as one batch with one sync: the cost of a batch
+// hardly grows with its size. An election's state file is then written
+// from the journal later, with others (atomicfile.WriteMany): when the
+// election leaves (release), when the journal grows past maxJournal, when
+// the writer stops, and at the next start after a crash (open). An
+// election's state is thus always in its state file or in the journal,
+// and while it is only in the journal the election runs and holds its
+// data directory. Without a journal, the writes that go together replace
+// their state files (atomicfile.WriteMany), which costs two syncs of the
+// file system and a rename per file.
 type stateWriter struct {
 	reqs chan stateWrite
 	stop chan struct{} // closed by the group to end run
 	done chan struct{} // closed when run has returned
+
+	// journalPath is the journal's file; "" for none.
+	journalPath string
+	// journal is open from open until run returns.
+	journal *journal.Journal
+	// base is the journal's directory: a record's key is its state file's
+	// path relative to it, so that the data directory can move.
+	base string
+	// dirty (run's) holds, by absolute path, the states appended to the
+	// journal since their files were last written.
+	dirty map[string][]byte
+	// err (run's) is a failure to write state files from the journal:
+	// every write fails from then on, as a node must not run on a state
+	// that is in neither place.
+	err error
 }
 
 // stateWrite is one write and where its outcome goes.
 type stateWrite struct {
 	file atomicfile.File
-	err  chan error
+	// release: write file.Path from the journal, and forget it (the
+	// election leaves); file.Data is unused.
+	release bool
+	err     chan error
 }
 
-func newStateWriter() *stateWriter {
-	return &stateWriter{reqs: make(chan stateWrite), stop: make(chan struct{}), done: make(chan struct{})}
+// newStateWriter returns a writer; journalPath is its journal's file, ""
+// for none. Its journal is opened by open, before run.
+func newStateWriter(journalPath string) *stateWriter {
+	return &stateWriter{
+		reqs: make(chan stateWrite), stop: make(chan struct{}), done: make(chan struct{}),
+		journalPath: journalPath, dirty: make(map[string][]byte),
+	}
 }
 
-// run writes what the loops hand over until stop is closed.
+// open opens the journal, if there is one, and writes the states that it
+// holds (a crash stopped the last writer before it wrote them) to their
+// files, then empties it; a state file that a later process wrote (a
+// larger incarnation) is left alone, and a state whose directory is gone
+// is dropped. It must return before any election reads its state file.
+func (w *stateWriter) open(log *slog.Logger) error {
+	if w.journalPath == "" {
+		return nil
+	}
+	path, err := filepath.Abs(w.journalPath)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	j, last, err := journal.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	w.journal, w.base = j, filepath.Dir(path)
+	var files []atomicfile.File
+	dropped := 0
+	for key, data := range last {
+		file := filepath.Join(w.base, key)
+		rec, err := decodeStored(data)
+		if err != nil {
+			j.Close()
+			return fmt.Errorf("%w: %s holds a state of %s that does not read (%v)", ErrStorage, path, file, err)
+		}
+		if _, err := os.Stat(filepath.Dir(file)); errors.Is(err, os.ErrNotExist) {
+			dropped++
+			continue
+		}
+		if cur, err := readStored(file); err == nil && cur.Incarnation > rec.Incarnation {
+			dropped++
+			continue
+		}
+		files = append(files, atomicfile.File{Path: file, Data: data})
+	}
+	if len(files) > 0 {
+		if err := atomicfile.WriteMany(files, 0o600); err != nil {
+			j.Close()
+			return fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+	if len(last) > 0 {
+		log.Info("state journal read after a crash: states written to their files",
+			"journal", path, "written", len(files), "dropped", dropped)
+	}
+	if err := j.Reset(); err != nil {
+		j.Close()
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
+}
+
+// run writes what the loops hand over until stop is closed; then it
+// writes the state files of what the journal still holds and closes it.
 func (w *stateWriter) run() {
 	defer close(w.done)
+	if w.journal != nil {
+		defer func() {
+			if w.err == nil {
+				w.err = w.checkpoint()
+			}
+			w.journal.Close()
+		}()
+	}
 	batch := make([]stateWrite, 0, maxStateBatch)
-	files := make([]atomicfile.File, 0, maxStateBatch)
 	for {
 		select {
 		case <-w.stop:
@@ -57,22 +163,123 @@ func (w *stateWriter) run() {
 				break more
 			}
 		}
-		files = files[:0]
-		for _, r := range batch {
+		if w.journal == nil {
+			w.replace(batch)
+		} else {
+			w.append(batch)
+		}
+	}
+}
+
+// replace writes the batch's files in place, together.
+func (w *stateWriter) replace(batch []stateWrite) {
+	files := make([]atomicfile.File, 0, len(batch))
+	for _, r := range batch {
+		if !r.release {
 			files = append(files, r.file)
 		}
-		err := atomicfile.WriteMany(files, 0o600)
-		for _, r := range batch {
+	}
+	err := atomicfile.WriteMany(files, 0o600)
+	for _, r := range batch {
+		if r.release {
+			r.err <- nil
+		} else {
 			r.err <- err
 		}
 	}
+}
+
+// append appends the batch's writes to the journal as one batch, writes
+// the files of its releases, and writes every file and empties the
+// journal once it has grown past maxJournal.
+func (w *stateWriter) append(batch []stateWrite) {
+	recs := make([]journal.Record, 0, len(batch))
+	for _, r := range batch {
+		if !r.release {
+			key, err := filepath.Rel(w.base, r.file.Path)
+			if err != nil {
+				key = r.file.Path // absolute: read back as it is
+			}
+			recs = append(recs, journal.Record{Key: key, Value: r.file.Data})
+		}
+	}
+	err := w.err
+	if err == nil {
+		err = w.journal.Append(recs)
+	}
+	if err == nil {
+		for _, r := range batch {
+			if !r.release {
+				w.dirty[r.file.Path] = r.file.Data
+			}
+		}
+	}
+	var files []atomicfile.File
+	for _, r := range batch {
+		if data, ok := w.dirty[r.file.Path]; ok && r.release {
+			files = append(files, atomicfile.File{Path: r.file.Path, Data: data})
+		}
+	}
+	relErr := w.err
+	if relErr == nil && len(files) > 0 {
+		if relErr = atomicfile.WriteMany(files, 0o600); relErr != nil {
+			w.err = relErr
+		}
+		for _, f := range files {
+			delete(w.dirty, f.Path)
+		}
+	}
+	for _, r := range batch {
+		if r.release {
+			r.err <- relErr
+		} else {
+			r.err <- err
+		}
+	}
+	if w.err == nil && w.journal.Size() > maxJournal {
+		w.err = w.checkpoint()
+	}
+}
+
+// checkpoint writes the file of every state the journal holds, then
+// empties it.
+func (w *stateWriter) checkpoint() error {
+	if len(w.dirty) > 0 {
+		files := make([]atomicfile.File, 0, len(w.dirty))
+		for path, data := range w.dirty {
+			files = append(files, atomicfile.File{Path: path, Data: data})
+		}
+		if err := atomicfile.WriteMany(files, 0o600); err != nil {
+			return err
+		}
+		clear(w.dirty)
+	}
+	return w.journal.Reset()
 }
 
 // write writes data to path durably, with the writes of other elections
 // waiting at the same time; it returns once data survives a crash, or
 // with the error that kept it from it.
 func (w *stateWriter) write(path string, data []byte) error {
-	r := stateWrite{file: atomicfile.File{Path: path, Data: data}, err: make(chan error, 1)}
+	return w.do(path, data, false)
+}
+
+// release writes the state file at path from the journal, if the journal
+// holds its state, and forgets it: the election leaves, and its state
+// must be in its file before it unlocks its data directory.
+func (w *stateWriter) release(path string) error {
+	if w == nil || w.journalPath == "" {
+		return nil
+	}
+	return w.do(path, nil, true)
+}
+
+func (w *stateWriter) do(path string, data []byte, release bool) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	r := stateWrite{file: atomicfile.File{Path: abs, Data: data}, release: release, err: make(chan error, 1)}
 	select {
 	case w.reqs <- r:
 	case <-w.done:

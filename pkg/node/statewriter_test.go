@@ -1,18 +1,22 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/baton-election/baton/pkg/internal/journal"
 )
 
 // The writes that wait at once go together, each lands whole, and a write
 // after the writer stopped fails instead of blocking.
 func TestStateWriter(t *testing.T) {
-	w := newStateWriter()
+	w := newStateWriter("")
 	go w.run()
 	dir := t.TempDir()
 	var wg sync.WaitGroup
@@ -43,5 +47,173 @@ func TestStateWriter(t *testing.T) {
 	<-w.done
 	if err := w.write(filepath.Join(dir, "0", stateFile), []byte("late")); !errors.Is(err, errWriterStopped) {
 		t.Errorf("write after stop: %v", err)
+	}
+}
+
+// stateOf is the content of a state file of term and incarnation.
+func stateOf(t *testing.T, term, incarnation uint64) []byte {
+	t.Helper()
+	st := stored{Version: stateVersion, Incarnation: incarnation}
+	st.Term, st.MaxTerm = term, term
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(data, '\n')
+}
+
+func readState(t *testing.T, path string) stored {
+	t.Helper()
+	st, err := readStored(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// With a journal, a write lands in the journal and the state file is
+// written from it when the election leaves (release) or the writer
+// stops; the journal is then empty.
+func TestStateWriterJournal(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.journal")
+	w := newStateWriter(path)
+	if err := w.open(slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	go w.run()
+	var files []string
+	for i := range 3 {
+		sub := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, filepath.Join(sub, stateFile))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(files))
+	for i, f := range files {
+		wg.Go(func() {
+			for term := range uint64(5) {
+				if errs[i] = w.write(f, stateOf(t, term+1, 7)); errs[i] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s written before its election left: %v", f, err)
+		}
+	}
+	if info, err := os.Stat(path); err != nil || info.Size() == 0 {
+		t.Fatalf("journal: %v, %v", info, err)
+	}
+	if err := w.release(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	if st := readState(t, files[0]); st.Term != 5 {
+		t.Fatalf("released: term %d, want 5", st.Term)
+	}
+	if _, err := os.Stat(files[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s written with another's release: %v", files[1], err)
+	}
+	close(w.stop)
+	<-w.done
+	for _, f := range files {
+		if st := readState(t, f); st.Term != 5 {
+			t.Fatalf("%s after stop: term %d, want 5", f, st.Term)
+		}
+	}
+	if info, err := os.Stat(path); err != nil || info.Size() != 0 {
+		t.Fatalf("journal after stop: %v, %v", info, err)
+	}
+}
+
+// After a crash, the states in the journal are written to their files at
+// the next open, unless a later process wrote the file (a larger
+// incarnation) or the election's directory is gone; the journal is then
+// empty.
+func TestStateWriterJournalAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.journal")
+	for _, sub := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b's file was written later, by a process of a larger incarnation.
+	if err := os.WriteFile(filepath.Join(dir, "b", stateFile), stateOf(t, 3, 9), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]journal.Record{
+		{Key: filepath.Join("a", stateFile), Value: stateOf(t, 1, 8)},
+		{Key: filepath.Join("b", stateFile), Value: stateOf(t, 2, 8)},
+		{Key: filepath.Join("gone", stateFile), Value: stateOf(t, 2, 8)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]journal.Record{{Key: filepath.Join("a", stateFile), Value: stateOf(t, 4, 8)}}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close() // a crash: nothing written from it
+
+	w := newStateWriter(path)
+	if err := w.open(slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if st := readState(t, filepath.Join(dir, "a", stateFile)); st.Term != 4 || st.Incarnation != 8 {
+		t.Errorf("a: %+v, want term 4 of incarnation 8", st)
+	}
+	if st := readState(t, filepath.Join(dir, "b", stateFile)); st.Term != 3 || st.Incarnation != 9 {
+		t.Errorf("b: %+v, want the later file's term 3 of incarnation 9", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a directory gone was made again: %v", err)
+	}
+	if info, err := os.Stat(path); err != nil || info.Size() != 0 {
+		t.Fatalf("journal after open: %v, %v", info, err)
+	}
+	go w.run()
+	close(w.stop)
+	<-w.done
+}
+
+// A journal that does not read stops the group's start with ErrStorage,
+// and a journal in use by another group too.
+func TestStateWriterJournalRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.journal")
+	first := newStateWriter(path)
+	if err := first.open(slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if err := newStateWriter(path).open(slog.New(slog.DiscardHandler)); !errors.Is(err, ErrStorage) {
+		t.Errorf("a journal in use: %v, want ErrStorage", err)
+	}
+	go first.run()
+	close(first.stop)
+	<-first.done
+
+	j, _, err := journal.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append([]journal.Record{{Key: "x/" + stateFile, Value: []byte("not a state")}}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	if err := newStateWriter(path).open(slog.New(slog.DiscardHandler)); !errors.Is(err, ErrStorage) {
+		t.Errorf("a state that does not read: %v, want ErrStorage", err)
 	}
 }

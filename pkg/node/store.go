@@ -77,24 +77,39 @@ func (s *store) read() (stored, error) {
 	if _, err := atomicfile.Clean(s.path()); err != nil {
 		return stored{}, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	data, err := os.ReadFile(s.path())
+	return readStored(s.path())
+}
+
+// readStored reads and checks the state file at path: the zero value if
+// there is none.
+func readStored(path string) (stored, error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return stored{}, nil
 	}
 	if err != nil {
 		return stored{}, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
+	st, err := decodeStored(data)
+	if err != nil {
+		return stored{}, fmt.Errorf("%w: %s: %w", ErrStorage, path, err)
+	}
+	return st, nil
+}
+
+// decodeStored decodes and checks the content of a state file.
+func decodeStored(data []byte) (stored, error) {
 	var st stored
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&st); err != nil {
-		return stored{}, fmt.Errorf("%w: %s is corrupt (%v); move it away to start afresh, knowing that this node may then claim a term it claimed before", ErrStorage, s.path(), err)
+		return stored{}, fmt.Errorf("corrupt (%v); move it away to start afresh, knowing that this node may then claim a term it claimed before", err)
 	}
 	if st.Version != stateVersion {
-		return stored{}, fmt.Errorf("%w: %s has format version %d, this node reads %d", ErrStorage, s.path(), st.Version, stateVersion)
+		return stored{}, fmt.Errorf("format version %d, this node reads %d", st.Version, stateVersion)
 	}
 	if err := st.HardState.Validate(); err != nil {
-		return stored{}, fmt.Errorf("%w: %s: %w", ErrStorage, s.path(), err)
+		return stored{}, err
 	}
 	return st, nil
 }
@@ -112,10 +127,18 @@ func (s *store) write(st stored) error {
 	return nil
 }
 
-// close releases the lock.
-func (s *store) close() {
-	if s != nil && s.lock != nil {
-		s.lock.Close() // closing the descriptor releases the flock
-		s.lock = nil
+// close writes the state file from the group's journal, if it holds the
+// state (stateWriter.release), and releases the lock. The error is the
+// write's: the lock is released all the same.
+func (s *store) close() error {
+	if s == nil || s.lock == nil {
+		return nil
 	}
+	err := s.writer.release(s.path())
+	s.lock.Close() // closing the descriptor releases the flock
+	s.lock = nil
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -193,11 +194,16 @@ func (c *Config) newNode(nc *nats.Conn, cluster string, log *slog.Logger) (*node
 	}), nil
 }
 
+// stateJournal is the file, in ELECTION_DATA, where a node in several
+// elections appends their states (node.GroupConfig.StateJournal); a
+// cluster name has no dot, so no election's directory takes its name.
+const stateJournal = "state.journal"
+
 // newGroup is the group of the node's elections over nc, and its HTTP
 // endpoints.
 func (c *Config) newGroup(nc *nats.Conn, log *slog.Logger) (*natsnode.Group, http.Handler, error) {
 	g, err := natsnode.NewGroup(nc, natsnode.GroupConfig{
-		Node: node.GroupConfig{ID: c.ID, Logger: log, Beat: c.beat()},
+		Node: node.GroupConfig{ID: c.ID, Logger: log, Beat: c.beat(), StateJournal: filepath.Join(c.DataDir, stateJournal)},
 		Conn: c.Cluster, ConnectionEvents: c.ConnectionEvents, Probe: c.probe,
 		Signer: c.signer, Keys: c.keys, Batch: c.batch(),
 		BeatTimeout: max(time.Duration(c.timing.LeaderTimeoutTicks)*c.Tick, beatTimeoutBeats*c.beat()),

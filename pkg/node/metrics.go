@@ -166,7 +166,7 @@ func NewMetrics() *Metrics {
 		}),
 		stateWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "election_state_write_seconds",
-			Help:    "Duration of each write of state.json, with its fsyncs.",
+			Help:    "Duration of each write of the state (state.json, or a group's journal), with its fsyncs.",
 			Buckets: lagBuckets,
 		}),
 		term: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +34,34 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// serverPort is a TCP port of 127.0.0.1 that was free a moment ago and
+// that the system does not hand out to outgoing connections (below its
+// ephemeral range, /proc/sys/net/ipv4/ip_local_port_range): a NATS
+// server restarted on it finds it free, where an ephemeral port may be
+// taken meanwhile by a client's or a route's connection. Where the range
+// cannot be read, any free port.
+func serverPort() (int, error) {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var low int
+	if err == nil {
+		fmt.Sscan(string(data), &low)
+	}
+	const floor = 10000
+	if low <= floor+100 {
+		return freePort()
+	}
+	for range 100 {
+		port := floor + rand.IntN(low-floor)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port, nil
+	}
+	return freePort()
+}
+
 // natsServer is one server of the NATS cluster, started from the
 // project's nats-server binary (cmd/natsd) with a configuration file of
 // its own; it keeps its ports across restarts.
@@ -54,11 +83,11 @@ func (s *natsServer) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.
 func newNATSCluster(binary, dir string, n int) ([]*natsServer, error) {
 	servers := make([]*natsServer, n)
 	for i := range servers {
-		port, err := freePort()
+		port, err := serverPort()
 		if err != nil {
 			return nil, err
 		}
-		route, err := freePort()
+		route, err := serverPort()
 		if err != nil {
 			return nil, err
 		}

@@ -64,12 +64,13 @@ type GroupConfig struct {
 	// StateJournal is the file where the group appends its elections'
 	// states, locked while the group runs: the states that change at once
 	// are appended together with one sync, however many they are, and
-	// each election's state file is written from the journal later (when
-	// the election leaves, when the journal reaches a few MiB, when the
-	// group stops, and at its next start after a crash). Keep it with the
-	// elections' data directories, and use the same path at every start:
-	// until the group has stopped cleanly, an election's state may be in
-	// the journal alone. Empty: each change of state replaces the state
+	// each election's state file is written later (when the election
+	// leaves, when the group stops, and at its next start after a crash);
+	// past a few MiB, the journal is emptied into a snapshot beside it
+	// (the same path with ".snapshot"). Keep it with the elections' data
+	// directories, and use the same path at every start: until the group
+	// has stopped cleanly, an election's state may be in the journal or
+	// the snapshot alone. Empty: each change of state replaces the state
 	// file, which costs a rename per election and two syncs of the file
 	// system for the states that change at once.
 	StateJournal string

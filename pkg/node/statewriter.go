@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -15,8 +16,9 @@ import (
 const maxStateBatch = 512
 
 // maxJournal is the size past which a state writer with a journal writes
-// the state files of the states its journal holds, and empties it: with
-// states of a few hundred bytes, every ten thousand or so writes.
+// the states that are not in their files yet to its snapshot, and
+// empties the journal: with states of a few hundred bytes, every ten
+// thousand or so writes.
 const maxJournal = 4 << 20
 
 // errWriterStopped is returned by a write after the group stopped its
@@ -33,29 +35,37 @@ var errWriterStopped = errors.New("the group's state writer has stopped")
 // With a journal (GroupConfig.StateJournal), the writes that go together
 // are appended to it as one batch with one sync: the cost of a batch
 // hardly grows with its size. An election's state file is then written
-// from the journal later, with others (atomicfile.WriteMany): when the
-// election leaves (release), when the journal grows past maxJournal, when
-// the writer stops, and at the next start after a crash (open). An
-// election's state is thus always in its state file or in the journal,
-// and while it is only in the journal the election runs and holds its
-// data directory. Without a journal, the writes that go together replace
-// their state files (atomicfile.WriteMany), which costs two syncs of the
-// file system and a rename per file.
+// later, with others (atomicfile.WriteMany): when the election leaves
+// (release), when the writer stops, and at the next start after a crash
+// (open). When the journal grows past maxJournal, the states not yet in
+// their files are written to one snapshot file beside it (the journal's
+// path with ".snapshot"), replaced atomically, and the journal is
+// emptied: one file of a few MiB, where writing ten thousand state files
+// would hold every write for seconds. An election's latest state is thus
+// always in the journal, in the snapshot or in its state file, in that
+// order of recency; while it is not in its file, the election runs and
+// holds its data directory. Without a journal, the writes that go
+// together replace their state files (atomicfile.WriteMany), which costs
+// two syncs of the file system and a rename per file.
 type stateWriter struct {
 	reqs chan stateWrite
 	stop chan struct{} // closed by the group to end run
 	done chan struct{} // closed when run has returned
 
-	// journalPath is the journal's file; "" for none.
-	journalPath string
+	// journalPath is the journal's file, "" for none; snapshotPath its
+	// snapshot's.
+	journalPath, snapshotPath string
 	// journal is open from open until run returns.
 	journal *journal.Journal
 	// base is the journal's directory: a record's key is its state file's
 	// path relative to it, so that the data directory can move.
 	base string
 	// dirty (run's) holds, by absolute path, the states appended to the
-	// journal since their files were last written.
+	// journal since their files were last written (in the journal or the
+	// snapshot).
 	dirty map[string][]byte
+	// maxJournal is maxJournal but in tests.
+	maxJournal int64
 	// err (run's) is a failure to write state files from the journal:
 	// every write fails from then on, as a node must not run on a state
 	// that is in neither place.
@@ -76,15 +86,25 @@ type stateWrite struct {
 func newStateWriter(journalPath string) *stateWriter {
 	return &stateWriter{
 		reqs: make(chan stateWrite), stop: make(chan struct{}), done: make(chan struct{}),
-		journalPath: journalPath, dirty: make(map[string][]byte),
+		journalPath: journalPath, snapshotPath: snapshotOf(journalPath), dirty: make(map[string][]byte),
+		maxJournal: maxJournal,
 	}
 }
 
+// snapshotOf is the snapshot file of the journal at path ("" for none).
+func snapshotOf(journalPath string) string {
+	if journalPath == "" {
+		return ""
+	}
+	return journalPath + ".snapshot"
+}
+
 // open opens the journal, if there is one, and writes the states that it
-// holds (a crash stopped the last writer before it wrote them) to their
-// files, then empties it; a state file that a later process wrote (a
-// larger incarnation) is left alone, and a state whose directory is gone
-// is dropped. It must return before any election reads its state file.
+// and its snapshot hold (a crash stopped the last writer before it wrote
+// them) to their files, then removes the snapshot and empties the
+// journal; a state file that a later process wrote (a larger
+// incarnation) is left alone, and a state whose directory is gone is
+// dropped. It must return before any election reads its state file.
 func (w *stateWriter) open(log *slog.Logger) error {
 	if w.journalPath == "" {
 		return nil
@@ -93,15 +113,24 @@ func (w *stateWriter) open(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
-	j, last, err := journal.Open(path)
+	j, journaled, err := journal.Open(path)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
+	last, err := journal.ReadSnapshot(w.snapshotPath)
+	if err != nil {
+		j.Close()
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	maps.Copy(last, journaled) // the journal's are the later
 	w.journal, w.base = j, filepath.Dir(path)
 	var files []atomicfile.File
 	dropped := 0
 	for key, data := range last {
-		file := filepath.Join(w.base, key)
+		file := key
+		if !filepath.IsAbs(key) {
+			file = filepath.Join(w.base, key)
+		}
 		rec, err := decodeStored(data)
 		if err != nil {
 			j.Close()
@@ -127,11 +156,24 @@ func (w *stateWriter) open(log *slog.Logger) error {
 		log.Info("state journal read after a crash: states written to their files",
 			"journal", path, "written", len(files), "dropped", dropped)
 	}
-	if err := j.Reset(); err != nil {
+	if err := w.forget(); err != nil {
 		j.Close()
 		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return nil
+}
+
+// forget removes the snapshot and empties the journal, once every state
+// they hold is in its file.
+func (w *stateWriter) forget() error {
+	if err := os.Remove(w.snapshotPath); err == nil {
+		if err := atomicfile.SyncDir(filepath.Dir(w.snapshotPath)); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return w.journal.Reset()
 }
 
 // run writes what the loops hand over until stop is closed; then it
@@ -141,7 +183,7 @@ func (w *stateWriter) run() {
 	if w.journal != nil {
 		defer func() {
 			if w.err == nil {
-				w.err = w.checkpoint()
+				w.err = w.writeFiles()
 			}
 			w.journal.Close()
 		}()
@@ -190,17 +232,13 @@ func (w *stateWriter) replace(batch []stateWrite) {
 }
 
 // append appends the batch's writes to the journal as one batch, writes
-// the files of its releases, and writes every file and empties the
-// journal once it has grown past maxJournal.
+// the files of its releases, and snapshots the states not in their files
+// and empties the journal once it has grown past maxJournal.
 func (w *stateWriter) append(batch []stateWrite) {
 	recs := make([]journal.Record, 0, len(batch))
 	for _, r := range batch {
 		if !r.release {
-			key, err := filepath.Rel(w.base, r.file.Path)
-			if err != nil {
-				key = r.file.Path // absolute: read back as it is
-			}
-			recs = append(recs, journal.Record{Key: key, Value: r.file.Data})
+			recs = append(recs, journal.Record{Key: w.key(r.file.Path), Value: r.file.Data})
 		}
 	}
 	err := w.err
@@ -236,14 +274,27 @@ func (w *stateWriter) append(batch []stateWrite) {
 			r.err <- err
 		}
 	}
-	if w.err == nil && w.journal.Size() > maxJournal {
+	if w.err == nil && w.journal.Size() > w.maxJournal {
 		w.err = w.checkpoint()
 	}
 }
 
-// checkpoint writes the file of every state the journal holds, then
-// empties it.
+// checkpoint writes the states not in their files to the snapshot, then
+// empties the journal.
 func (w *stateWriter) checkpoint() error {
+	recs := make([]journal.Record, 0, len(w.dirty))
+	for path, data := range w.dirty {
+		recs = append(recs, journal.Record{Key: w.key(path), Value: data})
+	}
+	if err := journal.WriteSnapshot(w.snapshotPath, recs); err != nil {
+		return err
+	}
+	return w.journal.Reset()
+}
+
+// writeFiles writes the file of every state not in its file, then
+// removes the snapshot and empties the journal: the writer stops.
+func (w *stateWriter) writeFiles() error {
 	if len(w.dirty) > 0 {
 		files := make([]atomicfile.File, 0, len(w.dirty))
 		for path, data := range w.dirty {
@@ -254,7 +305,17 @@ func (w *stateWriter) checkpoint() error {
 		}
 		clear(w.dirty)
 	}
-	return w.journal.Reset()
+	return w.forget()
+}
+
+// key is the journal's key of the state file at path: relative to the
+// journal's directory, so that the data directory can move.
+func (w *stateWriter) key(path string) string {
+	key, err := filepath.Rel(w.base, path)
+	if err != nil {
+		return path // absolute: read back as it is
+	}
+	return key
 }
 
 // write writes data to path durably, with the writes of other elections

@@ -217,3 +217,77 @@ func TestStateWriterJournalRefused(t *testing.T) {
 		t.Errorf("a state that does not read: %v, want ErrStorage", err)
 	}
 }
+
+// Past its size bound, the journal is emptied into a snapshot, not into
+// the state files; after a crash, the next writer writes the files from
+// the snapshot and the journal, the later state of each.
+func TestStateWriterJournalSnapshot(t *testing.T) {
+	dir, crashed := t.TempDir(), t.TempDir()
+	path := filepath.Join(dir, "state.journal")
+	w := newStateWriter(path)
+	w.maxJournal = 300
+	if err := w.open(slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	go w.run()
+	var files []string
+	for i := range 3 {
+		for _, d := range []string{dir, crashed} {
+			if err := os.Mkdir(filepath.Join(d, fmt.Sprint(i)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		files = append(files, filepath.Join(dir, fmt.Sprint(i), stateFile))
+	}
+	for term := range uint64(20) {
+		for _, f := range files {
+			if err := w.write(f, stateOf(t, term+1, 7)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	snapshot := path + ".snapshot"
+	if _, err := os.Stat(snapshot); err != nil {
+		t.Fatalf("no snapshot past the bound: %v", err)
+	}
+	if info, err := os.Stat(path); err != nil || info.Size() > 1000 {
+		t.Fatalf("journal past the bound: %v, %v", info, err)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s written by the snapshot: %v", f, err)
+		}
+	}
+	// A crash now: what the next writer finds.
+	for _, name := range []string{"state.journal", "state.journal.snapshot"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(w.stop)
+	<-w.done
+	next := newStateWriter(filepath.Join(crashed, "state.journal"))
+	if err := next.open(slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	go next.run()
+	for _, d := range []string{dir, crashed} {
+		for i := range files {
+			if st := readState(t, filepath.Join(d, fmt.Sprint(i), stateFile)); st.Term != 20 {
+				t.Errorf("%s/%d: term %d, want 20", d, i, st.Term)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(d, "state.journal.snapshot")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the snapshot is still there: %v", d, err)
+		}
+		if info, err := os.Stat(filepath.Join(d, "state.journal")); err != nil || info.Size() != 0 {
+			t.Errorf("%s: journal %v, %v", d, info, err)
+		}
+	}
+	close(next.stop)
+	<-next.done
+}

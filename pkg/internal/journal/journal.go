@@ -10,7 +10,8 @@
 // corruption, which Open reports rather than hide.
 //
 // A journal grows until Reset empties it: its owner first writes what it
-// holds elsewhere (the state files, for the elections of a group).
+// holds elsewhere (a snapshot, WriteSnapshot, or the state files of the
+// elections of a group).
 package journal
 
 import (
@@ -203,19 +204,10 @@ func (j *Journal) Append(recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	buf := make([]byte, headerSize, headerSize+len(recs)*256)
-	for _, r := range recs {
-		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
-		buf = append(buf, r.Key...)
-		buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
-		buf = append(buf, r.Value...)
+	buf := frame(recs)
+	if len(buf)-headerSize > MaxBatch {
+		return fmt.Errorf("journal: a batch of %d bytes over %d", len(buf)-headerSize, MaxBatch)
 	}
-	content := buf[headerSize:]
-	if len(content) > MaxBatch {
-		return fmt.Errorf("journal: a batch of %d bytes over %d", len(content), MaxBatch)
-	}
-	binary.LittleEndian.PutUint32(buf, uint32(len(content)))
-	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(content, castagnoli))
 	if _, err := j.f.Write(buf); err != nil {
 		j.broken = fmt.Errorf("%w: write %s: %w", ErrBroken, j.f.Name(), err)
 		return j.broken
@@ -226,6 +218,22 @@ func (j *Journal) Append(recs []Record) error {
 	}
 	j.size += int64(len(buf))
 	return nil
+}
+
+// frame is recs as one batch: its length and CRC-32C, then each record's
+// key and value, each with its length.
+func frame(recs []Record) []byte {
+	buf := make([]byte, headerSize, headerSize+len(recs)*256)
+	for _, r := range recs {
+		buf = binary.AppendUvarint(buf, uint64(len(r.Key)))
+		buf = append(buf, r.Key...)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Value)))
+		buf = append(buf, r.Value...)
+	}
+	content := buf[headerSize:]
+	binary.LittleEndian.PutUint32(buf, uint32(len(content)))
+	binary.LittleEndian.PutUint32(buf[4:], crc32.Checksum(content, castagnoli))
+	return buf
 }
 
 // Size is the journal's length in bytes.
@@ -251,3 +259,44 @@ func (j *Journal) Reset() error {
 
 // Close closes the file, which releases the lock.
 func (j *Journal) Close() error { return j.f.Close() }
+
+// WriteSnapshot replaces the file at path, atomically and durably
+// (atomicfile.Write), with recs as one batch in the journal's format: a
+// journal's content, written whole, so that the journal can be emptied.
+func WriteSnapshot(path string, recs []Record) error {
+	return atomicfile.Write(path, frame(recs), 0o600)
+}
+
+// ReadSnapshot reads the file that WriteSnapshot wrote: the last value
+// of each key, none if there is no file. A snapshot is replaced whole,
+// never cut short: one that does not read is corrupt (ErrCorrupt).
+func ReadSnapshot(path string) (map[string][]byte, error) {
+	if _, err := atomicfile.Clean(path); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	last := make(map[string][]byte)
+	if len(data) == 0 {
+		return last, nil
+	}
+	if len(data) < headerSize {
+		return nil, fmt.Errorf("%w: snapshot %s: %d bytes, shorter than its frame", ErrCorrupt, path, len(data))
+	}
+	if n := headerSize + int64(binary.LittleEndian.Uint32(data)); n != int64(len(data)) {
+		return nil, fmt.Errorf("%w: snapshot %s: %d bytes, framed as %d", ErrCorrupt, path, len(data), n)
+	}
+	content := data[headerSize:]
+	if crc32.Checksum(content, castagnoli) != binary.LittleEndian.Uint32(data[4:]) {
+		return nil, fmt.Errorf("%w: snapshot %s fails its checksum", ErrCorrupt, path)
+	}
+	if err := decode(content, last); err != nil {
+		return nil, fmt.Errorf("%w: snapshot %s: %w", ErrCorrupt, path, err)
+	}
+	return last, nil
+}

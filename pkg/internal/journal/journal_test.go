@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -165,5 +166,33 @@ func TestAFailedWriteBreaksTheJournal(t *testing.T) {
 	}
 	if err := j.Reset(); !errors.Is(err, ErrBroken) {
 		t.Fatalf("Reset: got %v, want ErrBroken", err)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.snapshot")
+	last, err := ReadSnapshot(path)
+	if err != nil || len(last) != 0 {
+		t.Fatalf("no snapshot: %q, %v", last, err)
+	}
+	if err := WriteSnapshot(path, append(slices.Clone(batch1), batch2...)); err != nil {
+		t.Fatal(err)
+	}
+	last, err = ReadSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, last, map[string]string{"a/state.json": `{"term":2}`, "b/state.json": `{"term":1}`, "c/state.json": ""})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{data[:3], data[:len(data)-1], append(bytes.Clone(data[:len(data)-1]), data[len(data)-1]^1)} {
+		if err := os.WriteFile(path, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadSnapshot(path); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%d bytes: got %v, want ErrCorrupt", len(bad), err)
+		}
 	}
 }

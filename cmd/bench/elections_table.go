@@ -311,7 +311,9 @@ const manyIntro = `Five node processes (static members 1..5, default timing, ` +
 	"(its varz: out includes the observer's deliveries); the processes' `election_messages_sent_total`, " +
 	"`election_batches_sent_total` and `election_batched_messages_total`. Failover: SIGKILL of the process that leads the " +
 	"most elections, then, for each election it led, the time until every survivor's `/elections` names the same new " +
-	"leader, seen by polling every process's `/elections` (the resolution, in the table, grows with n); at 1 election the " +
+	"leader: once polling every process's `/elections` finds them agreed, the latest `since` of their statuses (when each " +
+	"came to name it, on the machine's one clock), so that the poll's interval (in the table, it grows with n) does not " +
+	"add to the time; at 1 election the " +
 	"failover is repeated 10 times (restart, agreement, kill). Observer lag: `observer_record_lag_seconds` over the " +
 	"failover, from its histogram buckets (interpolated). The references are **computed, not measured**: a Kubernetes " +
 	"Lease renews about 30 times a minute (client-go's 2 s retry period), n·30/60 writes/s into etcd (whose keepalives " +

@@ -160,3 +160,24 @@ func TestInsertManySection(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", doc, want)
 	}
 }
+
+// A failover's time is when the last process came to name the agreed
+// leader, unless a process has no since for it, or one outside the wait.
+func TestAgreedSince(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	at := t0.Add(100 * time.Millisecond)
+	since := []map[string]time.Time{
+		{"a": t0.Add(10 * time.Millisecond), "b": t0.Add(20 * time.Millisecond), "c": t0.Add(-time.Second)},
+		{"a": t0.Add(30 * time.Millisecond), "b": t0.Add(5 * time.Millisecond), "c": t0.Add(5 * time.Millisecond)},
+	}
+	for c, want := range map[string]time.Time{
+		"a": t0.Add(30 * time.Millisecond), // the later of the two
+		"b": t0.Add(20 * time.Millisecond),
+		"c": at, // one named it before the kill: the poll's time
+		"d": at, // none has a since
+	} {
+		if got := agreedSince(since, c, t0, at); !got.Equal(want) {
+			t.Errorf("%s: got %v after t0, want %v", c, got.Sub(t0), want.Sub(t0))
+		}
+	}
+}

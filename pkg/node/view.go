@@ -49,6 +49,8 @@ func (v *view) at(now time.Time) (protocol.Status, time.Time) {
 	left := v.leaseUntil.Sub(now)
 	if left <= 0 {
 		st.State, st.Leader = election.Follower.String(), nil
+		ended := v.leaseUntil.Round(0)
+		st.Since = &ended
 		return st, time.Time{}
 	}
 	ms := left.Milliseconds()
@@ -87,8 +89,15 @@ func (n *Node) setView(st election.SoftState, leaseUntil time.Time, leading *pro
 		s.Leader = &leader
 	}
 	v := &view{status: s, leaseUntil: leaseUntil, leading: leading, running: running}
-	if old := n.view.Load(); old != nil && old.same(v) {
+	old := n.view.Load()
+	if old != nil && old.same(v) {
 		return // most events change nothing a reader sees: a heartbeat, a tick
+	}
+	if old != nil && sameLeadership(old.status, s) {
+		v.status.Since = old.status.Since
+	} else {
+		now := time.Now().Round(0) // the wall clock alone
+		v.status.Since = &now
 	}
 	n.publishView(v)
 }

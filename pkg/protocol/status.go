@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Status is a node's view of the election as it shows it to the world:
@@ -36,6 +37,10 @@ type Status struct {
 	// configuration the node holds: "next" is present while the voters
 	// change.
 	Voters *Voters `json:"voters,omitempty"`
+	// Since is when the node's view took its present leader, term and
+	// state (its ETag), on the node's clock: when it followed a new
+	// leader, or its lease ended, say. Builds before it omit it.
+	Since *time.Time `json:"since,omitempty"`
 }
 
 // ETag names the leadership view of a status (leader, term and state),

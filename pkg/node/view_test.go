@@ -115,3 +115,48 @@ func TestSameLeadershipIsSameETag(t *testing.T) {
 		}
 	}
 }
+
+// since moves when the leadership moves (leader, term or state), and
+// only then; a lease that ended shows since its end.
+func TestStatusSince(t *testing.T) {
+	n, err := newTestNode(endpoint(1), endpoint(1), Config{
+		Cluster:   "since",
+		Algorithm: protocol.Bully,
+		Election:  electionConfig(1, []uint64{1, 2, 3}),
+		DataDir:   t.TempDir(),
+		Logger:    testLogger(),
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	since := func() time.Time {
+		t.Helper()
+		st := n.Status()
+		if st.Since == nil {
+			t.Fatalf("no since: %+v", st)
+		}
+		return *st.Since
+	}
+	before := time.Now()
+	n.setView(election.SoftState{ID: 1, Leader: 3, Term: 4, Role: election.Follower}, time.Time{}, nil, true)
+	first := since()
+	if first.Before(before) || first.After(time.Now()) {
+		t.Fatalf("since %v, not within the change (%v)", first, before)
+	}
+	// The same leadership with other members: since stays.
+	n.setView(election.SoftState{ID: 1, Leader: 3, Term: 4, Role: election.Follower}, time.Time{}, nil, false)
+	if got := since(); !got.Equal(first) {
+		t.Errorf("same leadership: since %v, want %v", got, first)
+	}
+	before = time.Now()
+	n.setView(election.SoftState{ID: 1, Leader: 2, Term: 5, Role: election.Follower}, time.Time{}, nil, true)
+	if got := since(); got.Before(before) || got.After(time.Now()) {
+		t.Errorf("new leader: since %v, not within the change (%v)", got, before)
+	}
+	// A leader whose lease has ended shows since the end of its lease.
+	ended := time.Now().Add(-time.Second)
+	n.setView(election.SoftState{ID: 1, Leader: 1, Term: 6, Role: election.Leader}, ended, nil, true)
+	if st := n.Status(); st.Leader != nil || st.Since == nil || !st.Since.Equal(ended.Round(0)) {
+		t.Errorf("lease ended: %+v, want no leader since %v", st, ended)
+	}
+}

@@ -135,14 +135,26 @@ func (s *Shared) onBeat(msg *nats.Msg) {
 		}
 	}
 	now := time.Now()
-	if age := now.Sub(b.Sent); age > s.cfg.MaxAge || age < -s.cfg.MaxAge {
+	age := now.Sub(b.Sent)
+	if age < -s.cfg.MaxAge {
 		s.beatsRefused.Add(1)
-		s.log.Debug("beat dropped: out of date", "member", b.From, "age", age)
+		s.log.Debug("beat dropped: from the future", "member", b.From, "age", age)
 		return
 	}
 	s.beats.mu.Lock()
 	m := s.beats.members[b.From]
 	back := m == nil || m.down
+	if age > s.cfg.MaxAge && back {
+		// An old beat neither makes a member followed nor brings one back.
+		// Of a member followed, it is a sign of life that came late: this
+		// process's own socket, or the server, held it (a process that
+		// reads a thousand elections' messages at once, say), and refusing
+		// it would take that lateness for the member's silence.
+		s.beats.mu.Unlock()
+		s.beatsRefused.Add(1)
+		s.log.Debug("beat dropped: out of date", "member", b.From, "age", age)
+		return
+	}
 	switch {
 	case m == nil && len(s.beats.members) >= maxBeatMembers:
 		s.beats.mu.Unlock()

@@ -94,8 +94,9 @@ func TestBeatsSilent(t *testing.T) {
 	}
 }
 
-// Beats that do not hold are dropped: undecodable, out of date, replayed,
-// and with keys, unsigned or signed by another member than they name.
+// Beats that do not hold are dropped: undecodable, out of date (of a
+// member not followed), from the future, replayed, and with keys,
+// unsigned or signed by another member than they name.
 func TestBeatsRefused(t *testing.T) {
 	signers := map[uint64]*signing.Signer{}
 	public := map[uint64]string{}
@@ -207,5 +208,39 @@ func TestBeatsBack(t *testing.T) {
 	s.back(1) // this process's connection came back
 	if got0, got1 := backs(member), backs(other); !slices.Equal(got0, []uint64{1}) || !slices.Equal(got1, []uint64{1}) {
 		t.Errorf("this process back: %v in shard-0 and %v in shard-1, want [1] in each", got0, got1)
+	}
+}
+
+// A late beat of a member followed, newer than its last, is a sign of
+// life: this process read it late, and its silence is not the member's.
+// An old beat does not bring back a member reported down.
+func TestLateBeats(t *testing.T) {
+	s := beatShared(t, nil, nil)
+	now := time.Now()
+	s.onBeat(beatMsg(2, now.Add(-10*time.Second), nil))
+	if s.beats.members[2] != nil {
+		t.Fatal("an old beat made member 2 followed")
+	}
+	s.onBeat(beatMsg(2, now.Add(-time.Second), nil))
+	m := s.beats.members[2]
+	if m == nil {
+		t.Fatal("member 2 not followed")
+	}
+	arrived := m.arrived
+	s.onBeat(beatMsg(2, now.Add(-5*time.Second), nil)) // older than its last: a replay
+	if !m.arrived.Equal(arrived) {
+		t.Error("a beat older than the member's last counted")
+	}
+	// Its last beat was sent a while ago; the next comes late.
+	m.sent = now.Add(-time.Minute)
+	late := now.Add(-500 * time.Millisecond).Add(-s.cfg.MaxAge)
+	s.onBeat(beatMsg(2, late, nil))
+	if m.sent.UnixMilli() != late.UnixMilli() || !m.arrived.After(arrived) {
+		t.Errorf("a late beat, newer than the last: sent %v, arrived %v; want %v and after %v", m.sent, m.arrived, late, arrived)
+	}
+	m.down = true
+	s.onBeat(beatMsg(2, late.Add(time.Millisecond), nil))
+	if !m.down {
+		t.Error("a late beat brought member 2 back")
 	}
 }

@@ -93,9 +93,11 @@ func (n *Node) setView(st election.SoftState, leaseUntil time.Time, leading *pro
 	if old != nil && old.same(v) {
 		return // most events change nothing a reader sees: a heartbeat, a tick
 	}
-	if old != nil && sameLeadership(old.status, s) {
+	switch {
+	case !running:
+	case old != nil && old.running && sameLeadership(old.status, s):
 		v.status.Since = old.status.Since
-	} else {
+	default:
 		now := time.Now().Round(0) // the wall clock alone
 		v.status.Since = &now
 	}

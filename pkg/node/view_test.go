@@ -143,8 +143,8 @@ func TestStatusSince(t *testing.T) {
 	if first.Before(before) || first.After(time.Now()) {
 		t.Fatalf("since %v, not within the change (%v)", first, before)
 	}
-	// The same leadership with other members: since stays.
-	n.setView(election.SoftState{ID: 1, Leader: 3, Term: 4, Role: election.Follower}, time.Time{}, nil, false)
+	// The same leadership, with an announcement (a change the readers see): since stays.
+	n.setView(election.SoftState{ID: 1, Leader: 3, Term: 4, Role: election.Follower}, time.Time{}, &protocol.Announcement{Term: 4}, true)
 	if got := since(); !got.Equal(first) {
 		t.Errorf("same leadership: since %v, want %v", got, first)
 	}
@@ -158,5 +158,10 @@ func TestStatusSince(t *testing.T) {
 	n.setView(election.SoftState{ID: 1, Leader: 1, Term: 6, Role: election.Leader}, ended, nil, true)
 	if st := n.Status(); st.Leader != nil || st.Since == nil || !st.Since.Equal(ended.Round(0)) {
 		t.Errorf("lease ended: %+v, want no leader since %v", st, ended)
+	}
+	// A node that does not run shows no since.
+	n.setView(election.SoftState{ID: 1, Leader: 2, Term: 5, Role: election.Follower}, time.Time{}, nil, false)
+	if st := n.Status(); st.Since != nil {
+		t.Errorf("not running: since %v", *st.Since)
 	}
 }

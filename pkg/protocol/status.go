@@ -39,7 +39,8 @@ type Status struct {
 	Voters *Voters `json:"voters,omitempty"`
 	// Since is when the node's view took its present leader, term and
 	// state (its ETag), on the node's clock: when it followed a new
-	// leader, or its lease ended, say. Builds before it omit it.
+	// leader, or its lease ended, say. Absent while the node does not
+	// run (before its start, after it stopped), and from builds before it.
 	Since *time.Time `json:"since,omitempty"`
 }
 

@@ -463,22 +463,28 @@ func (a *Adapter) Settle() {
 }
 
 // settle is Settle for the connection nc.
-func settle(nc *nats.Conn, log *slog.Logger) {
-	if err := nc.FlushTimeout(settleTimeout); err != nil {
+func settle(nc *nats.Conn, log *slog.Logger) { settleWithin(nc, log, settleTimeout) }
+
+// settleWithin is settle, each step bounded by timeout; it reports
+// whether both ended in time.
+func settleWithin(nc *nats.Conn, log *slog.Logger, timeout time.Duration) bool {
+	if err := nc.FlushTimeout(timeout); err != nil {
 		log.Debug("flush before a deadline", "err", err)
-		return
+		return false
 	}
 	done := make(chan struct{})
 	if err := nc.Barrier(func() { close(done) }); err != nil {
 		log.Debug("barrier before a deadline", "err", err)
-		return
+		return false
 	}
-	timer := time.NewTimer(settleTimeout)
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-done:
+		return true
 	case <-timer.C:
-		log.Debug("subscriptions not settled before a deadline", "waited", settleTimeout)
+		log.Debug("subscriptions not settled before a deadline", "waited", timeout)
+		return false
 	}
 }
 

@@ -92,7 +92,15 @@ func (s *Shared) beatEvery(ctx context.Context) {
 		if late || len(s.silent(now)) == 0 {
 			continue
 		}
-		s.settle() // what the socket holds counts first
+		// What the socket holds counts first. A process that cannot read
+		// it within a time-out is itself behind (reading a thousand
+		// elections' failover, say): the silence may be its own, and it
+		// reports nobody this round.
+		if !settleWithin(s.nc, s.log, s.cfg.BeatTimeout) {
+			s.log.Debug("members silent, but this process is behind on its connection: nobody reported")
+			continue
+		}
+		s.drained()
 		for _, id := range s.silent(time.Now()) {
 			s.lost(id)
 		}

@@ -89,21 +89,27 @@ func (s *Shared) beatEvery(ctx context.Context) {
 		now := time.Now()
 		late := now.Sub(last) > 2*s.cfg.Beat // this process stalled
 		last = now
-		if late || len(s.silent(now)) == 0 {
-			continue
+		if !late {
+			s.reportSilent(now)
 		}
-		// What the socket holds counts first. A process that cannot read
-		// it within a time-out is itself behind (reading a thousand
-		// elections' failover, say): the silence may be its own, and it
-		// reports nobody this round.
-		if !settleWithin(s.nc, s.log, s.cfg.BeatTimeout) {
-			s.log.Debug("members silent, but this process is behind on its connection: nobody reported")
-			continue
-		}
-		s.drained()
-		for _, id := range s.silent(time.Now()) {
-			s.lost(id)
-		}
+	}
+}
+
+// reportSilent reports down the members silent at now (lost). What the
+// socket holds counts first. A process that cannot read it within the
+// beat time-out is itself behind (reading a thousand elections'
+// failover, say): the silence may be its own, and it reports nobody.
+func (s *Shared) reportSilent(now time.Time) {
+	if len(s.silent(now)) == 0 {
+		return
+	}
+	if !settleWithin(s.nc, s.log, s.cfg.BeatTimeout) {
+		s.log.Debug("members silent, but this process is behind on its connection: nobody reported")
+		return
+	}
+	s.drained()
+	for _, id := range s.silent(time.Now()) {
+		s.lost(id)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/baton-election/baton/internal/batontest"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
@@ -242,5 +243,26 @@ func TestLateBeats(t *testing.T) {
 	s.onBeat(beatMsg(2, late.Add(time.Millisecond), nil))
 	if !m.down {
 		t.Error("a late beat brought member 2 back")
+	}
+}
+
+// A process that cannot read its connection in time reports no member
+// silent: the silence may be its own.
+func TestBeatsNotReportedWhenBehind(t *testing.T) {
+	nc := batontest.Connect(t, batontest.StartNATS(t))
+	s, err := NewShared(nc, SharedConfig{Conn: "shard-0", ID: 1, Beat: 100 * time.Millisecond, BeatTimeout: 200 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close() // no flush can be answered now
+	s.onBeat(beatMsg(2, time.Now(), nil))
+	s.beats.members[2].arrived = time.Now().Add(-time.Minute)
+	s.reportSilent(time.Now())
+	if m := s.beats.members[2]; m.down {
+		t.Error("member 2 reported down by a process that could not read its connection")
+	}
+	if lost, _ := s.Beats(); lost != 0 {
+		t.Errorf("%d members reported down, want 0", lost)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -78,7 +79,11 @@ type Unled struct {
 type Checker struct {
 	leases bool          // the algorithm holds leases (Paxos)
 	slack  time.Duration // taken off each lease interval
-	names  []string      // the elections, in order
+	// spread: the members are ranked per election by rendezvous hashing
+	// (election.Spread), as the nodes rank them by default with several
+	// elections; otherwise by ID.
+	spread bool
+	names  []string // the elections, in order
 	byName map[string]*electionState
 
 	// resigned is, per node, when the soak last asked it to leave
@@ -144,7 +149,7 @@ type leaseInterval struct {
 // taken off the end of every lease interval (the reported milliseconds
 // are truncated, and the clocks are read at slightly different moments).
 func NewChecker(algorithm protocol.Algorithm, names []string, slack time.Duration) *Checker {
-	c := &Checker{leases: algorithm.Leases(), slack: slack, names: names, byName: make(map[string]*electionState, len(names)), resigned: map[uint64]time.Time{}}
+	c := &Checker{leases: algorithm.Leases(), slack: slack, spread: len(names) > 1, names: names, byName: make(map[string]*electionState, len(names)), resigned: map[uint64]time.Time{}}
 	for _, n := range names {
 		c.byName[n] = &electionState{owner: map[uint64]termOwner{}, byLeader: map[uint64][]stamp{}, views: map[uint64]view{}}
 	}
@@ -318,8 +323,10 @@ func (c *Checker) leaderOrder(p Poll, st protocol.Status, e *electionState) {
 // it held over [Recv, Sent+remaining], less the slack, unless the leader
 // handed over before its lease ended, which a Paxos leader does when a
 // higher node campaigns and when it leaves. So an overlap is not flagged
-// when the later lease is a higher node's (the IDs rank the members), and
-// a node's leases end when the soak asks it to leave (Resigned).
+// when the later lease is a higher node's (by the election's rank: the
+// IDs with one election, rendezvous hashing with several, as the nodes
+// rank them by default), and a node's leases end when the soak asks it
+// to leave (Resigned).
 func (c *Checker) lease(p Poll, cluster string, e *electionState, remaining time.Duration) {
 	iv := leaseInterval{leader: p.ID, sent: p.Sent, start: p.Recv, end: p.Sent.Add(remaining - c.slack)}
 	if at, ok := c.resigned[p.ID]; ok && p.Sent.Before(at) && iv.end.After(at) {
@@ -343,7 +350,7 @@ func (c *Checker) lease(p Poll, cluster string, e *electionState, remaining time
 		if iv.start.Before(o.start) {
 			early, late = iv, o
 		}
-		if late.leader > early.leader {
+		if c.rank(cluster).Above(late.leader, early.leader) {
 			continue
 		}
 		flagged = true
@@ -351,6 +358,14 @@ func (c *Checker) lease(p Poll, cluster string, e *electionState, remaining time
 			early.leader, early.start.Format(timeOfDay), early.end.Format(timeOfDay), late.leader, late.start.Format(timeOfDay), late.end.Format(timeOfDay))
 	}
 	e.leaseIntervals = append(kept, iv)
+}
+
+// rank is how the nodes rank the members of cluster.
+func (c *Checker) rank(cluster string) election.Rank {
+	if c.spread {
+		return election.Spread(cluster)
+	}
+	return election.ByID()
 }
 
 // Unled are the elections not led as the heal rule asks, as the polls

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/baton-election/baton/pkg/election"
 	"github.com/baton-election/baton/pkg/protocol"
 )
 
@@ -225,4 +228,34 @@ func TestLeadersInTermOrder(t *testing.T) {
 	c.Poll(poll(2, 1, 0, 10, leading("a", 2, 7, 0)))
 	c.Poll(poll(3, 1, 20, 30, leading("a", 3, 5, 0)))
 	wantRules(t, c)
+}
+
+// With several elections the nodes rank the members of each by
+// rendezvous hashing: a hand-over goes to the node that ranks higher in
+// that election, whatever its ID.
+func TestLeasesHandOverBySpreadRank(t *testing.T) {
+	// An election where member 4 outranks member 6, and one where 6
+	// outranks 4.
+	var up, down string
+	for i := 0; up == "" || down == ""; i++ {
+		name := fmt.Sprintf("soak-%d", i)
+		if election.Spread(name).Above(4, 6) {
+			up = cmp.Or(up, name)
+		} else {
+			down = cmp.Or(down, name)
+		}
+	}
+	names := []string{up, down}
+	for _, tc := range []struct {
+		cluster string
+		want    []string
+	}{
+		{up, nil},                    // 6 hands over to 4, which ranks higher
+		{down, []string{RuleLeases}}, // 4 ranks lower: no hand-over
+	} {
+		c := NewChecker(protocol.Paxos, names, 10*time.Millisecond)
+		c.Poll(poll(6, 1, 0, 10, leading(tc.cluster, 6, 1, 180)))    // [10, 170]
+		c.Poll(poll(4, 1, 100, 110, leading(tc.cluster, 4, 2, 150))) // [110, 240]
+		wantRules(t, c, tc.want...)
+	}
 }

@@ -213,21 +213,16 @@ func (w *stateWriter) run() {
 	}
 }
 
-// replace writes the batch's files in place, together.
+// replace writes the batch's files in place, together. Without a
+// journal nothing is released (release).
 func (w *stateWriter) replace(batch []stateWrite) {
 	files := make([]atomicfile.File, 0, len(batch))
 	for _, r := range batch {
-		if !r.release {
-			files = append(files, r.file)
-		}
+		files = append(files, r.file)
 	}
 	err := atomicfile.WriteMany(files, 0o600)
 	for _, r := range batch {
-		if r.release {
-			r.err <- nil
-		} else {
-			r.err <- err
-		}
+		r.err <- err
 	}
 }
 

@@ -90,12 +90,16 @@ func TestStateWriterJournal(t *testing.T) {
 		}
 		files = append(files, filepath.Join(sub, stateFile))
 	}
+	var states [][]byte // terms 1 to 5
+	for term := range uint64(5) {
+		states = append(states, stateOf(t, term+1, 7))
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(files))
 	for i, f := range files {
 		wg.Go(func() {
-			for term := range uint64(5) {
-				if errs[i] = w.write(f, stateOf(t, term+1, 7)); errs[i] != nil {
+			for _, st := range states {
+				if errs[i] = w.write(f, st); errs[i] != nil {
 					return
 				}
 			}

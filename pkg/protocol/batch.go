@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // A batch carries the broadcast messages that the elections of one member
@@ -12,14 +13,19 @@ import (
 // is the cluster after which the processes of the deployment name their
 // connections (the first of ELECTION_CLUSTERS): one message and, with
 // keys, one signature (the headers of signing.Signer.Header over the batch
-// subject and payload) instead of one per election. Point-to-point
-// messages are never batched.
+// subject and payload) instead of one per election.
 //
 // The payload is BatchVersion, then one entry per message, in the order
 // they were sent: the cluster name's length (uvarint), the cluster name,
 // the message's length (uvarint) and the message, encoded as on its own
 // subject (Encode). A reader takes each message as if it had arrived on
 // SubjectFor(cluster, message), signed by the batch's signer.
+//
+// The point-to-point messages that the elections of a process send to one
+// member within the same few milliseconds leave the same way, in one
+// batch on election.<conn>.batch.<id> (BatchToSubject), id being the
+// member they are addressed to: the same payload, and every message in it
+// addressed to id.
 
 // KindBatch is the subject kind of batches.
 const KindBatch = "batch"
@@ -40,6 +46,13 @@ var ErrBatch = errors.New("protocol: batch")
 // BatchSubject is the batches' subject of the deployment whose processes
 // name their connections after conn.
 func BatchSubject(conn string) string { return Root + "." + conn + "." + KindBatch }
+
+// BatchToSubject is the subject of the batches of point-to-point messages
+// addressed to member id, in the deployment whose processes name their
+// connections after conn.
+func BatchToSubject(conn string, id uint64) string {
+	return BatchSubject(conn) + "." + strconv.FormatUint(id, 10)
+}
 
 // AppendBatchEntry appends to batch (empty: a new batch) the entry of a
 // message of cluster, msg as Encode returned it.

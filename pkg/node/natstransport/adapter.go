@@ -351,8 +351,9 @@ func (a *Adapter) unsubscribe(sub *nats.Subscription) error {
 // has one.
 //
 // On a Shared connection that batches, a broadcast goes in the batch
-// being filled (Shared.enqueue), and a point-to-point message leaves
-// after the batch, so that the election's messages keep their order.
+// being filled (Shared.enqueue), and a point-to-point message in the
+// batch being filled for its member (Shared.enqueueTo), which leaves
+// with the broadcasts' batch and after it.
 func (a *Adapter) Send(m protocol.Message) error {
 	now := a.cfg.Now()
 	if m.To != 0 {
@@ -365,9 +366,10 @@ func (a *Adapter) Send(m protocol.Message) error {
 	if s := a.cfg.Shared; s != nil && s.batched() {
 		if m.To == 0 {
 			s.enqueue(a.cfg.Cluster, data)
-			return nil
+		} else {
+			s.enqueueTo(m.To, a, data)
 		}
-		s.flush()
+		return nil
 	}
 	out := &nats.Msg{Subject: protocol.SubjectFor(a.cfg.Cluster, m), Data: data}
 	if a.cfg.Signer != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,13 +28,14 @@ import (
 // connection.
 type groupProcess struct {
 	*natsnode.Group
-	id     uint64
-	nc     *nats.Conn
-	cancel context.CancelFunc
-	done   chan error
-	data   string
-	signer *signing.Signer
-	keys   *signing.MemberKeys
+	id        uint64
+	algorithm protocol.Algorithm
+	nc        *nats.Conn
+	cancel    context.CancelFunc
+	done      chan error
+	data      string
+	signer    *signing.Signer
+	keys      *signing.MemberKeys
 }
 
 // keyring is the member keys of a test's processes.
@@ -46,6 +48,12 @@ type keyring struct {
 // 1..3, bully) over one connection named after conn, as the node service
 // does with ELECTION_CLUSTERS; signed with kr's keys, if not nil.
 func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr ...*keyring) *groupProcess {
+	t.Helper()
+	return startGroupOf(t, protocol.Bully, url, conn, id, clusters, kr...)
+}
+
+// startGroupOf is startGroup with elections of algorithm.
+func startGroupOf(t *testing.T, algorithm protocol.Algorithm, url, conn string, id uint64, clusters []string, kr ...*keyring) *groupProcess {
 	t.Helper()
 	opts := batontest.AsNode(conn, id)
 	var signer *signing.Signer
@@ -68,7 +76,7 @@ func startGroup(t *testing.T, url, conn string, id uint64, clusters []string, kr
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &groupProcess{Group: g, id: id, nc: nc, done: make(chan error, 1), data: t.TempDir(), signer: signer, keys: keys}
+	p := &groupProcess{Group: g, id: id, algorithm: algorithm, nc: nc, done: make(chan error, 1), data: t.TempDir(), signer: signer, keys: keys}
 	for _, c := range clusters {
 		if _, err := p.Add(p.config(c)); err != nil {
 			t.Fatal(err)
@@ -99,7 +107,7 @@ func (p *groupProcess) config(cluster string) natsnode.Config {
 	return natsnode.Config{
 		Node: node.Config{
 			Cluster:   cluster,
-			Algorithm: protocol.Bully,
+			Algorithm: p.algorithm,
 			Election:  election.Config{ID: p.id, Members: []uint64{1, 2, 3}, Timing: testTiming},
 			DataDir:   p.data + "/" + cluster,
 		},
@@ -152,9 +160,10 @@ func TestGroupManyElections(t *testing.T) {
 	}
 	leaders(t, procs, clusters, 3)
 	// A handful of subscriptions for all twelve elections of a follower:
-	// the wildcard ones, the batches, the beats, the connection events.
-	if n := procs[0].nc.NumSubscriptions(); n > 20 {
-		t.Errorf("a process of %d elections holds %d subscriptions, want at most 20", len(clusters), n)
+	// the wildcard ones, the batches (broadcast and to this member) and
+	// their replies, the beats, the connection events.
+	if n := procs[0].nc.NumSubscriptions(); n > 24 {
+		t.Errorf("a process of %d elections holds %d subscriptions, want at most 24", len(clusters), n)
 	}
 
 	h := procs[2].Handler()
@@ -299,5 +308,113 @@ func TestGroupSignedBatches(t *testing.T) {
 	}
 	if st := procs[1].Node("shard-1").Status(); st.Term >= 1<<40 {
 		t.Fatalf("the forged term reached the machine: %+v", st)
+	}
+}
+
+// The point-to-point messages of a process's elections (the ring's) to
+// one member go
+// in batches on that member's batch subject, signed once, never on the
+// elections' own inboxes; a batch to a member that no process receives
+// comes back as unreachable to its elections; and a message in a batch
+// addressed to another member than the batch's is dropped.
+func TestGroupPointToPointBatches(t *testing.T) {
+	signers, keys := batontest.MemberKeys(t, 1, 2, 3)
+	kr := &keyring{signers, keys}
+	url := batontest.StartNATS(t, batontest.WithAccounts(), batontest.WithMemberUsers(keys))
+	clusters := []string{"shard-0", "shard-1", "shard-2", "shard-3"}
+
+	// Member 3 does not run: a listener with its credential takes its
+	// batches, and watches its inboxes.
+	spy := connect(t, url, batontest.AsMember("shard-0", signers[3])...)
+	type entry struct {
+		cluster string
+		msg     protocol.Message
+	}
+	got := make(chan entry, 1024)
+	if _, err := spy.Subscribe(protocol.BatchToSubject("shard-0", 3), func(m *nats.Msg) {
+		signer, err := keys.Verify(m.Subject, m.Data, m.Header)
+		if err != nil {
+			t.Errorf("a batch to member 3: %v", err)
+			return
+		}
+		if err := protocol.ReadBatch(m.Data, protocol.MaxCertifiedPayload, func(cluster string, data []byte) bool {
+			msg, err := protocol.Decode(data)
+			if err != nil || msg.From != signer {
+				t.Errorf("an entry of a batch to member 3 signed by %d: %+v, %v", signer, msg, err)
+			}
+			got <- entry{cluster, msg}
+			return true
+		}); err != nil {
+			t.Errorf("a batch to member 3: %v", err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	inboxes, err := spy.SubscribeSync(protocol.InboxSubject("*", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spy.Flush()
+	procs := []*groupProcess{startGroupOf(t, protocol.Ring, url, "shard-0", 1, clusters, kr), startGroupOf(t, protocol.Ring, url, "shard-0", 2, clusters, kr)}
+	leaders(t, procs, clusters, 2)
+	select {
+	case e := <-got:
+		if e.msg.To != 3 || (e.msg.From != 1 && e.msg.From != 2) || !slices.Contains(clusters, e.cluster) {
+			t.Fatalf("a message in a batch to member 3: %s %+v", e.cluster, e.msg)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch to member 3")
+	}
+	if m, err := inboxes.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("a point-to-point message outside a batch: %s", m.Subject)
+	}
+
+	// Nobody receives member 3's batches now: an election added to both
+	// processes hears at once that member 3 is unreachable.
+	if err := spy.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	_, m := get(t, procs[1].Handler(), "/metrics")
+	before := metric(m, "election_peers_unreachable_total")
+	for _, p := range procs {
+		if _, err := p.Add(p.config("late")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaders(t, procs, []string{"late"}, 2)
+	batontest.CheckFor(t, 5*time.Second, func() error {
+		_, m := get(t, procs[1].Handler(), "/metrics")
+		if n := metric(m, "election_peers_unreachable_total"); n <= before {
+			return fmt.Errorf("election_peers_unreachable_total %v, was %v", n, before)
+		}
+		return nil
+	})
+
+	// Member 1, with its own key, puts a message to member 3 in a batch
+	// to member 2.
+	_, m = get(t, procs[1].Handler(), "/metrics")
+	wrong := `election_messages_dropped_total{reason="wrong_subject"}`
+	before = metric(m, wrong)
+	msg := protocol.Message{V: protocol.Version, Type: protocol.TypeElection, From: 1, To: 3, Term: 1 << 40}
+	protocol.NewStamp(1).Apply(&msg, time.Now())
+	data, err := protocol.Encode(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := protocol.AppendBatchEntry(nil, "shard-1", data)
+	subject := protocol.BatchToSubject("shard-0", 2)
+	liar := connect(t, url, batontest.AsMember("shard-0", signers[1])...)
+	if err := liar.PublishMsg(&nats.Msg{Subject: subject, Data: batch, Header: signers[1].Header(subject, batch)}); err != nil {
+		t.Fatal(err)
+	}
+	batontest.CheckFor(t, 5*time.Second, func() error {
+		_, m := get(t, procs[1].Handler(), "/metrics")
+		if n := metric(m, wrong); n <= max(before, 0) {
+			return fmt.Errorf("%s %v, was %v", wrong, n, before)
+		}
+		return nil
+	})
+	if st := procs[1].Node("shard-1").Status(); st.Term >= 1<<40 {
+		t.Fatalf("the misaddressed message reached the machine: %+v", st)
 	}
 }

@@ -2,6 +2,7 @@ package natstransport
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,14 +25,15 @@ func (a *Adapter) onMessage(msg *nats.Msg) {
 }
 
 // onBatched takes one message of a batch (protocol.ReadBatch) that the
-// Shared connection received, signed by signer if the batch was checked
-// against keys. It never blocks.
-func (a *Adapter) onBatched(data []byte, signer uint64) {
+// Shared connection received on subject, signed by signer if the batch
+// was checked against keys, every message of which is addressed to
+// member to (0: broadcasts). It never blocks.
+func (a *Adapter) onBatched(data []byte, signer, to uint64, subject string) {
 	if a.stopping.Load() {
 		return
 	}
-	m, err := a.checkBatched(data, signer)
-	a.take(m, err, protocol.BatchSubject(a.connCluster()))
+	m, err := a.checkBatched(data, signer, to)
+	a.take(m, err, subject)
 }
 
 // take queues m, checked with the outcome err, for the machine, or
@@ -78,8 +80,9 @@ func (a *Adapter) check(msg *nats.Msg) (protocol.Message, error) {
 
 // checkBatched runs check's checks on a message of a batch, whose
 // signature (by signer) the Shared connection checked: a batch carries
-// only broadcasts, each taken as if it had arrived on its own subject.
-func (a *Adapter) checkBatched(data []byte, signer uint64) (protocol.Message, error) {
+// only broadcasts (to 0) or only messages addressed to member to, each
+// taken as if it had arrived on its own subject.
+func (a *Adapter) checkBatched(data []byte, signer, to uint64) (protocol.Message, error) {
 	if len(data) > a.cfg.MaxPayload {
 		return protocol.Message{}, &protocol.ValidationError{Reason: protocol.ReasonOversized, Detail: strconv.Itoa(len(data)) + " bytes"}
 	}
@@ -87,8 +90,11 @@ func (a *Adapter) checkBatched(data []byte, signer uint64) (protocol.Message, er
 	if err != nil {
 		return m, err
 	}
-	if m.To != 0 {
-		return m, &protocol.ValidationError{Reason: protocol.ReasonWrongSubject, Detail: "a point-to-point message in a batch"}
+	switch {
+	case m.To != to && to == 0:
+		return m, &protocol.ValidationError{Reason: protocol.ReasonWrongSubject, Detail: "a point-to-point message in a batch of broadcasts"}
+	case m.To != to:
+		return m, &protocol.ValidationError{Reason: protocol.ReasonWrongSubject, Detail: fmt.Sprintf("a message to %d in a batch to %d", m.To, to)}
 	}
 	return a.checkDecoded(protocol.SubjectFor(a.cfg.Cluster, m), m, signer)
 }
@@ -151,6 +157,15 @@ func (a *Adapter) onReply(msg *nats.Msg) {
 	peerToken, _, _ := strings.Cut(rest, ".")
 	peer, err := strconv.ParseUint(peerToken, 10, 64)
 	if err != nil {
+		return
+	}
+	a.unreachable(peer)
+}
+
+// unreachable tells the machine that a point-to-point message to peer
+// found no receiver.
+func (a *Adapter) unreachable(peer uint64) {
+	if a.stopping.Load() {
 		return
 	}
 	a.lanes.Deliver(transport.Inbound{Kind: transport.Unreachable, Peer: peer, At: time.Now()})
@@ -226,6 +241,47 @@ func (r *replies) take(subject string, now time.Time) bool {
 	at, ok := r.sent[subject]
 	delete(r.sent, subject)
 	return ok && now.Sub(at) <= replyWindow
+}
+
+// toReplies are the batches of point-to-point messages sent recently
+// (Shared.flush), by reply subject, with the adapters whose messages each
+// carried, so that a "no responders" status tells them once.
+type toReplies struct {
+	mu   sync.Mutex
+	sent map[string]toSent
+}
+
+type toSent struct {
+	at       time.Time
+	adapters []*Adapter
+}
+
+func (r *toReplies) add(subject string, adapters []*Adapter, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sent == nil {
+		r.sent = make(map[string]toSent)
+	}
+	if len(r.sent) >= maxReplies {
+		for s, b := range r.sent {
+			if now.Sub(b.at) > replyWindow/2 {
+				delete(r.sent, s)
+			}
+		}
+	}
+	if len(r.sent) < maxReplies {
+		r.sent[subject] = toSent{now, adapters}
+	}
+}
+
+// take returns the adapters of the batch sent on subject in the last
+// replyWindow, and forgets it.
+func (r *toReplies) take(subject string, now time.Time) ([]*Adapter, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.sent[subject]
+	delete(r.sent, subject)
+	return b.adapters, ok && now.Sub(b.at) <= replyWindow
 }
 
 // dynamicShareMembers is the membership size that each sender's share of

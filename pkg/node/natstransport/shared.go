@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,10 +50,14 @@ type Shared struct {
 	wg   sync.WaitGroup // the probe
 
 	// The batch being filled, and its size in entries; published in the
-	// order filled (publishing).
+	// order filled (publishing). to holds the batches of point-to-point
+	// messages being filled, by the member addressed, published after
+	// the broadcasts' batch of the same flush.
 	batchMu    sync.Mutex
 	batch      []byte
 	entries    int
+	to         map[uint64]*toBatch
+	pending    bool // an entry waits in a batch
 	publishing sync.Mutex
 	wake       chan struct{} // the first entry of a batch wakes the flusher
 	batches    atomic.Uint64 // batches published
@@ -83,6 +89,14 @@ type Shared struct {
 	replyRoot   string
 	replyPrefix string // replyRoot and a dot, matched on every message
 	elecSubs    []*nats.Subscription
+
+	// The reply subjects of the batches of point-to-point messages
+	// (<batchReplyRoot>.<member>.<n>), so that a batch that finds no
+	// receiver comes back as Unreachable to each election it carried a
+	// message of; toSent numbers them.
+	batchReplyRoot string
+	toSent         uint64 // under publishing
+	toReplies      toReplies
 
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
@@ -176,6 +190,10 @@ func (s *Shared) Start() error {
 		s.Stop()
 		return err
 	}
+	if err := s.subscribe(protocol.BatchToSubject(s.cfg.Conn, s.cfg.ID), s.onBatch); err != nil {
+		s.Stop()
+		return err
+	}
 	if err := s.subscribeElections(); err != nil {
 		s.Stop()
 		return err
@@ -258,8 +276,15 @@ func (s *Shared) subscribeElections() error {
 		}
 	}
 	subjects = append(subjects, protocol.InboxSubject("*", s.cfg.ID), s.replyRoot+".>")
+	s.batchReplyRoot = s.nc.NewInbox()
+	handlers := map[string]nats.MsgHandler{s.batchReplyRoot + ".>": s.onBatchReply}
+	subjects = append(subjects, s.batchReplyRoot+".>")
 	for _, subject := range subjects {
-		sub, err := s.subscribeFor(subject, s.onElection)
+		handler := handlers[subject]
+		if handler == nil {
+			handler = s.onElection
+		}
+		sub, err := s.subscribeFor(subject, handler)
 		if err != nil {
 			return fmt.Errorf("natstransport: subscribe %s: %w", subject, err)
 		}
@@ -403,6 +428,16 @@ func (s *Shared) drained() {
 // batched reports whether the elections' broadcasts go in batches.
 func (s *Shared) batched() bool { return s.cfg.Batch > 0 }
 
+// toBatch is a batch of point-to-point messages being filled for one
+// member: its payload, its entries, and the adapters of the elections
+// whose messages it carries (each once), which a "no responders" status
+// for it tells that the member is unreachable.
+type toBatch struct {
+	data     []byte
+	entries  int
+	adapters []*Adapter
+}
+
 // enqueue adds the broadcast msg of cluster's election to the batch being
 // filled, which leaves within the batch window; a batch that would exceed
 // protocol.MaxBatchPayload or protocol.MaxBatchEntries leaves first.
@@ -410,11 +445,7 @@ func (s *Shared) enqueue(cluster string, msg []byte) {
 	size := protocol.BatchEntrySize(cluster, len(msg))
 	for {
 		s.batchMu.Lock()
-		room := len(s.batch) + size
-		if len(s.batch) == 0 {
-			room++ // the version byte
-		}
-		if s.entries == 0 || room <= protocol.MaxBatchPayload && s.entries < protocol.MaxBatchEntries {
+		if fits(len(s.batch), s.entries, size) {
 			break // with the lock: the check and the append are one step
 		}
 		s.batchMu.Unlock()
@@ -422,7 +453,55 @@ func (s *Shared) enqueue(cluster string, msg []byte) {
 	}
 	s.batch = protocol.AppendBatchEntry(s.batch, cluster, msg)
 	s.entries++
-	first := s.entries == 1
+	s.filled()
+}
+
+// enqueueTo adds the point-to-point msg of a's election, addressed to
+// member to, to the batch being filled for that member, which leaves
+// with the broadcasts' batch and after it; a batch that would exceed
+// protocol.MaxBatchPayload or protocol.MaxBatchEntries leaves first.
+func (s *Shared) enqueueTo(to uint64, a *Adapter, msg []byte) {
+	size := protocol.BatchEntrySize(a.cfg.Cluster, len(msg))
+	var b *toBatch
+	for {
+		s.batchMu.Lock()
+		b = s.to[to]
+		if b == nil || fits(len(b.data), b.entries, size) {
+			break // with the lock: the check and the append are one step
+		}
+		s.batchMu.Unlock()
+		s.flush() // in order, before what is appended after
+	}
+	if b == nil {
+		if s.to == nil {
+			s.to = make(map[uint64]*toBatch)
+		}
+		b = &toBatch{}
+		s.to[to] = b
+	}
+	b.data = protocol.AppendBatchEntry(b.data, a.cfg.Cluster, msg)
+	b.entries++
+	if !slices.Contains(b.adapters[max(0, len(b.adapters)-1):], a) {
+		b.adapters = append(b.adapters, a)
+	}
+	s.filled()
+}
+
+// fits reports whether an entry of size bytes fits a batch of n bytes
+// and entries entries; an empty batch takes any entry.
+func fits(n, entries, size int) bool {
+	room := n + size
+	if n == 0 {
+		room++ // the version byte
+	}
+	return entries == 0 || room <= protocol.MaxBatchPayload && entries < protocol.MaxBatchEntries
+}
+
+// filled ends an enqueue: s.batchMu is held, and the first entry of
+// what the next flush sends wakes the flusher.
+func (s *Shared) filled() {
+	first := !s.pending
+	s.pending = true
 	s.batchMu.Unlock()
 	if first {
 		transport.Notify(s.wake)
@@ -458,22 +537,67 @@ func (s *Shared) flush() {
 	s.publishing.Lock()
 	defer s.publishing.Unlock()
 	s.batchMu.Lock()
-	batch, entries := s.batch, s.entries
-	s.batch, s.entries = nil, 0
+	batch, entries, to := s.batch, s.entries, s.to
+	s.batch, s.entries, s.to, s.pending = nil, 0, nil, false
 	s.batchMu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) > 0 {
+		s.publish(&nats.Msg{Subject: protocol.BatchSubject(s.cfg.Conn), Data: batch}, entries)
+	}
+	if len(to) == 0 {
 		return
 	}
-	out := &nats.Msg{Subject: protocol.BatchSubject(s.cfg.Conn), Data: batch}
+	now := time.Now()
+	for _, id := range slices.Sorted(maps.Keys(to)) {
+		b := to[id]
+		s.toSent++
+		reply := s.batchReplyRoot + "." + strconv.FormatUint(id, 10) + "." + strconv.FormatUint(s.toSent, 10)
+		out := &nats.Msg{Subject: protocol.BatchToSubject(s.cfg.Conn, id), Reply: reply, Data: b.data}
+		if s.publish(out, b.entries) {
+			s.toReplies.add(reply, b.adapters, now)
+		}
+	}
+}
+
+// publish signs out (with the signer) and publishes it, counting it as a
+// batch of entries messages. It reports whether it left.
+func (s *Shared) publish(out *nats.Msg, entries int) bool {
 	if s.cfg.Signer != nil {
-		out.Header = s.cfg.Signer.Header(out.Subject, batch)
+		out.Header = s.cfg.Signer.Header(out.Subject, out.Data)
 	}
-	if err := s.nc.PublishMsg(out); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		s.log.Warn("publish a batch", "bytes", len(batch), "err", err)
-		return
+	if err := s.nc.PublishMsg(out); err != nil {
+		if !errors.Is(err, nats.ErrConnectionClosed) {
+			s.log.Warn("publish a batch", "subject", out.Subject, "bytes", len(out.Data), "err", err)
+		}
+		return false
 	}
 	s.batches.Add(1)
 	s.batchedOut.Add(uint64(entries))
+	return true
+}
+
+// onBatchReply handles the server's answer to a batch of point-to-point
+// messages: only a "no responders" status is expected, meaning that no
+// process of the member addressed receives its batches. Each election
+// whose message the batch carried is told that the member is
+// unreachable, once, if the batch left within the last replyWindow.
+func (s *Shared) onBatchReply(msg *nats.Msg) {
+	if msg.Header.Get("Status") != "503" {
+		return
+	}
+	adapters, ok := s.toReplies.take(msg.Subject, time.Now())
+	if !ok {
+		s.log.Debug("no-responders status for no batch of ours", "subject", msg.Subject)
+		return
+	}
+	rest := strings.TrimPrefix(msg.Subject, s.batchReplyRoot+".")
+	idToken, _, _ := strings.Cut(rest, ".")
+	id, err := strconv.ParseUint(idToken, 10, 64)
+	if err != nil {
+		return
+	}
+	for _, a := range adapters {
+		a.unreachable(id)
+	}
 }
 
 // Batches is how many batches this connection published, and how many
@@ -495,11 +619,15 @@ func (s *Shared) onBatch(msg *nats.Msg) {
 			return
 		}
 	}
+	var to uint64 // the member addressed: this one, in its own batches
+	if msg.Subject != protocol.BatchSubject(s.cfg.Conn) {
+		to = s.cfg.ID
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	err := protocol.ReadBatch(msg.Data, protocol.MaxCertifiedPayload, func(cluster string, m []byte) bool {
 		if a := s.clusters[cluster]; a != nil {
-			a.onBatched(m, signer)
+			a.onBatched(m, signer, to, msg.Subject)
 		}
 		return true
 	})

@@ -102,6 +102,9 @@ type GroupConn interface {
 	Batches() (batches, messages uint64)
 	Refused() uint64
 	Beats() (lost, refused uint64)
+	// BeatsFollowed is the members whose beats are followed now: heard
+	// beating, and not reported down since.
+	BeatsFollowed() int
 }
 
 // GroupDeps are what a Group is built on.
@@ -208,7 +211,9 @@ func NewGroup(cfg GroupConfig, deps GroupDeps) (*Group, error) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_lost_total", Help: "Members whose beats stopped for the beat time-out: each of the process's elections was told that the member is down."},
 			func() float64 { lost, _ := conn.Beats(); return float64(lost) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "election_beats_dropped_total", Help: "Beats received and dropped: undecodable, not signed by the member they name, out of date or replayed."},
-			func() float64 { _, refused := conn.Beats(); return float64(refused) }))
+			func() float64 { _, refused := conn.Beats(); return float64(refused) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "election_beats_followed", Help: "Members whose beats this process follows: heard beating, and not reported down since."},
+			func() float64 { return float64(conn.BeatsFollowed()) }))
 	return g, nil
 }
 

@@ -44,6 +44,7 @@ func (c *fakeGroupConn) SubscriptionDrops() int              { return 1 }
 func (c *fakeGroupConn) Batches() (batches, messages uint64) { return 2, 3 }
 func (c *fakeGroupConn) Refused() uint64                     { return 4 }
 func (c *fakeGroupConn) Beats() (lost, refused uint64)       { return 5, 6 }
+func (c *fakeGroupConn) BeatsFollowed() int                  { return 7 }
 
 // TestGroupConfigChecked: NewGroup refuses a group without a connection
 // or a member ID, or with a negative time-out or beat interval.
@@ -122,6 +123,9 @@ func TestGroupMetricsReadTheConnection(t *testing.T) {
 			if c := m.GetCounter(); c != nil && len(m.GetLabel()) == 0 {
 				got[f.GetName()] = c.GetValue()
 			}
+			if g := m.GetGauge(); g != nil && len(m.GetLabel()) == 0 {
+				got[f.GetName()] = g.GetValue()
+			}
 		}
 	}
 	for name, want := range map[string]float64{
@@ -131,6 +135,7 @@ func TestGroupMetricsReadTheConnection(t *testing.T) {
 		"election_batches_dropped_total":      4,
 		"election_beats_lost_total":           5,
 		"election_beats_dropped_total":        6,
+		"election_beats_followed":             7,
 	} {
 		if got[name] != want {
 			t.Errorf("%s = %v, want %v", name, got[name], want)

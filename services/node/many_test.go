@@ -171,6 +171,16 @@ func TestBinaryManyElections(t *testing.T) {
 func TestBinaryManyElectionsHang(t *testing.T) {
 	r := startMany(t, 16)
 	victim := r.busiest()
+	// A process's hang is found by its beats once the others follow
+	// them: the elections may agree before its first beat reaches them.
+	batontest.CheckFor(t, 10*time.Second, func() error {
+		for id, base := range r.bases {
+			if n := metricValue(scrape(t, base), "election_beats_followed"); n != 2 {
+				return fmt.Errorf("member %d follows the beats of %v members, want 2", id, n)
+			}
+		}
+		return nil
+	})
 	if err := r.cmds[victim].Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

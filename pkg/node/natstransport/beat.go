@@ -283,6 +283,20 @@ func (s *Shared) lost(id uint64) {
 // down to every election), and how many beats it dropped.
 func (s *Shared) Beats() (lost, refused uint64) { return s.beatsLost.Load(), s.beatsRefused.Load() }
 
+// BeatsFollowed is how many members' beats this process follows: heard
+// beating, and not reported down since.
+func (s *Shared) BeatsFollowed() int {
+	s.beats.mu.Lock()
+	defer s.beats.mu.Unlock()
+	n := 0
+	for _, m := range s.beats.members {
+		if !m.down {
+			n++
+		}
+	}
+	return n
+}
+
 // peerEvent tells the machine of an event of kind about member id, if it
 // is a member of the election, or about this process: that id fell
 // silent (PeerSilent, as a closed connection does) or is back

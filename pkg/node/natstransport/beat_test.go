@@ -77,10 +77,16 @@ func TestBeatsSilent(t *testing.T) {
 		t.Errorf("member 2, whose beats came 5 s apart, not silent after 900 ms: the time-out has no cap")
 	}
 	// Reported down once; forgotten a while later; back with a beat.
+	if n := s.BeatsFollowed(); n != 2 {
+		t.Errorf("%d members followed, want 2", n)
+	}
 	s.lost(3)
 	s.lost(3)
 	if lost, _ := s.Beats(); lost != 1 {
 		t.Errorf("member 3 reported down %d times, want once", lost)
+	}
+	if n := s.BeatsFollowed(); n != 1 {
+		t.Errorf("%d members followed once member 3 was reported down, want 1", n)
 	}
 	if got := s.silent(time.Now().Add(time.Second)); slices.Contains(got, 3) {
 		t.Error("a member reported down is silent again")

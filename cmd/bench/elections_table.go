@@ -303,7 +303,7 @@ func manyTable(all []*manyResult) string {
 
 // manyIntro explains the section's table.
 const manyIntro = `Five node processes (static members 1..5, default timing, ` +
-	"`ELECTION_RANK=spread`, `ELECTION_BATCH_WINDOW` 5 ms), each in the same n elections (`ELECTION_CLUSTERS`), " +
+	"`ELECTION_RANK=spread`, `ELECTION_BATCH_WINDOW` 1 ms), each in the same n elections (`ELECTION_CLUSTERS`), " +
 	"on the embedded NATS server. Start: every process started at once, until every process's `/elections` names " +
 	"the same leader for every election. Leaders per process: `election_is_leader` of each. Idle: over a quiet window " +
 	"3 s after the start agreed (13 s for Bully and the ring, whose leaders send heartbeats every second for ten seconds after their claims before they go quiet): each process's CPU (% of one core) and resident memory; memory per election is the mean " +

@@ -153,9 +153,9 @@ type Config struct {
 	// spread with several.
 	Rank string `env:"ELECTION_RANK"`
 	// BatchWindow, with several clusters, is how long the elections'
-	// broadcasts wait to leave together in one message; 0 sends each on
-	// its own.
-	BatchWindow time.Duration `env:"ELECTION_BATCH_WINDOW" envDefault:"5ms"`
+	// messages wait to leave together, in one message for the broadcasts
+	// and one per member addressed; 0 sends each on its own.
+	BatchWindow time.Duration `env:"ELECTION_BATCH_WINDOW" envDefault:"1ms"`
 
 	// LogLevel is debug, info, warn or error. Dropped messages are logged
 	// at debug.

@@ -30,8 +30,8 @@ type GroupConfig struct {
 	// each election's must give the same ConnectionEvents.
 	ConnectionEvents string
 	Probe            func(ctx context.Context, name string) error
-	// Batch is how long the elections' broadcasts wait to leave together
-	// in one message (natstransport.SharedConfig.Batch):
+	// Batch is how long the elections' messages wait to leave together
+	// in batches (natstransport.SharedConfig.Batch):
 	// natstransport.DefaultBatchWindow if zero; negative, each leaves on
 	// its own.
 	Batch time.Duration

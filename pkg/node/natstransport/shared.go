@@ -117,9 +117,10 @@ type SharedConfig struct {
 	// Probe and ProbeTimeout: as in Config, once for the connection.
 	Probe        func(ctx context.Context, name string) error
 	ProbeTimeout time.Duration
-	// Batch is how long the elections' broadcasts wait to leave
-	// together in a batch (protocol.BatchSubject): the first one waits
-	// that long, and every other sent meanwhile goes with it.
+	// Batch is how long the elections' messages wait to leave together
+	// in batches (protocol.BatchSubject, protocol.BatchToSubject): the
+	// first one waits that long, and every other sent meanwhile goes
+	// with it.
 	// DefaultBatchWindow if zero; negative, each leaves on its own.
 	Batch time.Duration
 	// Signer signs the batches, and Keys checks the batches received,
@@ -143,9 +144,13 @@ type SharedConfig struct {
 // subscription: election_subscription_dropped_total).
 const SharedInboxSize = 64 << 10
 
-// DefaultBatchWindow is SharedConfig.Batch's default: a few milliseconds
-// added to a broadcast's way, against a leader time-out of hundreds.
-const DefaultBatchWindow = 5 * time.Millisecond
+// DefaultBatchWindow is SharedConfig.Batch's default: a millisecond added
+// to a message's way, against a leader time-out of hundreds. A failover
+// of many elections takes several hops, each waiting for its window: at
+// 100 Bully elections, their failover took 15.6 ms with 5 ms, 9.4 ms with
+// 1 ms and 9.1 ms with 0.2 ms, where 100 idle Paxos elections cost 8 %,
+// 10 % and 11 % of a core per process.
+const DefaultBatchWindow = time.Millisecond
 
 // NewShared returns what the adapters over nc share. It starts nothing.
 func NewShared(nc *nats.Conn, cfg SharedConfig) (*Shared, error) {

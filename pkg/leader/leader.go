@@ -124,6 +124,7 @@ type options struct {
 	keys         *signing.MemberKeys
 	algorithm    protocol.Algorithm
 	rejected     func(error)
+	streams      *Streams
 }
 
 // Option changes how Current and Watch find the leader.
@@ -283,15 +284,11 @@ func lastAnnounced(ctx context.Context, nc *nats.Conn, cluster string, o options
 		return protocol.Announcement{}, err
 	}
 	subject := protocol.LeaderSubject(cluster)
-	name, err := js.StreamNameBySubject(ctx, subject)
-	if err != nil {
-		return protocol.Announcement{}, err
+	streams := o.streams
+	if streams == nil {
+		streams = &Streams{} // for this read alone
 	}
-	stream, err := js.Stream(ctx, name)
-	if err != nil {
-		return protocol.Announcement{}, err
-	}
-	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	msg, err := streams.last(ctx, js, subject)
 	if err != nil {
 		return protocol.Announcement{}, err
 	}

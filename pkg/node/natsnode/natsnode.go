@@ -142,9 +142,13 @@ func deps(nc *nats.Conn, cfg Config, shared *natstransport.Shared, m *node.Metri
 	if err != nil {
 		return node.Deps{}, fmt.Errorf("%w: %w", node.ErrConfig, err)
 	}
+	cluster := natstransport.Cluster{NC: nc, Name: c.Cluster, Keys: keys}
+	if shared != nil {
+		cluster.Streams = shared.Streams()
+	}
 	return node.Deps{
 		Transport: adapter,
-		Cluster:   natstransport.Cluster{NC: nc, Name: c.Cluster, Keys: keys},
+		Cluster:   cluster,
 		Machines: machines.Factory{Algorithm: c.Algorithm, Cluster: c.Cluster, Signer: cfg.Signer, Keys: keys,
 			MemberSet: cfg.MemberSet}.New,
 		Metrics: m,

@@ -15,15 +15,21 @@ import (
 // current leader (pkg/leader.Current, by query alone) and the last
 // announcement kept by a JetStream stream on the leader subject
 // (leader.LastAnnounced). With keys, only announcements signed by the
-// leader they name count. It implements node.TermSource.
+// leader they name count. It implements node.TermSource. Streams, if not
+// nil, remembers the stream for the elections that share it
+// (Shared.Streams).
 type Cluster struct {
-	NC   *nats.Conn
-	Name string
-	Keys *signing.MemberKeys
+	NC      *nats.Conn
+	Name    string
+	Keys    *signing.MemberKeys
+	Streams *leader.Streams
 }
 
 func (c Cluster) options(ctx context.Context) []leader.Option {
 	opts := []leader.Option{leader.WithKeys(c.Keys)}
+	if c.Streams != nil {
+		opts = append(opts, leader.WithStreams(c.Streams))
+	}
 	if d, ok := ctx.Deadline(); ok {
 		opts = append(opts, leader.WithQueryTimeout(time.Until(d)))
 	}

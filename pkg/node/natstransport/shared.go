@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/baton-election/baton/pkg/leader"
 	"github.com/baton-election/baton/pkg/node/transport"
 	"github.com/baton-election/baton/pkg/protocol"
 	"github.com/baton-election/baton/pkg/signing"
@@ -81,6 +82,8 @@ type Shared struct {
 	markers  map[*nats.Msg]chan struct{} // under hmu
 
 	closed chan struct{} // closed when the connection closes (watchClosed)
+
+	streams leader.Streams // the stream of the elections' announcements
 
 	// replyRoot prefixes the reply subjects of every election's
 	// point-to-point messages (<replyRoot>.<cluster>.<peer>.<n>), and
@@ -641,6 +644,11 @@ func (s *Shared) onBatch(msg *nats.Msg) {
 		s.log.Debug("batch dropped", "err", err)
 	}
 }
+
+// Streams remembers, for every election over this connection, the
+// JetStream stream that keeps their announcements (Cluster.Streams): found
+// once, not once per election as it starts.
+func (s *Shared) Streams() *leader.Streams { return &s.streams }
 
 // Refused is how many batches this connection received and dropped whole
 // (a signature or a framing that does not hold).

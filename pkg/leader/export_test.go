@@ -1,0 +1,4 @@
+package leader
+
+// SubjectMatches is subjectMatches, for the tests.
+var SubjectMatches = subjectMatches

@@ -713,3 +713,44 @@ func TestBullyQuietHeartbeats(t *testing.T) {
 		t.Errorf("after a new claim: %d heartbeats in %d ticks, want 4", got, 4*timing.HeartbeatTicks)
 	}
 }
+
+// With a grid (QuietGrid), a quiet leader sends each heartbeat in the
+// last tick on the grid before its interval ends, and Due says when.
+func TestBullyQuietHeartbeatsOnTheGrid(t *testing.T) {
+	timing := election.DefaultTiming(len(members))
+	timing.HeartbeatTicks, timing.QuietHeartbeatTicks, timing.LeaderTimeoutTicks = 3, 13, 30
+	timing.QuietGrid, timing.QuietPhase = 4, 1
+	timing.LeaseTicks, timing.LeaderLeaseTicks = 0, 0
+	leader := leaderWith(t, timing)
+	tick := 2 * timing.AnswerTicks // leaderWith's
+	var beats []int                // the ticks of the heartbeats
+	due := leader.Due()
+	for len(beats) < election.QuietAfter+8 {
+		leader.Tick()
+		tick++
+		due--
+		sent := slices.Contains(types(leader.Ready().Messages), "heartbeat")
+		if sent != (due == 0) {
+			t.Fatalf("tick %d: heartbeat %v, but Due said %d more ticks", tick, sent, due)
+		}
+		if sent {
+			beats = append(beats, tick)
+			due = leader.Due()
+		}
+	}
+	quiet := beats[election.QuietAfter-1:] // from the last frequent one
+	for i, k := range quiet[1:] {
+		if (k+timing.QuietPhase)%timing.QuietGrid != 0 {
+			t.Errorf("quiet heartbeat at tick %d, off the grid (phase %d, every %d)", k, timing.QuietPhase, timing.QuietGrid)
+		}
+		if gap := k - quiet[i]; gap > timing.QuietHeartbeatTicks || gap <= timing.QuietHeartbeatTicks-timing.QuietGrid {
+			t.Errorf("quiet heartbeats at ticks %d and %d: %d apart, want %d to %d", quiet[i], k, gap,
+				timing.QuietHeartbeatTicks-timing.QuietGrid+1, timing.QuietHeartbeatTicks)
+		}
+	}
+	bad := timing
+	bad.QuietGrid = 7
+	if _, err := New(election.Config{ID: 9, Members: members, Timing: bad}); err == nil {
+		t.Error("a grid above half the quiet interval was accepted")
+	}
+}

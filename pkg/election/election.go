@@ -409,6 +409,15 @@ type Timing struct {
 	// the ring use it; algorithms whose heartbeats renew leases do not
 	// allow it.
 	QuietHeartbeatTicks int
+	// QuietGrid, if not zero, aligns a quiet leader's heartbeats (those
+	// every QuietHeartbeatTicks) on a grid: each is sent in the last tick
+	// k, no later than its interval's end, where k + QuietPhase is a
+	// multiple of QuietGrid, so that two are between QuietHeartbeatTicks
+	// - QuietGrid + 1 and QuietHeartbeatTicks ticks apart. The elections
+	// of one process whose ticks share the grid's phase (node.Group) send
+	// their quiet heartbeats in the same ticks, which leave together in
+	// one batch. At most half QuietHeartbeatTicks.
+	QuietGrid, QuietPhase int
 	// LeaderTimeoutTicks is how long a follower waits without hearing its
 	// leader (or any leader, while undefined) before it starts an election.
 	LeaderTimeoutTicks int
@@ -623,6 +632,8 @@ func (c Config) Validate() ([]uint64, error) {
 		return nil, fmt.Errorf("%w: negative cold start: %+v", ErrTiming, t)
 	case t.QuietHeartbeatTicks != 0 && (t.QuietHeartbeatTicks < t.HeartbeatTicks || t.LeaderTimeoutTicks <= t.QuietHeartbeatTicks):
 		return nil, fmt.Errorf("%w: the quiet heartbeat interval (%d ticks) must be at least the heartbeat interval (%d) and below the leader time-out (%d)", ErrTiming, t.QuietHeartbeatTicks, t.HeartbeatTicks, t.LeaderTimeoutTicks)
+	case t.QuietGrid < 0 || t.QuietPhase < 0 || t.QuietGrid > 0 && 2*t.QuietGrid > t.QuietHeartbeatTicks:
+		return nil, fmt.Errorf("%w: the quiet heartbeats' grid (%d ticks, phase %d) must be at most half their interval (%d)", ErrTiming, t.QuietGrid, t.QuietPhase, t.QuietHeartbeatTicks)
 	case t.LeaseTicks < 0 || t.LeaderLeaseTicks < 0:
 		return nil, fmt.Errorf("%w: negative lease: %+v", ErrTiming, t)
 	case t.LeaseTicks > 0 && (t.LeaderLeaseTicks >= t.LeaseTicks || t.LeaderLeaseTicks <= t.HeartbeatTicks):

@@ -50,7 +50,27 @@ func (n *Node) commit() error {
 		n.currentAnnounced = true
 		n.tr.Announce(*n.current)
 	}
+	if rd.Claimed != 0 {
+		n.alignGrid()
+	}
 	return nil
+}
+
+// alignGrid puts the machine's ticks back on the grid of its quiet
+// heartbeats (election.Timing.QuietGrid, which begin set on the ticks
+// counted from the Unix epoch) as it claims: a hold's release shifted its
+// clock by the time it did not count (offset), which need not be whole
+// grid intervals, and its quiet heartbeats would come due apart from the
+// other elections'. Its clock pauses for less than a grid interval
+// instead: its next heartbeat comes that much later, well within its
+// followers' time-out.
+func (n *Node) alignGrid() {
+	g := n.cfg.Election.Timing.QuietGrid
+	if g == 0 || n.offset <= 0 {
+		return
+	}
+	step := time.Duration(g) * n.cfg.Tick
+	n.offset = (n.offset + step - 1) / step * step
 }
 
 // show publishes the machine's status to /status, the metrics, the query

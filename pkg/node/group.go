@@ -299,7 +299,10 @@ func (g *Group) Add(cfg Config, deps Deps) (*Node, error) {
 // backstop is the timing of an election of algorithm in a group with
 // beats (GroupConfig.Beat): a Bully or ring election's heartbeats
 // BeatBackstop times t's while frequent and QuietBackstop times once
-// quiet, its leader time-out QuietBackstop times, its presence interval
+// quiet, on a grid of the frequent interval (election.Timing.QuietGrid:
+// the quiet heartbeats of the group's elections come due in the same
+// ticks, and leave in one batch), its leader time-out QuietBackstop
+// times, its presence interval
 // and a Bully election's wait for a leader at its start BeatBackstop
 // times. Paxos and byzantine keep t: their heartbeats renew leases.
 func backstop(algorithm protocol.Algorithm, t election.Timing) election.Timing {
@@ -314,6 +317,7 @@ func backstop(algorithm protocol.Algorithm, t election.Timing) election.Timing {
 	}
 	t.QuietHeartbeatTicks = t.HeartbeatTicks * QuietBackstop
 	t.HeartbeatTicks *= BeatBackstop
+	t.QuietGrid = t.HeartbeatTicks
 	t.LeaderTimeoutTicks *= QuietBackstop
 	t.PresenceTicks *= BeatBackstop
 	// Unused by these algorithms, but checked against the heartbeats.

@@ -144,8 +144,9 @@ func TestGroupMetricsReadTheConnection(t *testing.T) {
 }
 
 // In a group with beats, a Bully or ring election's heartbeats are a
-// backstop: frequent for a while after a claim, then quiet, with a
-// leader time-out above the quiet interval; Paxos and byzantine keep
+// backstop: frequent for a while after a claim, then quiet, on a grid of
+// the frequent interval, with a leader time-out above the quiet
+// interval; Paxos and byzantine keep
 // their timing. Every timing it makes is one the machines accept.
 func TestBackstop(t *testing.T) {
 	base := election.DefaultTiming(5)
@@ -154,6 +155,7 @@ func TestBackstop(t *testing.T) {
 		want := base
 		want.HeartbeatTicks = base.HeartbeatTicks * BeatBackstop
 		want.QuietHeartbeatTicks = base.HeartbeatTicks * QuietBackstop
+		want.QuietGrid = want.HeartbeatTicks
 		want.LeaderTimeoutTicks = base.LeaderTimeoutTicks * QuietBackstop
 		want.PresenceTicks = base.PresenceTicks * BeatBackstop
 		want.LeaseTicks, want.LeaderLeaseTicks = base.LeaseTicks*BeatBackstop, base.LeaderLeaseTicks*BeatBackstop

@@ -18,7 +18,7 @@ import (
 // out on messages that are waiting in its queue. A node that reaches a
 // deadline late withholds it (advance, withhold).
 func (n *Node) loop(ctx context.Context) error {
-	n.drv.Start(time.Now())
+	n.drv.Start(n.epoch)
 	n.wake = n.realAt(n.drv.Deadline())
 	timer := time.NewTimer(n.untilDeadline())
 	defer timer.Stop()

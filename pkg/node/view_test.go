@@ -165,3 +165,27 @@ func TestStatusSince(t *testing.T) {
 		t.Errorf("not running: since %v", *st.Since)
 	}
 }
+
+// As it claims, an election whose clock a hold shifted is put back on its
+// quiet heartbeats' grid: its offset becomes whole grid intervals.
+func TestAlignGrid(t *testing.T) {
+	n := &Node{cfg: Config{Tick: 10 * time.Millisecond}}
+	n.cfg.Election.Timing.QuietGrid = 100
+	for _, c := range []struct{ offset, want time.Duration }{
+		{0, 0},
+		{1234 * time.Millisecond, 2 * time.Second},
+		{time.Second, time.Second},
+		{time.Nanosecond, time.Second},
+	} {
+		n.offset = c.offset
+		n.alignGrid()
+		if n.offset != c.want {
+			t.Errorf("offset %v aligned to %v, want %v", c.offset, n.offset, c.want)
+		}
+	}
+	n.cfg.Election.Timing.QuietGrid = 0
+	n.offset = 1234 * time.Millisecond
+	if n.alignGrid(); n.offset != 1234*time.Millisecond {
+		t.Errorf("without a grid, offset moved to %v", n.offset)
+	}
+}

@@ -782,19 +782,39 @@ func (c *Core) Leave(ballot uint64) {
 // tickLeader advances a leader's clock, broadcasting a heartbeat when due.
 func (c *Core) tickLeader() {
 	c.silent++
-	if c.silent >= c.interval() {
+	if c.silent >= c.heartbeatDue() {
 		c.Heartbeat()
 	}
 }
 
+// quiet reports whether a leader's heartbeats are quiet: it has sent
+// election.QuietAfter of them since it last claimed, with
+// QuietHeartbeatTicks set.
+func (c *Core) quiet() bool {
+	return c.timing.QuietHeartbeatTicks > 0 && c.beats >= election.QuietAfter
+}
+
 // interval is a leader's heartbeat interval now: HeartbeatTicks, and
-// QuietHeartbeatTicks, if set, once it has sent election.QuietAfter
-// heartbeats since it last claimed.
+// QuietHeartbeatTicks once quiet.
 func (c *Core) interval() int {
-	if c.timing.QuietHeartbeatTicks > 0 && c.beats >= election.QuietAfter {
+	if c.quiet() {
 		return c.timing.QuietHeartbeatTicks
 	}
 	return c.timing.HeartbeatTicks
+}
+
+// heartbeatDue is the silence after which a leader sends its next
+// heartbeat: its interval, or once quiet with a grid (QuietGrid), less
+// the ticks from the last tick on the grid to the interval's end.
+func (c *Core) heartbeatDue() int {
+	due := c.interval()
+	if g := c.timing.QuietGrid; g > 0 && c.quiet() {
+		// The interval ends in tick now-silent+due; on the grid, a tick k
+		// has k+QuietPhase divisible by g.
+		end := c.now - uint64(c.silent) + uint64(due)
+		due -= int((end + uint64(c.timing.QuietPhase)) % uint64(g))
+	}
+	return due
 }
 
 // Heartbeat broadcasts a leader's heartbeat now; the next one is due a
@@ -943,7 +963,7 @@ func (c *Core) Due() int {
 	case c.left || c.role == election.Candidate:
 		return 1 << 30
 	case c.role == election.Leader:
-		return max(1, c.interval()-c.silent)
+		return max(1, c.heartbeatDue()-c.silent)
 	}
 	limit := c.Limit()
 	due := limit - c.silent

@@ -400,7 +400,10 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 	// Failover.
 	var lag0 localcluster.Metrics
 	if o := e.observerURL(algorithm); o != "" {
-		lag0, _ = fetchMetricsURL(ctx, o+"/metrics")
+		var err error
+		if lag0, err = fetchMetricsURL(ctx, o+"/metrics"); err != nil {
+			fmt.Fprintf(e.out, "  observer: its metrics before the failover: %v (no lag measured)\n", err)
+		}
 	}
 	for round := range rounds {
 		victim := procs[0]
@@ -462,6 +465,8 @@ func (e *environment) measureElections(ctx context.Context, algorithm protocol.A
 			h := histogramDelta(lag0, lag1, "observer_record_lag_seconds")
 			res.lagCount = int(h.count)
 			res.observerLag = []float64{h.quantile(0.5), h.quantile(0.9)}
+		} else {
+			fmt.Fprintf(e.out, "  observer: its metrics after the failover: %v (no lag measured)\n", err)
 		}
 	}
 	return res, nil

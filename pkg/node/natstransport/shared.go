@@ -433,13 +433,14 @@ func (s *Shared) drained() {
 	}
 }
 
-// batched reports whether the elections' broadcasts go in batches.
+// batched reports whether the elections' messages go in batches.
 func (s *Shared) batched() bool { return s.cfg.Batch > 0 }
 
 // toBatch is a batch of point-to-point messages being filled for one
 // member: its payload, its entries, and the adapters of the elections
-// whose messages it carries (each once), which a "no responders" status
-// for it tells that the member is unreachable.
+// whose messages it carries (an adapter that sends several in a row is
+// listed once), which a "no responders" status for it tells that the
+// member is unreachable.
 type toBatch struct {
 	data     []byte
 	entries  int
@@ -603,8 +604,12 @@ func (s *Shared) onBatchReply(msg *nats.Msg) {
 	if err != nil {
 		return
 	}
+	told := make(map[*Adapter]bool, len(adapters))
 	for _, a := range adapters {
-		a.unreachable(id)
+		if !told[a] {
+			told[a] = true
+			a.unreachable(id)
+		}
 	}
 }
 

@@ -136,7 +136,7 @@ type Adapter struct {
 	guard *protocol.ReplayGuard
 
 	senders  senders // each member's share of the lanes (fair.go)
-	replies  replies
+	replies  replies[struct{}]
 	conns    *connections // nil while connection events are off
 	stopping atomic.Bool
 
@@ -377,7 +377,7 @@ func (a *Adapter) Send(m protocol.Message) error {
 	}
 	if m.To != 0 && a.replyTo != "" {
 		out.Reply = a.replyTo + "." + strconv.FormatUint(m.To, 10) + "." + strconv.FormatUint(m.N, 10)
-		a.replies.add(out.Reply, now)
+		a.replies.add(out.Reply, struct{}{}, now)
 	}
 	return a.nc.PublishMsg(out)
 }

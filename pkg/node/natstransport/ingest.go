@@ -149,17 +149,13 @@ func (a *Adapter) onReply(msg *nats.Msg) {
 	if a.stopping.Load() || msg.Header.Get("Status") != "503" {
 		return
 	}
-	if !a.replies.take(msg.Subject, a.cfg.Now()) {
+	if _, ok := a.replies.take(msg.Subject, a.cfg.Now()); !ok {
 		a.log.Debug("no-responders status for no message of ours", "subject", msg.Subject)
 		return
 	}
-	rest := strings.TrimPrefix(msg.Subject, a.replyTo+".")
-	peerToken, _, _ := strings.Cut(rest, ".")
-	peer, err := strconv.ParseUint(peerToken, 10, 64)
-	if err != nil {
-		return
+	if peer, ok := replyPeer(msg.Subject, a.replyTo); ok {
+		a.unreachable(peer)
 	}
-	a.unreachable(peer)
 }
 
 // unreachable tells the machine that a point-to-point message to peer
@@ -199,12 +195,18 @@ func (a *Adapter) drop(reason protocol.Reason, subject string, err error) {
 	a.log.Debug("message dropped", "reason", reason, "subject", subject, "err", err)
 }
 
-// replies are the point-to-point messages sent recently, by reply
-// subject, so that a "no responders" status counts only for one of them,
-// once.
-type replies struct {
+// replies are the point-to-point messages (or, on a Shared connection,
+// their batches) sent recently, by reply subject, each with what its
+// status concerns (V), so that a "no responders" status counts only for
+// one of them, once.
+type replies[V any] struct {
 	mu   sync.Mutex
-	sent map[string]time.Time
+	sent map[string]sentReply[V]
+}
+
+type sentReply[V any] struct {
+	at time.Time
+	of V
 }
 
 // replyWindow is how long a point-to-point message's "no responders"
@@ -215,73 +217,39 @@ const replyWindow = time.Second
 // half-window is forgotten.
 const maxReplies = 4096
 
-func (r *replies) add(subject string, now time.Time) {
+func (r *replies[V]) add(subject string, of V, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sent == nil {
-		r.sent = make(map[string]time.Time)
+		r.sent = make(map[string]sentReply[V])
 	}
 	if len(r.sent) >= maxReplies {
-		for s, at := range r.sent {
-			if now.Sub(at) > replyWindow/2 {
+		for s, sr := range r.sent {
+			if now.Sub(sr.at) > replyWindow/2 {
 				delete(r.sent, s)
 			}
 		}
 	}
 	if len(r.sent) < maxReplies {
-		r.sent[subject] = now
+		r.sent[subject] = sentReply[V]{now, of}
 	}
 }
 
 // take reports whether subject is the reply subject of a message sent in
-// the last replyWindow, and forgets it.
-func (r *replies) take(subject string, now time.Time) bool {
+// the last replyWindow, with what it concerns, and forgets it.
+func (r *replies[V]) take(subject string, now time.Time) (V, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at, ok := r.sent[subject]
+	sr, ok := r.sent[subject]
 	delete(r.sent, subject)
-	return ok && now.Sub(at) <= replyWindow
+	return sr.of, ok && now.Sub(sr.at) <= replyWindow
 }
 
-// toReplies are the batches of point-to-point messages sent recently
-// (Shared.flush), by reply subject, with the adapters whose messages each
-// carried, so that a "no responders" status tells them once.
-type toReplies struct {
-	mu   sync.Mutex
-	sent map[string]toSent
-}
-
-type toSent struct {
-	at       time.Time
-	adapters []*Adapter
-}
-
-func (r *toReplies) add(subject string, adapters []*Adapter, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.sent == nil {
-		r.sent = make(map[string]toSent)
-	}
-	if len(r.sent) >= maxReplies {
-		for s, b := range r.sent {
-			if now.Sub(b.at) > replyWindow/2 {
-				delete(r.sent, s)
-			}
-		}
-	}
-	if len(r.sent) < maxReplies {
-		r.sent[subject] = toSent{now, adapters}
-	}
-}
-
-// take returns the adapters of the batch sent on subject in the last
-// replyWindow, and forgets it.
-func (r *toReplies) take(subject string, now time.Time) ([]*Adapter, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b, ok := r.sent[subject]
-	delete(r.sent, subject)
-	return b.adapters, ok && now.Sub(b.at) <= replyWindow
+// replyPeer is the member that a reply subject <prefix>.<peer>.<n> names.
+func replyPeer(subject, prefix string) (uint64, bool) {
+	token, _, _ := strings.Cut(strings.TrimPrefix(subject, prefix+"."), ".")
+	peer, err := strconv.ParseUint(token, 10, 64)
+	return peer, err == nil
 }
 
 // dynamicShareMembers is the membership size that each sender's share of

@@ -99,7 +99,7 @@ type Shared struct {
 	// message of; toSent numbers them.
 	batchReplyRoot string
 	toSent         uint64 // under publishing
-	toReplies      toReplies
+	toReplies      replies[[]*Adapter]
 
 	// The rounds of settle: rounds counts those started, settling is
 	// set while one runs, and settled is closed when it ends.
@@ -598,10 +598,8 @@ func (s *Shared) onBatchReply(msg *nats.Msg) {
 		s.log.Debug("no-responders status for no batch of ours", "subject", msg.Subject)
 		return
 	}
-	rest := strings.TrimPrefix(msg.Subject, s.batchReplyRoot+".")
-	idToken, _, _ := strings.Cut(rest, ".")
-	id, err := strconv.ParseUint(idToken, 10, 64)
-	if err != nil {
+	id, ok := replyPeer(msg.Subject, s.batchReplyRoot)
+	if !ok {
 		return
 	}
 	told := make(map[*Adapter]bool, len(adapters))

@@ -18,6 +18,9 @@ import (
 // out on messages that are waiting in its queue. A node that reaches a
 // deadline late withholds it (advance, withhold).
 func (n *Node) loop(ctx context.Context) error {
+	if n.epoch.IsZero() {
+		n.epoch = time.Now()
+	}
 	n.drv.Start(n.epoch)
 	n.wake = n.realAt(n.drv.Deadline())
 	timer := time.NewTimer(n.untilDeadline())

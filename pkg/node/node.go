@@ -312,7 +312,7 @@ type Node struct {
 	health           health        // the evidence of its suspicions
 	held             hold          // a deadline withheld, the node being late
 	offset           time.Duration // real time the machine's clock did not count (release)
-	epoch            time.Time     // the start of the machine's tick 0 (begin)
+	epoch            time.Time     // the start of the machine's tick 0: on the grid (begin), or the loop's start
 	wake             time.Time     // when the loop's timer is due
 }
 
@@ -497,13 +497,13 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 		return err
 	}
 	cfg := n.cfg.Election
-	n.epoch = time.Now()
+	n.epoch = time.Time{} // the loop's start
 	if g := cfg.Timing.QuietGrid; g > 0 {
 		// The machine's ticks end on multiples of the tick since the
 		// Unix epoch, and its quiet heartbeats on multiples of the grid:
 		// those of the other elections of the process come due at the
 		// same instants, and leave in the same batch.
-		n.epoch = n.epoch.Truncate(n.cfg.Tick)
+		n.epoch = time.Now().Truncate(n.cfg.Tick)
 		cfg.Timing.QuietPhase = int(n.epoch.UnixNano() / int64(n.cfg.Tick) % int64(g))
 	}
 	cfg.State = start.State

@@ -171,6 +171,146 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	p, err := s.prepare(cluster, recs)
+	if err != nil || len(p.kept) == 0 {
+		return nil, err
+	}
+	cf, created, err := s.file(cluster)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		// A new file: sync the directory so the file itself survives.
+		syncDir(s.dir)
+	}
+	if err := cf.append(p.data); err != nil {
+		return nil, fmt.Errorf("history: append to %s: %w", cluster, err)
+	}
+	s.install(p)
+	return p.kept, nil
+}
+
+// Batch is the records of one cluster, for ApplyAll.
+type Batch struct {
+	Cluster string
+	Records []Record
+}
+
+// MaxApplyAll bounds the batches of one ApplyAll: fewer than the files
+// the store holds open, so that none of a call's files is closed before
+// it is synced.
+const MaxApplyAll = maxOpenFiles / 2
+
+// ApplyAll applies each batch as Apply does, each of a different
+// cluster, and returns the records kept of each, in order. The files
+// are written first and made durable together, with one sync of the
+// file system (syncfs, on Linux) for them all instead of one per file
+// and one per new file's directory entry; only then does the history in
+// memory change. On error nothing changed, in memory or on disk: every
+// append is cut back off its file.
+func (s *Store) ApplyAll(batches []Batch) ([][]Record, error) {
+	if len(batches) > MaxApplyAll {
+		return nil, fmt.Errorf("history: %d batches at once, above %d", len(batches), MaxApplyAll)
+	}
+	seen := make(map[string]bool, len(batches))
+	for _, b := range batches {
+		if err := protocol.ValidateCluster(b.Cluster); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		if seen[b.Cluster] {
+			return nil, fmt.Errorf("history: cluster %s twice in one ApplyAll", b.Cluster)
+		}
+		seen[b.Cluster] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type written struct {
+		p  prepared
+		cf *clusterFile
+	}
+	var done []written
+	created := false
+	undo := func(err error) ([][]Record, error) {
+		for _, w := range done {
+			if cutErr := w.cf.cut(); cutErr != nil {
+				w.cf.torn = true
+				err = errors.Join(err, fmt.Errorf("history: cut %s back to %d bytes: %w", w.p.cluster, w.cf.size, cutErr))
+			}
+		}
+		return nil, err
+	}
+	kept := make([][]Record, len(batches))
+	for i, b := range batches {
+		p, err := s.prepare(b.Cluster, b.Records)
+		if err != nil {
+			return undo(err)
+		}
+		if len(p.kept) == 0 {
+			continue
+		}
+		cf, isNew, err := s.file(b.Cluster)
+		if err != nil {
+			return undo(err)
+		}
+		created = created || isNew
+		if cf.torn {
+			if err := cf.cut(); err != nil {
+				return undo(fmt.Errorf("history: %s: cut the failed append before this one: %w", b.Cluster, err))
+			}
+		}
+		done = append(done, written{p, cf})
+		if _, err := cf.f.Write(p.data); err != nil {
+			return undo(fmt.Errorf("history: append to %s: %w", b.Cluster, err))
+		}
+		kept[i] = p.kept
+	}
+	if len(done) == 0 {
+		return kept, nil
+	}
+	files := make([]*clusterFile, len(done))
+	for i, w := range done {
+		files[i] = w.cf
+	}
+	if err := s.syncAll(files, created); err != nil {
+		return undo(fmt.Errorf("history: sync: %w", err))
+	}
+	for _, w := range done {
+		w.cf.size += int64(len(w.p.data))
+		s.install(w.p)
+	}
+	return kept, nil
+}
+
+// syncAll makes what was written to files durable, and the directory
+// entries of those just created: with one sync of their file system
+// where it can (syncFS), else each file's and the directory's.
+func (s *Store) syncAll(files []*clusterFile, created bool) error {
+	if synced, err := syncFS(files[0].f); synced || err != nil {
+		return err
+	}
+	var errs []error
+	for _, cf := range files {
+		errs = append(errs, cf.f.Sync())
+	}
+	if created {
+		syncDir(s.dir)
+	}
+	return errors.Join(errs...)
+}
+
+// prepared is a batch of records checked against a cluster's history:
+// the records kept, their lines, and the history they make.
+type prepared struct {
+	cluster string
+	kept    []Record
+	data    []byte
+	// next is the cluster's history with kept applied; nil for member
+	// events alone, applied to the history in place by install.
+	next *Cluster
+}
+
+// prepare checks recs against cluster's history, with s.mu held.
+func (s *Store) prepare(cluster string, recs []Record) (prepared, error) {
 	c := s.clusters[cluster]
 	if c == nil {
 		c = &Cluster{}
@@ -179,46 +319,45 @@ func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
 	// may depend on each other. Member events depend on nothing but the
 	// last one's Seq: a batch of them alone is checked against that, and
 	// applied in place once written, without a copy of the cluster.
-	var scratch *Cluster
-	var kept []Record
+	p := prepared{cluster: cluster}
 	if onlyMembers(recs) {
-		kept = (&Cluster{memberSeq: c.memberSeq}).Apply(recs...)
+		p.kept = (&Cluster{memberSeq: c.memberSeq}).Apply(recs...)
 	} else {
-		scratch = c.clone()
-		kept = scratch.Apply(recs...)
+		p.next = c.clone()
+		p.kept = p.next.Apply(recs...)
 	}
 	var buf bytes.Buffer
-	for _, r := range kept {
+	for _, r := range p.kept {
 		b, err := json.Marshal(r)
 		if err != nil {
-			return nil, fmt.Errorf("history: %w", err)
+			return prepared{}, fmt.Errorf("history: %w", err)
 		}
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
-	if len(kept) == 0 {
-		return nil, nil
-	}
-	cf, err := s.file(cluster)
-	if err != nil {
-		return nil, err
-	}
-	if err := cf.append(buf.Bytes()); err != nil {
-		return nil, fmt.Errorf("history: append to %s: %w", cluster, err)
-	}
-	if scratch == nil {
-		for _, r := range kept {
-			c.apply(r)
+	p.data = buf.Bytes()
+	return p, nil
+}
+
+// install makes p's records part of the history in memory, once on disk,
+// and rewrites the cluster's file past its records dropped for the caps.
+func (s *Store) install(p prepared) {
+	next := p.next
+	if next == nil {
+		next = s.clusters[p.cluster]
+		if next == nil {
+			next = &Cluster{}
 		}
-		scratch = c
-	}
-	s.clusters[cluster] = scratch
-	if scratch.stale >= maxStale {
-		if _, err := s.compact(cluster, 0); err != nil {
-			s.log.Warn("cannot rewrite the history without the records dropped for the caps; it is tried again at the next write", "cluster", cluster, "err", err)
+		for _, r := range p.kept {
+			next.apply(r)
 		}
 	}
-	return kept, nil
+	s.clusters[p.cluster] = next
+	if next.stale >= maxStale {
+		if _, err := s.compact(p.cluster, 0); err != nil {
+			s.log.Warn("cannot rewrite the history without the records dropped for the caps; it is tried again at the next write", "cluster", p.cluster, "err", err)
+		}
+	}
 }
 
 // onlyMembers reports whether recs are all member events.
@@ -279,12 +418,14 @@ func (cf *clusterFile) cut() error {
 	return nil
 }
 
-// file returns the open append handle of cluster's file, creating it.
-func (s *Store) file(cluster string) (*clusterFile, error) {
+// file returns the open append handle of cluster's file, creating it,
+// and whether it created the file, whose directory entry the caller then
+// syncs.
+func (s *Store) file(cluster string) (*clusterFile, bool, error) {
 	s.uses++
 	if cf := s.files[cluster]; cf != nil {
 		cf.used = s.uses
-		return cf, nil
+		return cf, false, nil
 	}
 	if len(s.files) >= s.openLimit {
 		s.closeLeastUsed()
@@ -299,15 +440,11 @@ func (s *Store) file(cluster string) (*clusterFile, error) {
 	}
 	f, err := s.open(path)
 	if err != nil {
-		return nil, fmt.Errorf("history: %w", err)
-	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		// A new file: sync the directory so the file itself survives.
-		syncDir(s.dir)
+		return nil, false, fmt.Errorf("history: %w", err)
 	}
 	cf := &clusterFile{f: f, size: size, used: s.uses}
 	s.files[cluster] = cf
-	return cf, nil
+	return cf, errors.Is(statErr, os.ErrNotExist), nil
 }
 
 // closeLeastUsed closes the file appended to least recently, but for a

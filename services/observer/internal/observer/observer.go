@@ -437,7 +437,7 @@ func (o *Observer) Run(ctx context.Context) error {
 			o.log.Error("HTTP server stopped", "err", err)
 		}
 	})
-	anns := make(chan delivery)
+	anns := make(chan delivery, history.MaxApplyAll)
 	wg.Go(func() { o.consume(ctx, nc, anns) })
 	close(o.ready)
 	o.log.Info("observer running", "http", o.addr, "nats", o.cfg.NATS.URL, "data", o.cfg.DataDir, "signed", o.cfg.Keys != nil)
@@ -498,8 +498,12 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-anns:
-			o.record(rec, m)
+		case d := <-anns:
+			for next := &d; next != nil; {
+				var batch []delivery
+				batch, next = gather(*next, anns)
+				o.record(rec, batch)
+			}
 		case m := <-live:
 			o.observe(rec, m)
 		case <-ticker.C:
@@ -516,42 +520,90 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 	}
 }
 
-// record writes one announcement from the stream to the history, ending
-// the leadership before it, and acknowledges it once written. It notes in
-// the cursor what it recorded, before the acknowledgement, so that a
-// consumer created again resumes after it.
-func (o *Observer) record(rec *recorder.Recorder, d delivery) {
-	m := d.msg
-	cluster, err := protocol.ClusterOf(m.Subject())
-	var a protocol.Announcement
-	if err == nil {
-		a, err = o.readAnnouncement(cluster, m.Data(), m.Headers())
+// gather returns first and the announcements queued behind it, up to
+// history.MaxApplyAll of different clusters, without waiting; an
+// announcement of a cluster already among them ends the batch, and is
+// returned as the first of the next.
+func gather(first delivery, anns <-chan delivery) ([]delivery, *delivery) {
+	batch := []delivery{first}
+	clusters := map[string]bool{}
+	if c, err := protocol.ClusterOf(first.msg.Subject()); err == nil {
+		clusters[c] = true
 	}
-	if err != nil {
-		o.metrics.announcements.WithLabelValues(invalid(err)).Inc()
-		o.log.Debug("dropping invalid announcement", "subject", m.Subject(), "err", err)
-		d.note(&o.cursor, true)
-		m.Term() // never redeliver it
-		return
+	for len(batch) < history.MaxApplyAll {
+		select {
+		case d := <-anns:
+			c, err := protocol.ClusterOf(d.msg.Subject())
+			if err == nil && clusters[c] {
+				return batch, &d
+			}
+			clusters[c] = true
+			batch = append(batch, d)
+		default:
+			return batch, nil
+		}
 	}
-	if !o.admit(cluster, sourceStream) {
-		o.metrics.announcements.WithLabelValues(resultRefused).Inc()
-		d.note(&o.cursor, true)
-		m.Term() // dropped, and counted: never redeliver it
-		return
+	return batch, nil
+}
+
+// record writes announcements from the stream to the history, each
+// ending the leadership before it, with one sync for them all
+// (history.Store.ApplyAll), and acknowledges each once written; those
+// invalid or refused are dropped for good. It notes each in the cursor,
+// in the order delivered, before its acknowledgement, so that a consumer
+// created again resumes after what is done.
+func (o *Observer) record(rec *recorder.Recorder, ds []delivery) {
+	type announced struct {
+		cluster string
+		a       protocol.Announcement
+		batch   int // its batch of records; -1 if dropped
 	}
-	kept, err := o.recordAnnouncement(cluster, a, rec.Announced(cluster, a, o.now()))
-	if err != nil {
-		o.log.Error("cannot record announcement; it will be redelivered", "cluster", cluster, "term", a.Term, "err", err)
-		d.note(&o.cursor, false)
-		m.NakWithDelay(setupRetry)
-		return
+	all := make([]announced, len(ds))
+	var batches []history.Batch
+	for i, d := range ds {
+		all[i].batch = -1
+		m := d.msg
+		cluster, err := protocol.ClusterOf(m.Subject())
+		var a protocol.Announcement
+		if err == nil {
+			a, err = o.readAnnouncement(cluster, m.Data(), m.Headers())
+		}
+		if err != nil {
+			o.metrics.announcements.WithLabelValues(invalid(err)).Inc()
+			o.log.Debug("dropping invalid announcement", "subject", m.Subject(), "err", err)
+			continue
+		}
+		if !o.admit(cluster, sourceStream) {
+			o.metrics.announcements.WithLabelValues(resultRefused).Inc()
+			continue
+		}
+		all[i] = announced{cluster, a, len(batches)}
+		batches = append(batches, history.Batch{Cluster: cluster, Records: rec.Announced(cluster, a, o.now())})
 	}
-	d.note(&o.cursor, true)
-	if err := m.Ack(); err != nil {
-		o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
+	var kept [][]history.Record
+	var err error
+	if len(batches) > 0 {
+		kept, err = o.store.ApplyAll(batches)
 	}
-	o.changed(cluster, kept)
+	for i, d := range ds {
+		t := all[i]
+		switch {
+		case t.batch < 0:
+			d.note(&o.cursor, true)
+			d.msg.Term() // dropped, and counted: never redeliver it
+		case err != nil:
+			o.log.Error("cannot record announcement; it will be redelivered", "cluster", t.cluster, "term", t.a.Term, "err", err)
+			d.note(&o.cursor, false)
+			d.msg.NakWithDelay(setupRetry)
+		default:
+			o.recorded(t.cluster, t.a, kept[t.batch])
+			d.note(&o.cursor, true)
+			if err := d.msg.Ack(); err != nil {
+				o.log.Warn("ack failed; the announcement will be redelivered and dropped as a duplicate", "err", err)
+			}
+			o.changed(t.cluster, kept[t.batch])
+		}
+	}
 }
 
 // keysOf returns the member keys of cluster: nil without OBSERVER_KEYS_DIR,
@@ -611,6 +663,13 @@ func (o *Observer) recordAnnouncement(cluster string, a protocol.Announcement, r
 	if err != nil {
 		return nil, err
 	}
+	o.recorded(cluster, a, kept)
+	return kept, nil
+}
+
+// recorded counts announcement a, whose records kept were written, as
+// recorded or duplicate, and compacts its cluster's history.
+func (o *Observer) recorded(cluster string, a protocol.Announcement, kept []history.Record) {
 	if len(kept) == 0 || kept[len(kept)-1].Kind != history.KindLeader {
 		o.metrics.announcements.WithLabelValues("duplicate").Inc()
 	} else {
@@ -619,7 +678,6 @@ func (o *Observer) recordAnnouncement(cluster string, a protocol.Announcement, r
 		o.log.Info("leader", "cluster", cluster, "leader", a.Leader, "term", a.Term, "algorithm", a.Algorithm)
 		o.compact(cluster, o.cfg.Keep/10)
 	}
-	return kept, nil
 }
 
 // compact drops the oldest leaderships of cluster once it holds more than

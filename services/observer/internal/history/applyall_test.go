@@ -58,13 +58,7 @@ func TestApplyAll(t *testing.T) {
 // in memory is unchanged, and the same call succeeds once the fault is
 // gone.
 func TestApplyAllRolledBack(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		fault func(*faultyFile)
-	}{
-		{"disk full", func(f *faultyFile) { f.room = 10 }},
-		{"sync fails", func(f *faultyFile) { f.failSync = true }},
-	} {
+	for _, tc := range appendFaults {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s, err := Open(dir, nil)

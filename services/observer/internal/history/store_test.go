@@ -281,6 +281,15 @@ func (f *faultyFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
+// appendFaults are the faults of an append: a full disk, a failed sync.
+var appendFaults = []struct {
+	name  string
+	fault func(*faultyFile)
+}{
+	{"disk full", func(f *faultyFile) { f.room = 10 }},
+	{"sync fails", func(f *faultyFile) { f.failSync = true }},
+}
+
 // faultyStore opens a store on dir whose cluster files are the returned
 // faultyFile, once opened; it starts without faults.
 func faultyStore(t *testing.T, dir string) (*Store, *faultyFile) {
@@ -314,13 +323,7 @@ func fileSize(t *testing.T, path string) int64 {
 // that fails itself is tried again before the next append, which is
 // refused until it succeeds.
 func TestFailedAppendIsRolledBack(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		fault func(*faultyFile)
-	}{
-		{"disk full", func(f *faultyFile) { f.room = 10 }},
-		{"sync fails", func(f *faultyFile) { f.failSync = true }},
-	} {
+	for _, tc := range appendFaults {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "a"+fileSuffix)

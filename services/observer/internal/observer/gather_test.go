@@ -3,6 +3,7 @@ package observer
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -43,5 +44,25 @@ func TestGather(t *testing.T) {
 	batch, next = gather(*next, anns)
 	if got := clusters(batch); !slices.Equal(got, []string{"a", "c"}) || next != nil {
 		t.Fatalf("second batch %v, next %v; want [a c], then nothing", got, next)
+	}
+}
+
+// The observer checks no silence while live messages wait that it reads
+// late, and does once it has caught up.
+func TestBehind(t *testing.T) {
+	window := 2 * time.Second
+	for _, c := range []struct {
+		lag    time.Duration
+		queued int
+		want   bool
+	}{
+		{0, 0, false},
+		{time.Second, 0, false}, // caught up: nothing waits
+		{100 * time.Millisecond, 500, false},
+		{time.Second, 1, true},
+	} {
+		if got := behind(c.lag, c.queued, window); got != c.want {
+			t.Errorf("behind(%v, %d, %v) = %v, want %v", c.lag, c.queued, window, got, c.want)
+		}
 	}
 }

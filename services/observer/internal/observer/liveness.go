@@ -62,14 +62,31 @@ func (o *Observer) checkLiveAnnouncement(cluster string, a protocol.Announcement
 // (observer_history_records_dropped_total). Only the owner goroutine
 // writes, so the count before and after belongs to this write.
 func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Record, error) {
-	var splits, faulty, members int
-	o.store.Read(cluster, func(c *history.Cluster) {
-		splits, faulty, members = len(c.SplitBrains), len(c.Faulty), len(c.Membership)
-	})
+	before := o.capped(cluster)
 	kept, err := o.store.Apply(cluster, recs...)
 	if err != nil {
 		return nil, err
 	}
+	o.countDropped(cluster, before, kept)
+	return kept, nil
+}
+
+// cappedCounts are a cluster's split brains, faulty members and member
+// events, which the history caps.
+type cappedCounts struct{ splits, faulty, members int }
+
+func (o *Observer) capped(cluster string) cappedCounts {
+	var c cappedCounts
+	o.store.Read(cluster, func(h *history.Cluster) {
+		c = cappedCounts{len(h.SplitBrains), len(h.Faulty), len(h.Membership)}
+	})
+	return c
+}
+
+// countDropped counts what the caps dropped from cluster's history to
+// keep kept, written after the history held before.
+func (o *Observer) countDropped(cluster string, before cappedCounts, kept []history.Record) {
+	splits, faulty, members := before.splits, before.faulty, before.members
 	for _, r := range kept {
 		switch r.Kind {
 		case history.KindSplit:
@@ -89,7 +106,6 @@ func (o *Observer) apply(cluster string, recs ...history.Record) ([]history.Reco
 	if n := members - history.MaxMembership; n > 0 {
 		o.metrics.dropped.WithLabelValues(cluster, string(history.KindMember)).Add(float64(n))
 	}
-	return kept, nil
 }
 
 // validateWith checks msg's fields and members with keys: the members

@@ -194,6 +194,11 @@ type Observer struct {
 	consuming atomic.Bool
 	// cursor is where a durable consumer created again starts.
 	cursor cursor
+	// deferred, while a batch of live messages is observed (batch), holds
+	// the records its messages wrote, for one sync (flushWrites); nil
+	// otherwise. Only the owner goroutine uses it.
+	deferred  []history.Batch
+	deferring bool
 
 	// ask requests the current leader's announcement of a cluster; the
 	// answer arrives as a liveMsg with queried set. Set once by Run.
@@ -494,6 +499,7 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 	restored := o.members.Next(o.now(), o.listening())
 	o.membersMu.RUnlock()
 	o.expiry.arm(restored, o.now())
+	var lag time.Duration // how long the last live message handled had waited
 	for {
 		select {
 		case <-ctx.Done():
@@ -505,8 +511,13 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 				o.record(rec, batch)
 			}
 		case m := <-live:
+			lag = o.now().Sub(m.at)
 			o.observe(rec, m)
 		case <-ticker.C:
+			if behind(lag, len(live), o.cfg.LeaderTimeout) {
+				o.log.Debug("silences not checked: behind on the live messages", "lag", lag, "queued", len(live))
+				continue
+			}
 			o.checkSilence(rec, o.now())
 		case <-o.expiry.timer.C:
 			o.expireMembers(o.now())
@@ -518,6 +529,17 @@ func (o *Observer) loop(ctx context.Context, live <-chan liveMsg, anns <-chan de
 			}
 		}
 	}
+}
+
+// behind reports whether the observer is behind on its live messages:
+// some still wait, and the last one it handled had waited for more than
+// a quarter of the failure-detection window. Then the leaders' latest
+// heartbeats and beats may be among those waiting, and a silence it
+// found would be its own: it checks none (checkSilence) until it has
+// caught up, as a node behind on its connection reports no member
+// silent.
+func behind(lag time.Duration, queued int, window time.Duration) bool {
+	return queued > 0 && lag > window/4
 }
 
 // gather returns first and the announcements queued behind it, up to
@@ -818,6 +840,8 @@ func (o *Observer) observe(rec *recorder.Recorder, m liveMsg) {
 // does not read is counted invalid whole; a message that is not a
 // broadcast, or of a kind the observer does not record, is skipped.
 func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
+	o.deferring = true
+	defer func() { o.deferring = false }()
 	signers := make(map[string]batchSigner)
 	conn, _ := protocol.ClusterOf(m.subject)
 	err := protocol.ReadBatch(m.data, maxLive, func(cluster string, data []byte) bool {
@@ -836,9 +860,13 @@ func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
 		if !slices.Contains(liveKinds, kind) && !slices.Contains(memberKinds, kind) {
 			return true
 		}
+		if slices.ContainsFunc(o.deferred, func(b history.Batch) bool { return b.Cluster == cluster }) {
+			o.flushWrites() // its history as written, for this message
+		}
 		o.observe(rec, liveMsg{subject: subject, at: m.at, entry: &msg})
 		return true
 	})
+	o.flushWrites()
 	if err != nil {
 		o.metrics.live.WithLabelValues(protocol.KindBatch, "invalid").Inc()
 		o.log.Debug("dropping an invalid batch", "subject", m.subject, "err", err)
@@ -976,12 +1004,47 @@ func (o *Observer) write(cluster string, recs []history.Record) {
 	if len(recs) == 0 {
 		return
 	}
+	if o.deferring {
+		if slices.ContainsFunc(o.deferred, func(b history.Batch) bool { return b.Cluster == cluster }) {
+			o.flushWrites()
+		}
+		o.deferred = append(o.deferred, history.Batch{Cluster: cluster, Records: recs})
+		if len(o.deferred) == history.MaxApplyAll {
+			o.flushWrites()
+		}
+		return
+	}
 	kept, err := o.apply(cluster, recs...)
 	if err != nil {
 		o.log.Error("cannot record", "cluster", cluster, "err", err)
 		return
 	}
 	o.changed(cluster, kept)
+}
+
+// flushWrites writes the records deferred while a batch of live messages
+// was observed, each of a different cluster (batch flushes before a
+// second message of a cluster is observed), with one sync for them all
+// (history.Store.ApplyAll).
+func (o *Observer) flushWrites() {
+	batches := o.deferred
+	o.deferred = nil
+	if len(batches) == 0 {
+		return
+	}
+	before := make([]cappedCounts, len(batches))
+	for i, b := range batches {
+		before[i] = o.capped(b.Cluster)
+	}
+	kept, err := o.store.ApplyAll(batches)
+	for i, b := range batches {
+		if err != nil {
+			o.log.Error("cannot record", "cluster", b.Cluster, "err", err)
+			continue
+		}
+		o.countDropped(b.Cluster, before[i], kept[i])
+		o.changed(b.Cluster, kept[i])
+	}
 }
 
 // answered records a leader's answer to the observer's query.
@@ -1008,17 +1071,28 @@ func (o *Observer) answered(rec *recorder.Recorder, m liveMsg) {
 
 // checkSilence ends every current leadership whose leader has not been
 // heard from for a failure-detection window while the observer listened.
+// The writes, one per cluster, go MaxApplyAll at a time with one sync
+// (history.Store.ApplyAll).
 func (o *Observer) checkSilence(rec *recorder.Recorder, now time.Time) {
-	for _, w := range rec.Silence(now, o.listening()) {
-		kept, err := o.store.Apply(w.Cluster, w.Records...)
-		if err != nil {
-			o.log.Error("cannot record", "cluster", w.Cluster, "err", err)
-			continue
+	writes := rec.Silence(now, o.listening())
+	for len(writes) > 0 {
+		n := min(len(writes), history.MaxApplyAll)
+		batches := make([]history.Batch, n)
+		for i, w := range writes[:n] {
+			batches[i] = history.Batch{Cluster: w.Cluster, Records: w.Records}
 		}
-		for _, r := range kept {
-			o.log.Info("leader silent", "cluster", w.Cluster, "term", r.Term, "reason", r.Reason, "ended_at", r.At.Time)
+		writes = writes[n:]
+		kept, err := o.store.ApplyAll(batches)
+		for i, b := range batches {
+			if err != nil {
+				o.log.Error("cannot record", "cluster", b.Cluster, "err", err)
+				continue
+			}
+			for _, r := range kept[i] {
+				o.log.Info("leader silent", "cluster", b.Cluster, "term", r.Term, "reason", r.Reason, "ended_at", r.At.Time)
+			}
+			o.changed(b.Cluster, kept[i])
 		}
-		o.changed(w.Cluster, kept)
 	}
 }
 

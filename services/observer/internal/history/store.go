@@ -166,28 +166,11 @@ func load(path string, log *slog.Logger) (*Cluster, error) {
 // rewrites it without them, as Compact does; a rewrite that fails is logged and tried again at the
 // next Apply (the records were written all the same).
 func (s *Store) Apply(cluster string, recs ...Record) ([]Record, error) {
-	if err := protocol.ValidateCluster(cluster); err != nil {
-		return nil, fmt.Errorf("history: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, err := s.prepare(cluster, recs)
-	if err != nil || len(p.kept) == 0 {
-		return nil, err
-	}
-	cf, created, err := s.file(cluster)
+	kept, err := s.ApplyAll([]Batch{{Cluster: cluster, Records: recs}})
 	if err != nil {
 		return nil, err
 	}
-	if created {
-		// A new file: sync the directory so the file itself survives.
-		syncDir(s.dir)
-	}
-	if err := cf.append(p.data); err != nil {
-		return nil, fmt.Errorf("history: append to %s: %w", cluster, err)
-	}
-	s.install(p)
-	return p.kept, nil
+	return kept[0], nil
 }
 
 // Batch is the records of one cluster, for ApplyAll.
@@ -203,11 +186,17 @@ const MaxApplyAll = maxOpenFiles / 2
 
 // ApplyAll applies each batch as Apply does, each of a different
 // cluster, and returns the records kept of each, in order. The files
-// are written first and made durable together, with one sync of the
-// file system (syncfs, on Linux) for them all instead of one per file
-// and one per new file's directory entry; only then does the history in
+// are written first and made durable together, several with one sync
+// of the file system (syncfs, on Linux) instead of one per file and one
+// per new file's directory entry; only then does the history in
 // memory change. On error nothing changed, in memory or on disk: every
-// append is cut back off its file.
+// append is cut back off its file, so that a full disk or a failed sync
+// never leaves a partial line for the next append to run into. A cut
+// that fails is tried again before the next append to that file, which
+// fails until it succeeds. A crash before a cut reaches the disk may
+// leave whole lines of a failed append in the file: records whose input
+// was never acknowledged, which come again and are dropped as
+// duplicates.
 func (s *Store) ApplyAll(batches []Batch) ([][]Record, error) {
 	if len(batches) > MaxApplyAll {
 		return nil, fmt.Errorf("history: %d batches at once, above %d", len(batches), MaxApplyAll)
@@ -282,11 +271,14 @@ func (s *Store) ApplyAll(batches []Batch) ([][]Record, error) {
 }
 
 // syncAll makes what was written to files durable, and the directory
-// entries of those just created: with one sync of their file system
-// where it can (syncFS), else each file's and the directory's.
+// entries of those just created: several files with one sync of their
+// file system where it can (syncFS), one file (or where it cannot) with
+// each file's sync and the directory's.
 func (s *Store) syncAll(files []*clusterFile, created bool) error {
-	if synced, err := syncFS(files[0].f); synced || err != nil {
-		return err
+	if len(files) > 1 {
+		if synced, err := syncFS(files[0].f); synced || err != nil {
+			return err
+		}
 	}
 	var errs []error
 	for _, cf := range files {
@@ -374,36 +366,6 @@ func onlyMembers(recs []Record) bool {
 // hold before Apply rewrites it: the file then holds at most about twice
 // the capped records, besides its leaderships.
 const maxStale = MaxSplitBrains
-
-// append writes b, whole lines, at the end of the file and syncs it. If
-// either fails, it cuts the file back to its whole lines, so that a full
-// disk or a failed sync never leaves a partial line for the next append
-// to run into, and returns the error. A cut that fails is tried again
-// before the next append, which fails until it succeeds.
-//
-// A crash before the cut reaches the disk may leave whole lines of the
-// failed append in the file: records whose input was never acknowledged,
-// which come again and are dropped as duplicates.
-func (cf *clusterFile) append(b []byte) error {
-	if cf.torn {
-		if err := cf.cut(); err != nil {
-			return fmt.Errorf("cut the failed append before this one: %w", err)
-		}
-	}
-	_, err := cf.f.Write(b)
-	if err == nil {
-		if err = cf.f.Sync(); err == nil {
-			cf.size += int64(len(b))
-			return nil
-		}
-		err = fmt.Errorf("sync: %w", err)
-	}
-	if cutErr := cf.cut(); cutErr != nil {
-		cf.torn = true
-		return errors.Join(err, fmt.Errorf("cut back to %d bytes: %w", cf.size, cutErr))
-	}
-	return err
-}
 
 // cut truncates the file to its whole lines.
 func (cf *clusterFile) cut() error {

@@ -3,7 +3,6 @@ package leader_test
 import (
 	"context"
 	"reflect"
-	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -22,9 +21,11 @@ func TestStreamsFoundOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	js := batontest.LeaderStream(t, nc)
-	var lookups atomic.Int64
+	// The lookups, as the server delivers them: on a channel, so that
+	// once the spy's flush returns, every lookup made before is on it.
+	lookups := make(chan *nats.Msg, 64)
 	spy := batontest.Connect(t, url)
-	if _, err := spy.Subscribe("$JS.API.STREAM.NAMES", func(*nats.Msg) { lookups.Add(1) }); err != nil {
+	if _, err := spy.ChanSubscribe("$JS.API.STREAM.NAMES", lookups); err != nil {
 		t.Fatal(err)
 	}
 	spy.Flush()
@@ -54,7 +55,7 @@ func TestStreamsFoundOnce(t *testing.T) {
 		read(a)
 	}
 	spy.Flush()
-	if n := lookups.Load(); n != 1 {
+	if n := len(lookups); n != 1 {
 		t.Errorf("three clusters' reads looked the stream up %d times, want once", n)
 	}
 
@@ -68,7 +69,7 @@ func TestStreamsFoundOnce(t *testing.T) {
 	announce(of("shard-1", 5))
 	read(of("shard-1", 5))
 	spy.Flush()
-	if n := lookups.Load(); n != 2 {
+	if n := len(lookups); n != 2 {
 		t.Errorf("the stream was looked up %d times in all, want once more after it was replaced", n)
 	}
 }

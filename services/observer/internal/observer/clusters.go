@@ -13,8 +13,9 @@ import (
 //
 // A cluster is followed once it has a history, or once a live message of
 // it was accepted (a leader's heartbeats may come before the stream
-// delivers its announcement): those are the clusters the recorder keeps
-// state for. A message of a cluster not followed, when MaxClusters are
+// delivers its announcement), or once an announcement of it was accepted
+// that waits, with the others of its batch, to be written: those are the
+// clusters the recorder keeps state for. A message of a cluster not followed, when MaxClusters are
 // already, is dropped before it creates anything: an announcement from
 // the stream is acknowledged (it is not redelivered) and counted as
 // refused in observer_announcements_total; every such message counts in
@@ -41,6 +42,10 @@ type followed struct {
 	// liveOnly are the clusters followed for a live message that have no
 	// history yet.
 	liveOnly map[string]struct{}
+	// unwritten are the clusters admitted for an announcement from the
+	// stream whose records are not written yet: record admits a batch of
+	// announcements, then writes them together (wrote).
+	unwritten map[string]struct{}
 	// count is the number of clusters followed, as last computed.
 	count atomic.Int64
 	// refusedLogged is when the last warning was logged; refusedSince
@@ -70,7 +75,7 @@ func (o *Observer) admit(cluster, source string) bool {
 		}
 		return true
 	}
-	if o.store.Has(cluster) {
+	if _, ok := f.unwritten[cluster]; ok || o.store.Has(cluster) {
 		return true
 	}
 	n := o.followedCount()
@@ -92,8 +97,12 @@ func (o *Observer) admit(cluster, source string) bool {
 			f.liveOnly = map[string]struct{}{}
 		}
 		f.liveOnly[cluster] = struct{}{}
+	} else {
+		if f.unwritten == nil {
+			f.unwritten = map[string]struct{}{}
+		}
+		f.unwritten[cluster] = struct{}{}
 	}
-	// A stream announcement creates the cluster's history right after.
 	f.count.Store(int64(n + 1))
 	return true
 }
@@ -101,9 +110,17 @@ func (o *Observer) admit(cluster, source string) bool {
 // followedCount counts the clusters followed, and notes it for the
 // metrics and the API.
 func (o *Observer) followedCount() int {
-	n := o.store.Count() + len(o.followed.liveOnly)
+	n := o.store.Count() + len(o.followed.liveOnly) + len(o.followed.unwritten)
 	o.followed.count.Store(int64(n))
 	return n
+}
+
+// wrote ends the admissions of a batch of announcements once its records
+// are written, or failed to be: the clusters have a history now, or are
+// admitted again when their announcements come again.
+func (o *Observer) wrote() {
+	clear(o.followed.unwritten)
+	o.followedCount()
 }
 
 // refuse counts and logs a message of cluster refused for the bound.

@@ -166,3 +166,26 @@ func TestMaxClustersOverNATS(t *testing.T) {
 		t.Errorf("observer_clusters_refused_total{source=stream} = %v, want 1", got)
 	}
 }
+
+// The announcements of one batch are admitted before any is written: a
+// cluster admitted and not written yet counts against the bound, once.
+func TestMaxClustersCountsUnwritten(t *testing.T) {
+	a := newAPI(t, &fakeClock{now: t0})
+	a.cfg.MaxClusters = 2
+	for _, name := range []string{"a", "b", "a"} {
+		if !a.admit(name, sourceStream) {
+			t.Fatalf("%s refused with %d clusters followed", name, a.clustersFollowed())
+		}
+	}
+	if a.admit("c", sourceStream) {
+		t.Fatal("a third cluster admitted while two wait to be written, with OBSERVER_MAX_CLUSTERS=2")
+	}
+	a.apply(t, "a", leaderRecord(1, 1, t0))
+	a.apply(t, "b", leaderRecord(1, 1, t0))
+	if n := a.clustersFollowed(); n != 2 {
+		t.Errorf("clusters followed once written = %d, want 2", n)
+	}
+	if a.admit("c", sourceStream) {
+		t.Error("a third cluster admitted once two are written")
+	}
+}

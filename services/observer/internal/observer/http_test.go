@@ -44,6 +44,7 @@ func (a *api) apply(t *testing.T, cluster string, recs ...history.Record) {
 	if _, err := a.store.Apply(cluster, recs...); err != nil {
 		t.Fatal(err)
 	}
+	a.wrote() // as record does once it wrote what it admitted
 }
 
 // do sends a request and returns the answer with its body read.

@@ -606,6 +606,7 @@ func (o *Observer) record(rec *recorder.Recorder, ds []delivery) {
 	var err error
 	if len(batches) > 0 {
 		kept, err = o.store.ApplyAll(batches)
+		o.wrote()
 	}
 	for i, d := range ds {
 		t := all[i]

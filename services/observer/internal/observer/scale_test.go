@@ -37,6 +37,7 @@ func follow(t testing.TB, a *api, rec *recorder.Recorder, n int, withMetrics boo
 		if err != nil {
 			t.Fatal(err)
 		}
+		a.wrote()
 		if withMetrics {
 			a.changed(name, kept)
 		}

@@ -497,7 +497,6 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 		return err
 	}
 	cfg := n.cfg.Election
-	n.epoch = time.Time{} // the loop's start
 	if g := cfg.Timing.QuietGrid; g > 0 {
 		// The machine's ticks end on multiples of the tick since the
 		// Unix epoch, and its quiet heartbeats on multiples of the grid:

@@ -861,7 +861,7 @@ func (o *Observer) batch(rec *recorder.Recorder, m liveMsg) {
 		if !slices.Contains(liveKinds, kind) && !slices.Contains(memberKinds, kind) {
 			return true
 		}
-		if slices.ContainsFunc(o.deferred, func(b history.Batch) bool { return b.Cluster == cluster }) {
+		if o.deferredFor(cluster) {
 			o.flushWrites() // its history as written, for this message
 		}
 		o.observe(rec, liveMsg{subject: subject, at: m.at, entry: &msg})
@@ -1006,8 +1006,8 @@ func (o *Observer) write(cluster string, recs []history.Record) {
 		return
 	}
 	if o.deferring {
-		if slices.ContainsFunc(o.deferred, func(b history.Batch) bool { return b.Cluster == cluster }) {
-			o.flushWrites()
+		if o.deferredFor(cluster) {
+			o.flushWrites() // one batch per cluster in a flush
 		}
 		o.deferred = append(o.deferred, history.Batch{Cluster: cluster, Records: recs})
 		if len(o.deferred) == history.MaxApplyAll {
@@ -1021,6 +1021,11 @@ func (o *Observer) write(cluster string, recs []history.Record) {
 		return
 	}
 	o.changed(cluster, kept)
+}
+
+// deferredFor reports whether records of cluster wait in o.deferred.
+func (o *Observer) deferredFor(cluster string) bool {
+	return slices.ContainsFunc(o.deferred, func(b history.Batch) bool { return b.Cluster == cluster })
 }
 
 // flushWrites writes the records deferred while a batch of live messages

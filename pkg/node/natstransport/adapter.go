@@ -139,6 +139,11 @@ type Adapter struct {
 	replies  replies[struct{}]
 	conns    *connections // nil while connection events are off
 	stopping atomic.Bool
+	// claimer is the member whose leadership claim (a heartbeat or a
+	// Coordinator) the election took last, 0 before any: a hint of its
+	// leader, by which a Shared connection tells the elections a member
+	// led first when the member goes down (leadFirst).
+	claimer atomic.Uint64
 
 	// Set by Open before the subscriptions that read them.
 	self    transport.Self

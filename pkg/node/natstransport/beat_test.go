@@ -1,6 +1,7 @@
 package natstransport
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -270,5 +271,54 @@ func TestBeatsNotReportedWhenBehind(t *testing.T) {
 	}
 	if lost, _ := s.Beats(); lost != 0 {
 		t.Errorf("%d members reported down, want 0", lost)
+	}
+}
+
+// A member going down is told first to the elections it led, then to the
+// others, each once, in the order given within each part.
+func TestLeadFirst(t *testing.T) {
+	var adapters []*Adapter
+	for i := range 100 {
+		a := &Adapter{cfg: Config{Cluster: fmt.Sprintf("shard-%d", i)}}
+		if i%7 == 3 {
+			a.claimer.Store(5)
+		} else if i%7 == 4 {
+			a.claimer.Store(6)
+		}
+		adapters = append(adapters, a)
+	}
+	var order []*Adapter
+	leadFirst(slices.Clone(adapters), 5, func(a *Adapter) { order = append(order, a) })
+	if len(order) != len(adapters) {
+		t.Fatalf("told %d elections, want %d", len(order), len(adapters))
+	}
+	led := 0
+	for _, a := range adapters {
+		if a.claimer.Load() == 5 {
+			led++
+		}
+	}
+	for i, a := range order {
+		if (i < led) != (a.claimer.Load() == 5) {
+			t.Fatalf("told %s (led by %d) at %d, with %d elections led by 5 to tell first", a.cfg.Cluster, a.claimer.Load(), i, led)
+		}
+	}
+	want := slices.DeleteFunc(slices.Clone(adapters), func(a *Adapter) bool { return a.claimer.Load() == 5 })
+	if !slices.Equal(order[led:], want) {
+		t.Error("the elections 5 did not lead were told out of their order")
+	}
+}
+
+// An election's claimer is the sender of the last claim it took.
+func TestClaimer(t *testing.T) {
+	a := &Adapter{cfg: Config{Cluster: "shard-0", ID: 1, Members: []uint64{1, 2, 3}}, lanes: transport.NewLanes(8, newCountingMeter())}
+	a.take(protocol.Message{Type: protocol.TypeHeartbeat, From: 2, Term: 2}, nil, "election.shard-0.heartbeat")
+	a.take(protocol.Message{Type: protocol.TypeElection, From: 3, Term: 2}, nil, "election.shard-0.election")
+	if got := a.claimer.Load(); got != 2 {
+		t.Errorf("claimer after a heartbeat of 2 and an Election of 3: %d, want 2", got)
+	}
+	a.take(protocol.Message{Type: protocol.TypeCoordinator, From: 3, Term: 3}, nil, "election.shard-0.coordinator")
+	if got := a.claimer.Load(); got != 3 {
+		t.Errorf("claimer after a Coordinator of 3: %d, want 3", got)
 	}
 }

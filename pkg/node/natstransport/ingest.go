@@ -54,7 +54,9 @@ func (a *Adapter) take(m protocol.Message, err error, subject string) {
 		a.drop(ReasonSenderLimit, subject, nil)
 		return
 	}
-	a.lanes.Deliver(transport.Inbound{Kind: transport.Message, Msg: m, At: time.Now()})
+	if a.lanes.Deliver(transport.Inbound{Kind: transport.Message, Msg: m, At: time.Now()}) && transport.Claim(m) && a.claimer.Load() != m.From {
+		a.claimer.Store(m.From)
+	}
 }
 
 // check runs every check on a received message, cheapest first, and

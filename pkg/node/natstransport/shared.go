@@ -693,7 +693,9 @@ func (s *Shared) onConnEvent(msg *nats.Msg, connect bool) {
 		return
 	}
 	s.once.Do(func() { close(s.seen) })
-	if cluster, id, ok := protocol.ParseConnectionName(e.Client.Name); ok && !connect && cluster == s.cfg.Conn && id != s.cfg.ID {
+	cluster, id, named := protocol.ParseConnectionName(e.Client.Name)
+	down := named && !connect && cluster == s.cfg.Conn
+	if down && id != s.cfg.ID {
 		s.disconnected(id)
 	}
 	s.mu.RLock()
@@ -702,6 +704,11 @@ func (s *Shared) onConnEvent(msg *nats.Msg, connect bool) {
 		adapters = append(adapters, a)
 	}
 	s.mu.RUnlock()
+	if down {
+		// Each adapter checks the event; the name only orders them.
+		leadFirst(adapters, id, func(a *Adapter) { a.connEvent(e, msg.Subject, connect) })
+		return
+	}
 	for _, a := range adapters {
 		a.connEvent(e, msg.Subject, connect)
 	}

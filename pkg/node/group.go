@@ -38,9 +38,10 @@ const MaxStarting = 256
 const MaxElections = 16384
 
 // DefaultGroupInboxSize is the InboxSize of an election of a Group unless
-// its Config gives one: a lane's buffer is allocated whole (280 bytes an
-// entry), and DefaultInboxSize for each of thousands of elections would
-// cost about 300 KB each at idle.
+// its Config gives one. An idle lane holds no buffer (transport.Lanes),
+// but a burst that reaches thousands of elections at once may fill each
+// one's up to its bound, at 280 bytes an entry: DefaultInboxSize would
+// allow about 300 KB each.
 const DefaultGroupInboxSize = 64
 
 // GroupConfig configures a Group: what the elections of one member

@@ -264,7 +264,10 @@ func (n *Node) peersHeard(now time.Time) slog.Attr {
 }
 
 // pending is how many events wait in the lanes.
-func (n *Node) pending() int { return len(n.lanes.Claims()) + len(n.lanes.Others()) }
+func (n *Node) pending() int {
+	claims, others := n.lanes.Len()
+	return claims + others
+}
 
 // currentMembers are the members as the node sees them now: with
 // dynamic membership those present (the machine's), else the configured

@@ -63,8 +63,10 @@ func (n *Node) loop(ctx context.Context) error {
 					return n.fail(err)
 				}
 				continue
-			case in = <-n.lanes.Claims():
-			case in = <-n.lanes.Others():
+			case <-n.lanes.Ready():
+				if in, ok = n.queued(); !ok {
+					continue
+				}
 			}
 		}
 		// This event and whatever else is queued, up to maxBatch, then one
@@ -279,19 +281,8 @@ func (n *Node) realAt(k int) time.Time { return n.drv.At(k).Add(n.offset) }
 // queued returns the next queued event without waiting: leadership claims
 // first, so that no other traffic can delay them.
 func (n *Node) queued() (transport.Inbound, bool) {
-	select {
-	case in := <-n.lanes.Claims():
-		return in, true
-	default:
-	}
-	select {
-	case in := <-n.lanes.Claims():
-		return in, true
-	case in := <-n.lanes.Others():
-		return in, true
-	default:
-		return transport.Inbound{}, false
-	}
+	in, _, ok := n.lanes.Next()
+	return in, ok
 }
 
 // untilDeadline is how long from now until the machine's next deadline,

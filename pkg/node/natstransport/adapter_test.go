@@ -192,7 +192,7 @@ func TestSettleDeliversWhatWasSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Settle()
-	if got := len(lanes.Others()); got != burst {
+	if _, got := lanes.Len(); got != burst {
 		meter.mu.Lock()
 		defer meter.mu.Unlock()
 		t.Errorf("after Settle: %d messages on the lanes, want %d (dropped: %v)", got, burst, meter.dropped)
@@ -273,22 +273,17 @@ func TestSendPointToPoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	timeout := time.After(5 * time.Second)
-	select {
-	case in := <-bLanes.Others():
-		if in.Kind != transport.Message || in.Msg.From != 1 || in.Msg.To != 2 {
-			t.Errorf("member 2 got %+v, want the Answer from 1", in)
-		}
-	case <-timeout:
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if in, _, err := bLanes.Wait(ctx); err != nil {
 		t.Fatal("member 2 did not get the Answer")
+	} else if in.Kind != transport.Message || in.Msg.From != 1 || in.Msg.To != 2 {
+		t.Errorf("member 2 got %+v, want the Answer from 1", in)
 	}
-	select {
-	case in := <-aLanes.Others():
-		if in.Kind != transport.Unreachable || in.Peer != 3 {
-			t.Errorf("member 1 got %+v, want 3 unreachable", in)
-		}
-	case <-timeout:
+	if in, _, err := aLanes.Wait(ctx); err != nil {
 		t.Fatal("member 1 did not hear that 3 is unreachable")
+	} else if in.Kind != transport.Unreachable || in.Peer != 3 {
+		t.Errorf("member 1 got %+v, want 3 unreachable", in)
 	}
 }
 
@@ -407,8 +402,8 @@ func TestSharedSettleDeliversWhatWasSent(t *testing.T) {
 		}
 		wg.Wait()
 		for i, l := range lanes {
-			if got, want := len(l.Others()), (round+1)*(burst/3); got != want {
-				t.Fatalf("round %d, election %d: %d messages on the lanes after Settle, want %d", round, i, got, want)
+			if _, got := l.Len(); got != (round+1)*(burst/3) {
+				t.Fatalf("round %d, election %d: %d messages on the lanes after Settle, want %d", round, i, got, (round+1)*(burst/3))
 			}
 		}
 	}

@@ -179,15 +179,14 @@ func TestBeatsBack(t *testing.T) {
 	backs := func(a *Adapter) []uint64 {
 		var ids []uint64
 		for {
-			select {
-			case in := <-a.lanes.Others():
-				if in.Kind != transport.PeerBack {
-					t.Fatalf("%s: got %+v, want only PeerBack", a.cfg.Cluster, in)
-				}
-				ids = append(ids, in.Peer)
-			default:
+			in, _, ok := a.lanes.Next()
+			if !ok {
 				return ids
 			}
+			if in.Kind != transport.PeerBack {
+				t.Fatalf("%s: got %+v, want only PeerBack", a.cfg.Cluster, in)
+			}
+			ids = append(ids, in.Peer)
 		}
 	}
 	now := time.Now()
@@ -203,7 +202,9 @@ func TestBeatsBack(t *testing.T) {
 		t.Errorf("member 2's second beat: %v back, want none", got)
 	}
 	s.lost(2)
-	<-member.lanes.Claims() // PeerSilent
+	if in, claim, ok := member.lanes.Next(); !ok || !claim || in.Kind != transport.PeerSilent {
+		t.Fatalf("after member 2 fell silent: %+v (%t), want PeerSilent on the claims lane", in, ok)
+	}
 	s.onBeat(beatMsg(2, now.Add(2*time.Millisecond), nil))
 	if got := backs(member); !slices.Equal(got, []uint64{2}) {
 		t.Errorf("member 2 beating after it fell silent: %v back, want [2]", got)

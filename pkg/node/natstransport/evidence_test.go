@@ -1,6 +1,7 @@
 package natstransport
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -68,18 +69,15 @@ func TestOrdersEvidenceIsLeftAlone(t *testing.T) {
 	// The node's own evidence, stamped, after it: once it is on the
 	// lanes, the first has been handled.
 	publish(protocol.Message{Type: protocol.TypeBzEvidence, From: 2, Evidence: &e, Inc: 1, N: 1, TS: time.Now().UnixMilli()})
-	select {
-	case in := <-lanes.Others():
-		if in.Msg.Type != protocol.TypeBzEvidence || in.Msg.N != 1 {
-			t.Fatalf("on the lanes: %+v, want the stamped evidence", in)
-		}
-	case <-time.After(10 * time.Second):
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if in, _, err := lanes.Wait(ctx); err != nil {
 		t.Fatal("the stamped evidence did not arrive")
+	} else if in.Msg.Type != protocol.TypeBzEvidence || in.Msg.N != 1 {
+		t.Fatalf("on the lanes: %+v, want the stamped evidence", in)
 	}
-	select {
-	case in := <-lanes.Others():
+	if in, _, ok := lanes.Next(); ok {
 		t.Errorf("on the lanes besides: %+v", in)
-	default:
 	}
 	meter.mu.Lock()
 	defer meter.mu.Unlock()

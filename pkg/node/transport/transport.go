@@ -14,6 +14,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/baton-election/baton/pkg/protocol"
@@ -151,44 +152,130 @@ type Meter interface {
 // and peers whose connection closed on one, everything else on the
 // other, so that no other traffic delays the leader's heartbeats. Deliver
 // never blocks; Lanes are safe for concurrent use.
+//
+// A lane holds memory for what waits on it, not for its bound: it grows
+// as events queue, up to the bound, and lets its buffer go once emptied
+// after a burst. An idle election of thousands in one process thus holds
+// a few hundred bytes of lanes, not a buffer of its bound's size.
 type Lanes struct {
-	claims, others chan Inbound
+	mu             sync.Mutex
+	claims, others lane
+	ready          chan struct{} // one notification pending: something was queued
 	meter          Meter
 }
 
 // NewLanes returns lanes whose others lane holds size entries, the claims
 // lane ClaimsSize, counting on meter.
 func NewLanes(size int, meter Meter) *Lanes {
-	return &Lanes{claims: make(chan Inbound, ClaimsSize), others: make(chan Inbound, size), meter: meter}
+	return &Lanes{claims: lane{bound: ClaimsSize}, others: lane{bound: size}, ready: make(chan struct{}, 1), meter: meter}
 }
 
 // Deliver queues in on its lane, or drops and counts it if the lane is
 // full; it reports whether in was queued.
 func (l *Lanes) Deliver(in Inbound) bool {
-	lane := l.others
+	l.mu.Lock()
+	q := &l.others
 	if in.Kind == PeerDown || in.Kind == PeerSilent || (in.Kind == Message && Claim(in.Msg)) {
-		lane = l.claims
+		q = &l.claims
 	}
-	select {
-	case lane <- in:
-		if in.Kind == Message {
-			l.meter.Received(in.Msg.Type)
-		}
-		return true
-	default:
+	queued := q.push(in)
+	l.mu.Unlock()
+	if !queued {
 		l.meter.Dropped(ReasonInboxFull)
 		return false
 	}
+	if in.Kind == Message {
+		l.meter.Received(in.Msg.Type)
+	}
+	Notify(l.ready)
+	return true
 }
 
 // Drop counts a message that was dropped before the lanes, for reason.
 func (l *Lanes) Drop(reason protocol.Reason) { l.meter.Dropped(reason) }
 
-// Claims is the claims lane.
-func (l *Lanes) Claims() <-chan Inbound { return l.claims }
+// Ready receives once something was queued since the last receive: the
+// reader then takes events (Next) until none is left.
+func (l *Lanes) Ready() <-chan struct{} { return l.ready }
 
-// Others is the lane of everything else.
-func (l *Lanes) Others() <-chan Inbound { return l.others }
+// Next takes the next event without waiting, leadership claims first;
+// claim tells whether it came from the claims lane, ok whether there was
+// one.
+func (l *Lanes) Next() (in Inbound, claim, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if in, ok = l.claims.pop(); ok {
+		return in, true, true
+	}
+	in, ok = l.others.pop()
+	return in, false, ok
+}
+
+// Wait takes the next event as Next does, waiting for one until ctx
+// ends (ctx.Err()).
+func (l *Lanes) Wait(ctx context.Context) (in Inbound, claim bool, err error) {
+	for {
+		if in, claim, ok := l.Next(); ok {
+			return in, claim, nil
+		}
+		select {
+		case <-l.ready:
+		case <-ctx.Done():
+			return Inbound{}, false, ctx.Err()
+		}
+	}
+}
+
+// Len is how many events wait on each lane.
+func (l *Lanes) Len() (claims, others int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.claims.n, l.others.n
+}
+
+// lane is a FIFO of at most bound events in a ring that grows as they
+// queue.
+type lane struct {
+	buf     []Inbound
+	head, n int
+	bound   int
+}
+
+// laneKeep is the buffer a lane keeps once emptied; a larger one, grown
+// by a burst, is let go.
+const laneKeep = 4
+
+func (q *lane) push(in Inbound) bool {
+	if q.n == q.bound {
+		return false
+	}
+	if q.n == len(q.buf) {
+		grown := make([]Inbound, min(q.bound, max(laneKeep, 2*len(q.buf))))
+		k := copy(grown, q.buf[q.head:])
+		copy(grown[k:], q.buf[:q.head])
+		q.buf, q.head = grown, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = in
+	q.n++
+	return true
+}
+
+func (q *lane) pop() (Inbound, bool) {
+	if q.n == 0 {
+		return Inbound{}, false
+	}
+	in := q.buf[q.head]
+	q.buf[q.head] = Inbound{} // drop its references
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	if q.n == 0 {
+		q.head = 0
+		if len(q.buf) > laneKeep {
+			q.buf = nil
+		}
+	}
+	return in, true
+}
 
 // Notify sends on ch without blocking: one notification pending is enough
 // for a watcher that reads the current state.

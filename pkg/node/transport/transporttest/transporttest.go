@@ -89,15 +89,13 @@ func (m *member) send(t *testing.T, msg protocol.Message) protocol.Message {
 // receive waits for the next Inbound of m on either lane.
 func (m *member) receive(t *testing.T) (transport.Inbound, bool) {
 	t.Helper()
-	select {
-	case in := <-m.lanes.Claims():
-		return in, true
-	case in := <-m.lanes.Others():
-		return in, false
-	case <-time.After(Wait):
+	ctx, cancel := context.WithTimeout(t.Context(), Wait)
+	defer cancel()
+	in, claim, err := m.lanes.Wait(ctx)
+	if err != nil {
 		t.Fatalf("member %d received nothing within %s", m.id, Wait)
 	}
-	return transport.Inbound{}, false
+	return in, claim
 }
 
 // expect waits for msg at m, the next thing to arrive there.
@@ -118,12 +116,8 @@ func (m *member) expect(t *testing.T, msg protocol.Message) (claim bool) {
 func (m *member) quiet(t *testing.T) {
 	t.Helper()
 	m.tr.Settle()
-	select {
-	case in := <-m.lanes.Claims():
+	if in, _, ok := m.lanes.Next(); ok {
 		t.Errorf("member %d received %+v, want nothing", m.id, in)
-	case in := <-m.lanes.Others():
-		t.Errorf("member %d received %+v, want nothing", m.id, in)
-	default:
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // deadline late withholds it (advance, withhold).
 func (n *Node) loop(ctx context.Context) error {
 	if n.epoch.IsZero() {
-		n.epoch = time.Now()
+		n.epoch = n.startOfTicks(time.Now())
 	}
 	n.drv.Start(n.epoch)
 	n.wake = n.realAt(n.drv.Deadline())
@@ -89,6 +89,28 @@ func (n *Node) loop(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// startOfTicks is when the machine's tick 0 starts for a loop that starts
+// at now. In a group it is the last multiple of the tick (counted from
+// the zero time, as the quiet heartbeats' grid is: begin), less than a
+// tick before now: the deadlines of the group's elections then fall on
+// the same instants, and what they send at them leaves in a few batches,
+// not one each (a Paxos leader's lease renewals, every 5 ticks, in at
+// most 5 batches per interval and their acknowledgements with them).
+// Alone, it is now.
+func (n *Node) startOfTicks(now time.Time) time.Time {
+	if n.aligned {
+		return onTick(now, n.cfg.Tick)
+	}
+	return now
+}
+
+// onTick is the last multiple of tick at or before now (counted from the
+// zero time), with now's monotonic clock reading: the machine's clock,
+// and the leases measured on it, must not move with the wall clock.
+func onTick(now time.Time, tick time.Duration) time.Time {
+	return now.Add(-now.Sub(now.Truncate(tick)))
 }
 
 // maxBatch bounds the events handled between two commits.

@@ -312,7 +312,8 @@ type Node struct {
 	health           health        // the evidence of its suspicions
 	held             hold          // a deadline withheld, the node being late
 	offset           time.Duration // real time the machine's clock did not count (release)
-	epoch            time.Time     // the start of the machine's tick 0: on the grid (begin), or the loop's start
+	epoch            time.Time     // the start of the machine's tick 0: on the grid (begin), or the loop's start (startOfTicks)
+	aligned          bool          // a Group's: its ticks end on multiples of the tick (startOfTicks)
 	wake             time.Time     // when the loop's timer is due
 }
 
@@ -373,6 +374,7 @@ func newNode(cfg Config, deps Deps, inGroup bool) (*Node, error) {
 		log:      cfg.Logger,
 		metrics:  deps.Metrics,
 		requests: make(chan votersRequest),
+		aligned:  inGroup,
 	}
 	if n.metrics == nil {
 		n.metrics = NewMetrics()
@@ -502,7 +504,7 @@ func (n *Node) begin(ctx context.Context, saved stored) error {
 		// Unix epoch, and its quiet heartbeats on multiples of the grid:
 		// those of the other elections of the process come due at the
 		// same instants, and leave in the same batch.
-		n.epoch = time.Now().Truncate(n.cfg.Tick)
+		n.epoch = onTick(time.Now(), n.cfg.Tick)
 		cfg.Timing.QuietPhase = int(n.epoch.UnixNano() / int64(n.cfg.Tick) % int64(g))
 	}
 	cfg.State = start.State

@@ -189,3 +189,29 @@ func TestAlignGrid(t *testing.T) {
 		t.Errorf("without a grid, offset moved to %v", n.offset)
 	}
 }
+
+// In a group, an election's ticks end on multiples of the tick, those of
+// every election of the process at the same instants; alone, they count
+// from the loop's start.
+func TestStartOfTicks(t *testing.T) {
+	now := time.Unix(1_700_000_000, 123_456_789)
+	n := &Node{cfg: Config{Tick: 10 * time.Millisecond}, aligned: true}
+	if got, want := n.startOfTicks(now), time.Unix(1_700_000_000, 120_000_000); !got.Equal(want) {
+		t.Errorf("in a group: tick 0 starts at %v, want %v", got, want)
+	}
+	n.aligned = false
+	if got := n.startOfTicks(now); !got.Equal(now) {
+		t.Errorf("alone: tick 0 starts at %v, want %v", got, now)
+	}
+	// The clock keeps its monotonic reading: the machine's ticks and
+	// leases do not move with the wall clock.
+	n.aligned = true
+	mono := time.Now()
+	got := n.startOfTicks(mono)
+	if got == got.Round(0) {
+		t.Errorf("tick 0 at %v lost the monotonic clock reading of %v", got, mono)
+	}
+	if want := mono.Round(0).Truncate(n.cfg.Tick); !got.Round(0).Equal(want) {
+		t.Errorf("tick 0 at %v, want %v", got.Round(0), want)
+	}
+}

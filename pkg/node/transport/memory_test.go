@@ -122,6 +122,30 @@ func TestLanes(t *testing.T) {
 	if _, _, ok := l.Next(); ok {
 		t.Fatal("an event beyond those delivered")
 	}
+	// An event taken without waiting for its notification (the loop takes
+	// what is queued after each event): once the lanes are found empty,
+	// no notification is left.
+	l.Deliver(Inbound{Kind: Unreachable, Peer: 6})
+	if in, _, ok := l.Next(); !ok || in.Peer != 6 {
+		t.Fatalf("next: %+v (%t), want peer 6", in, ok)
+	}
+	if _, _, ok := l.Next(); ok {
+		t.Fatal("an event beyond those delivered")
+	}
+	select {
+	case <-l.Ready():
+		t.Error("a notification left after every event was taken: the reader would wake for nothing")
+	default:
+	}
+	l.Deliver(Inbound{Kind: Unreachable, Peer: 7})
+	select {
+	case <-l.Ready():
+	default:
+		t.Error("no notification for an event queued after the lanes were emptied")
+	}
+	if in, _, ok := l.Next(); !ok || in.Peer != 7 {
+		t.Fatalf("after the lanes were emptied: %+v (%t), want peer 7", in, ok)
+	}
 	if len(l.others.buf) > laneKeep {
 		t.Errorf("an emptied lane keeps a buffer of %d events, want at most %d", len(l.others.buf), laneKeep)
 	}

@@ -200,15 +200,23 @@ func (l *Lanes) Ready() <-chan struct{} { return l.ready }
 
 // Next takes the next event without waiting, leadership claims first;
 // claim tells whether it came from the claims lane, ok whether there was
-// one.
+// one. Finding none, it also takes back the notification of events
+// taken since (Ready), so that the reader does not wake for nothing; an
+// event queued after it notifies again.
 func (l *Lanes) Next() (in Inbound, claim, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if in, ok = l.claims.pop(); ok {
 		return in, true, true
 	}
-	in, ok = l.others.pop()
-	return in, false, ok
+	if in, ok = l.others.pop(); ok {
+		return in, false, true
+	}
+	select {
+	case <-l.ready:
+	default:
+	}
+	return Inbound{}, false, false
 }
 
 // Wait takes the next event as Next does, waiting for one until ctx

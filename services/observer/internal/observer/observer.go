@@ -1035,22 +1035,33 @@ func (o *Observer) deferredFor(cluster string) bool {
 func (o *Observer) flushWrites() {
 	batches := o.deferred
 	o.deferred = nil
-	if len(batches) == 0 {
-		return
+	if len(batches) > 0 {
+		o.writeAll(batches)
 	}
+}
+
+// writeAll writes batches, each of a different cluster, with one sync
+// (history.Store.ApplyAll), counts what the caps dropped for them (as
+// apply does) and tells of each change. It returns the records each
+// kept, or nil, the failure logged for each cluster, if nothing was
+// written.
+func (o *Observer) writeAll(batches []history.Batch) [][]history.Record {
 	before := make([]cappedCounts, len(batches))
 	for i, b := range batches {
 		before[i] = o.capped(b.Cluster)
 	}
 	kept, err := o.store.ApplyAll(batches)
-	for i, b := range batches {
-		if err != nil {
+	if err != nil {
+		for _, b := range batches {
 			o.log.Error("cannot record", "cluster", b.Cluster, "err", err)
-			continue
 		}
+		return nil
+	}
+	for i, b := range batches {
 		o.countDropped(b.Cluster, before[i], kept[i])
 		o.changed(b.Cluster, kept[i])
 	}
+	return kept
 }
 
 // answered records a leader's answer to the observer's query.
@@ -1088,16 +1099,10 @@ func (o *Observer) checkSilence(rec *recorder.Recorder, now time.Time) {
 			batches[i] = history.Batch{Cluster: w.Cluster, Records: w.Records}
 		}
 		writes = writes[n:]
-		kept, err := o.store.ApplyAll(batches)
-		for i, b := range batches {
-			if err != nil {
-				o.log.Error("cannot record", "cluster", b.Cluster, "err", err)
-				continue
+		for i, recs := range o.writeAll(batches) {
+			for _, r := range recs {
+				o.log.Info("leader silent", "cluster", batches[i].Cluster, "term", r.Term, "reason", r.Reason, "ended_at", r.At.Time)
 			}
-			for _, r := range kept[i] {
-				o.log.Info("leader silent", "cluster", b.Cluster, "term", r.Term, "reason", r.Reason, "ended_at", r.At.Time)
-			}
-			o.changed(b.Cluster, kept[i])
 		}
 	}
 }
